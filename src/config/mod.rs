@@ -1,0 +1,157 @@
+//! The routing config: the YAML schema ([`schema`]), its validation into a [`Config`] with
+//! errors that name file, line, column and path, and the units it is written in.
+
+pub mod resource;
+pub mod schema;
+pub mod units;
+mod validate;
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+pub use resource::ResourceName;
+pub use validate::validate;
+
+/// Where the admin API listens when the config does not say.
+pub const DEFAULT_ADMIN_LISTEN: SocketAddr =
+    SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 9470);
+
+/// One problem in a config file, with where it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    /// The config file.
+    pub file: PathBuf,
+    /// 1-based line; 0 when the problem has no place in the file.
+    pub line: u64,
+    /// 1-based column; 0 when the problem has no place in the file.
+    pub column: u64,
+    /// The path of the offending value (`routes[2].handler`); empty for the whole file.
+    pub path: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.file.display())?;
+        if self.line > 0 {
+            write!(f, ":{}:{}", self.line, self.column)?;
+        }
+        if !self.path.is_empty() {
+            write!(f, ": {}", self.path)?;
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+/// Everything wrong with a config file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct ConfigErrors(pub Vec<ConfigError>);
+
+impl fmt::Display for ConfigErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, e) in self.0.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "{e}")?;
+        }
+        Ok(())
+    }
+}
+
+/// A validated config, ready to build a daemon from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// The file it came from.
+    pub source: PathBuf,
+    /// Kubeconfig to use; `None` for the usual inference.
+    pub kubeconfig: Option<PathBuf>,
+    /// The plugins folder.
+    pub plugins_dir: PathBuf,
+    /// Where the admin API listens.
+    pub admin_listen: SocketAddr,
+    /// Handlers, by name order.
+    pub handlers: Vec<HandlerSpec>,
+    /// Routes, in file order.
+    pub routes: Vec<RouteSpec>,
+}
+
+/// A handler, with every default filled in.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HandlerSpec {
+    /// Handler name.
+    pub name: String,
+    /// Plugin name (`NAME.wasm` in the plugins folder).
+    pub plugin: String,
+    /// Workers calling the plugin at once.
+    pub concurrency: usize,
+    /// Deadline for one call.
+    pub timeout: Duration,
+    /// Memory cap for one plugin instance, in bytes.
+    pub memory: u64,
+    /// Retries after a failure before the event is dropped.
+    pub max_retries: u32,
+    /// First retry delay.
+    pub backoff_base: Duration,
+    /// Longest retry delay.
+    pub backoff_cap: Duration,
+    /// Settings passed to the plugin's `init`.
+    pub config: serde_json::Value,
+}
+
+/// A route, with every default filled in.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RouteSpec {
+    /// Route name.
+    pub name: String,
+    /// The resource watched.
+    pub resource: ResourceName,
+    /// Namespace watched; `None` for all.
+    pub namespace: Option<String>,
+    /// Label selector of the watch.
+    pub label_selector: Option<String>,
+    /// Field selector of the watch.
+    pub field_selector: Option<String>,
+    /// Kinds of change delivered.
+    pub events: EventFilter,
+    /// The handler that gets the changes.
+    pub handler: String,
+}
+
+/// Which kinds of change a route delivers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EventFilter {
+    /// Deliver additions.
+    pub added: bool,
+    /// Deliver updates.
+    pub updated: bool,
+    /// Deliver deletions.
+    pub deleted: bool,
+}
+
+impl Default for EventFilter {
+    fn default() -> Self {
+        Self {
+            added: true,
+            updated: true,
+            deleted: true,
+        }
+    }
+}
+
+/// Reads and validates a config file.
+pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        ConfigErrors(vec![ConfigError {
+            file: path.to_path_buf(),
+            line: 0,
+            column: 0,
+            path: String::new(),
+            message: format!("cannot read the config file: {e}"),
+        }])
+    })?;
+    validate(path, &text)
+}

@@ -1,0 +1,131 @@
+//! Human-friendly units in the config: durations (`250ms`, `5s`, `10m`, `1h`) and sizes
+//! (`64Mi`, `1Gi`, `500k`).
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer, de};
+
+/// A duration written as a number with a unit: `ms`, `s`, `m` or `h`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HumanDuration(pub Duration);
+
+impl HumanDuration {
+    /// Parses `250ms`, `5s`, `1.5m`, `2h`.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let text = text.trim();
+        let split = text
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(text.len());
+        let (number, unit) = text.split_at(split);
+        let value: f64 = number
+            .parse()
+            .map_err(|_| format!("invalid duration {text:?}: expected a number and a unit, such as 5s"))?;
+        let seconds = match unit.trim() {
+            "ms" => value / 1000.0,
+            "s" => value,
+            "m" => value * 60.0,
+            "h" => value * 3600.0,
+            "" => return Err(format!("invalid duration {text:?}: missing unit (ms, s, m or h)")),
+            other => return Err(format!("invalid duration {text:?}: unknown unit {other:?} (use ms, s, m or h)")),
+        };
+        Duration::try_from_secs_f64(seconds)
+            .map(HumanDuration)
+            .map_err(|_| format!("invalid duration {text:?}: out of range"))
+    }
+}
+
+impl fmt::Display for HumanDuration {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ms = self.0.as_millis();
+        if ms % 1000 != 0 {
+            write!(f, "{ms}ms")
+        } else {
+            write!(f, "{}s", ms / 1000)
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for HumanDuration {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        Self::parse(&text).map_err(de::Error::custom)
+    }
+}
+
+/// A size in bytes, written with an optional unit: `k`/`Ki`, `M`/`Mi`, `G`/`Gi`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ByteSize(pub u64);
+
+impl ByteSize {
+    /// Parses `1048576`, `512Ki`, `64Mi`, `1G`.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let text = text.trim();
+        let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+        let (number, unit) = text.split_at(split);
+        let value: u64 = number
+            .parse()
+            .map_err(|_| format!("invalid size {text:?}: expected a number and a unit, such as 64Mi"))?;
+        let factor: u64 = match unit {
+            "" => 1,
+            "k" => 1000,
+            "Ki" => 1 << 10,
+            "M" => 1000 * 1000,
+            "Mi" => 1 << 20,
+            "G" => 1000 * 1000 * 1000,
+            "Gi" => 1 << 30,
+            other => return Err(format!("invalid size {text:?}: unknown unit {other:?} (use Ki, Mi, Gi, k, M or G)")),
+        };
+        value
+            .checked_mul(factor)
+            .map(ByteSize)
+            .ok_or_else(|| format!("invalid size {text:?}: out of range"))
+    }
+}
+
+impl<'de> Deserialize<'de> for ByteSize {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl de::Visitor<'_> for Visitor {
+            type Value = ByteSize;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a size such as 64Mi or a number of bytes")
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<ByteSize, E> {
+                Ok(ByteSize(v))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<ByteSize, E> {
+                u64::try_from(v)
+                    .map(ByteSize)
+                    .map_err(|_| E::custom("a size cannot be negative"))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<ByteSize, E> {
+                ByteSize::parse(v).map_err(E::custom)
+            }
+        }
+        deserializer.deserialize_any(Visitor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_with_units() {
+        assert_eq!(HumanDuration::parse("250ms").unwrap().0, Duration::from_millis(250));
+        assert_eq!(HumanDuration::parse("5s").unwrap().0, Duration::from_secs(5));
+        assert_eq!(HumanDuration::parse("1.5m").unwrap().0, Duration::from_secs(90));
+        assert_eq!(HumanDuration::parse("2h").unwrap().0, Duration::from_secs(7200));
+        assert!(HumanDuration::parse("5").unwrap_err().contains("missing unit"));
+        assert!(HumanDuration::parse("5d").unwrap_err().contains("unknown unit"));
+    }
+
+    #[test]
+    fn sizes_parse_with_units() {
+        assert_eq!(ByteSize::parse("64Mi").unwrap().0, 64 << 20);
+        assert_eq!(ByteSize::parse("1G").unwrap().0, 1_000_000_000);
+        assert_eq!(ByteSize::parse("512").unwrap().0, 512);
+        assert!(ByteSize::parse("5MB").is_err());
+    }
+}

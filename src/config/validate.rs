@@ -1,0 +1,335 @@
+//! Turns the text of a config file into a [`Config`], collecting every problem with its
+//! file, line, column and path before failing.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_saphyr::Spanned;
+
+use super::schema::{ConfigFile, EventKindFile, RouteFile};
+use super::{
+    Config, ConfigError, ConfigErrors, DEFAULT_ADMIN_LISTEN, EventFilter, HandlerSpec,
+    ResourceName, RouteSpec,
+};
+
+/// Parses and checks the config in `text`, read from `file`.
+pub fn validate(file: &Path, text: &str) -> Result<Config, ConfigErrors> {
+    let parsed: ConfigFile = serde_saphyr::from_str(text).map_err(|e| {
+        let (line, column) = e
+            .location()
+            .map(|l| (l.line(), l.column()))
+            .unwrap_or((0, 0));
+        ConfigErrors(vec![ConfigError {
+            file: file.to_path_buf(),
+            line,
+            column,
+            path: String::new(),
+            message: first_line(&e.to_string()),
+        }])
+    })?;
+    let mut errors = Errors {
+        file: file.to_path_buf(),
+        found: Vec::new(),
+    };
+    let config = build(file, parsed, &mut errors);
+    if errors.found.is_empty() {
+        Ok(config)
+    } else {
+        Err(ConfigErrors(errors.found))
+    }
+}
+
+/// The first line of a parser message (the rest repeats the location as a drawing).
+fn first_line(message: &str) -> String {
+    message.lines().next().unwrap_or_default().trim().to_string()
+}
+
+struct Errors {
+    file: PathBuf,
+    found: Vec<ConfigError>,
+}
+
+impl Errors {
+    fn at<T>(&mut self, spanned: &Spanned<T>, path: String, message: String) {
+        self.found.push(ConfigError {
+            file: self.file.clone(),
+            line: spanned.referenced.line(),
+            column: spanned.referenced.column(),
+            path,
+            message,
+        });
+    }
+
+    fn nowhere(&mut self, path: String, message: String) {
+        self.found.push(ConfigError {
+            file: self.file.clone(),
+            line: 0,
+            column: 0,
+            path,
+            message,
+        });
+    }
+}
+
+fn build(file: &Path, parsed: ConfigFile, errors: &mut Errors) -> Config {
+    let base = file.parent().unwrap_or(Path::new("."));
+    let relative = |p: PathBuf| if p.is_absolute() { p } else { base.join(p) };
+    let mut handlers = Vec::new();
+    for (name, h) in parsed.handlers {
+        if !is_valid_name(&name) {
+            errors.nowhere(
+                format!("handlers.{name}"),
+                format!("invalid handler name {name:?}: use lower case letters, digits and '-'"),
+            );
+        }
+        let plugin = match &h.plugin {
+            Some(p) if !is_valid_name(&p.value) => {
+                errors.at(
+                    p,
+                    format!("handlers.{name}.plugin"),
+                    format!(
+                        "invalid plugin name {:?}: name the file NAME.wasm in the plugins folder by NAME (lower case letters, digits and '-')",
+                        p.value
+                    ),
+                );
+                p.value.clone()
+            }
+            Some(p) => p.value.clone(),
+            None => name.clone(),
+        };
+        let concurrency = match &h.concurrency {
+            Some(c) if c.value == 0 => {
+                errors.at(
+                    c,
+                    format!("handlers.{name}.concurrency"),
+                    "concurrency must be at least 1".into(),
+                );
+                1
+            }
+            Some(c) => c.value,
+            None => 2,
+        };
+        let backoff_base = h.backoff_base.map_or(Duration::from_millis(100), |d| d.0);
+        let backoff_cap = h.backoff_cap.map_or(Duration::from_secs(30), |d| d.0);
+        if backoff_cap < backoff_base {
+            errors.nowhere(
+                format!("handlers.{name}.backoff_cap"),
+                "backoff_cap must not be shorter than backoff_base".into(),
+            );
+        }
+        handlers.push(HandlerSpec {
+            plugin,
+            concurrency,
+            timeout: h.timeout.map_or(Duration::from_secs(5), |d| d.0),
+            memory: h.memory.map_or(64 << 20, |m| m.0),
+            max_retries: h.max_retries.unwrap_or(5),
+            backoff_base,
+            backoff_cap,
+            config: h.config.unwrap_or(serde_json::Value::Null),
+            name,
+        });
+    }
+    let known: Vec<&str> = handlers.iter().map(|h| h.name.as_str()).collect();
+    let mut route_names = HashSet::new();
+    let mut routes = Vec::new();
+    for (i, r) in parsed.routes.into_iter().enumerate() {
+        if let Some(route) = build_route(i, r, &known, &mut route_names, errors) {
+            routes.push(route);
+        }
+    }
+    if routes.is_empty() && errors.found.is_empty() {
+        errors.nowhere(
+            "routes".into(),
+            "no routes: add at least one route from a resource to a handler".into(),
+        );
+    }
+    Config {
+        source: file.to_path_buf(),
+        kubeconfig: parsed.kubeconfig.map(relative),
+        plugins_dir: relative(parsed.plugins_dir.unwrap_or_else(|| PathBuf::from("plugins"))),
+        admin_listen: parsed.admin.listen.unwrap_or(DEFAULT_ADMIN_LISTEN),
+        handlers,
+        routes,
+    }
+}
+
+fn build_route(
+    i: usize,
+    r: RouteFile,
+    known_handlers: &[&str],
+    names: &mut HashSet<String>,
+    errors: &mut Errors,
+) -> Option<RouteSpec> {
+    let at = |field: &str| format!("routes[{i}].{field}");
+    let before = errors.found.len();
+    if r.name.value.is_empty() {
+        errors.at(&r.name, at("name"), "a route needs a name".into());
+    } else if !names.insert(r.name.value.clone()) {
+        errors.at(
+            &r.name,
+            at("name"),
+            format!("duplicate route name {:?}", r.name.value),
+        );
+    }
+    let resource = ResourceName::parse(&r.resource.value)
+        .map_err(|e| errors.at(&r.resource, at("resource"), e))
+        .ok();
+    if !known_handlers.contains(&r.handler.value.as_str()) {
+        let message = match nearest(&r.handler.value, known_handlers) {
+            Some(near) => format!(
+                "unknown handler {:?}; did you mean {near:?}?",
+                r.handler.value
+            ),
+            None if known_handlers.is_empty() => format!(
+                "unknown handler {:?}: no handlers are defined under `handlers:`",
+                r.handler.value
+            ),
+            None => format!(
+                "unknown handler {:?}; defined handlers: {}",
+                r.handler.value,
+                known_handlers.join(", ")
+            ),
+        };
+        errors.at(&r.handler, at("handler"), message);
+    }
+    for (field, selector) in [("labels", &r.labels), ("fields", &r.fields)] {
+        if let Some(s) = selector
+            && let Err(e) = crate::selector::Selector::parse(&s.value)
+        {
+            errors.at(s, at(field), e);
+        }
+    }
+    let events = match &r.events {
+        None => EventFilter::default(),
+        Some(kinds) => EventFilter {
+            added: kinds.contains(&EventKindFile::Added),
+            updated: kinds.contains(&EventKindFile::Updated),
+            deleted: kinds.contains(&EventKindFile::Deleted),
+        },
+    };
+    if errors.found.len() > before {
+        return None;
+    }
+    Some(RouteSpec {
+        name: r.name.value,
+        resource: resource?,
+        namespace: r.namespace,
+        label_selector: r.labels.map(|s| s.value),
+        field_selector: r.fields.map(|s| s.value),
+        events,
+        handler: r.handler.value,
+    })
+}
+
+fn is_valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
+}
+
+/// The candidate closest to `word` by edit distance, if it is close enough to be a typo.
+pub(crate) fn nearest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
+    candidates
+        .iter()
+        .map(|c| (edit_distance(word, c), *c))
+        .filter(|(d, c)| *d <= 2.max(c.len() / 3))
+        .min()
+        .map(|(_, c)| c)
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = if ca == *cb {
+                prev
+            } else {
+                1 + prev.min(row[j]).min(row[j + 1])
+            };
+            prev = cur;
+        }
+    }
+    row[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = "\
+handlers:
+  log-events:
+    concurrency: 3
+    timeout: 2s
+routes:
+  - name: cms
+    resource: configmaps
+    namespace: default
+    events: [added, deleted]
+    handler: log-events
+";
+
+    #[test]
+    fn a_valid_config_gets_its_defaults() {
+        let config = validate(Path::new("/etc/sy/c.yaml"), GOOD).unwrap();
+        assert_eq!(config.plugins_dir, PathBuf::from("/etc/sy/plugins"));
+        assert_eq!(config.admin_listen, DEFAULT_ADMIN_LISTEN);
+        let h = &config.handlers[0];
+        assert_eq!((h.plugin.as_str(), h.concurrency, h.max_retries), ("log-events", 3, 5));
+        assert_eq!(h.timeout, Duration::from_secs(2));
+        let r = &config.routes[0];
+        assert!(r.events.added && !r.events.updated && r.events.deleted);
+    }
+
+    #[test]
+    fn every_mistake_is_reported_with_its_line_column_and_path() {
+        let text = "\
+handlers:
+  log-events: {}
+routes:
+  - name: a
+    resource: configmaps
+    handler: log-event
+  - name: a
+    resource: Apps/V1
+    handler: nope
+";
+        let errors = validate(Path::new("c.yaml"), text).unwrap_err().0;
+        let found: Vec<(u64, u64, &str)> = errors
+            .iter()
+            .map(|e| (e.line, e.column, e.path.as_str()))
+            .collect();
+        assert_eq!(
+            found,
+            vec![
+                (6, 14, "routes[0].handler"),
+                (7, 11, "routes[1].name"),
+                (8, 15, "routes[1].resource"),
+                (9, 14, "routes[1].handler"),
+            ]
+        );
+        assert!(errors[0].message.contains("did you mean \"log-events\""));
+        assert!(errors[0].to_string().starts_with("c.yaml:6:14: routes[0].handler: "));
+    }
+
+    #[test]
+    fn a_yaml_error_names_its_line() {
+        let text = "handlers:\n  a: {}\nroutes:\n  - name: x\n    bogus: 1\n";
+        let errors = validate(Path::new("c.yaml"), text).unwrap_err().0;
+        assert_eq!(errors.len(), 1);
+        assert_eq!(errors[0].line, 5, "{}", errors[0]);
+        assert!(errors[0].message.contains("bogus"), "{}", errors[0]);
+    }
+
+    #[test]
+    fn nearest_suggests_only_close_names() {
+        assert_eq!(nearest("log-event", &["log-events", "x"]), Some("log-events"));
+        assert_eq!(nearest("zzzzzz", &["log-events"]), None);
+    }
+}

@@ -1,0 +1,276 @@
+//! The daemon: builds every stage from a [`Config`] (plugins, handlers, informers, routes,
+//! admin API), runs them, reports their status and shuts them down in order.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use crate::config::Config;
+use crate::handler::{Handler, HandlerStatus};
+use crate::informer::{InformerFactory, WatchHealth, WatchKey};
+use crate::plugin::{PluginHost, PluginLogs, loader};
+use crate::router::Route;
+
+/// Errors starting the daemon.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// No Kubernetes client could be built.
+    #[error("cannot connect to Kubernetes: {0}")]
+    Client(String),
+    /// The wasm engine could not start.
+    #[error(transparent)]
+    Plugin(#[from] crate::plugin::Error),
+    /// A route's watch could not be set up.
+    #[error("route {route:?}: {source}")]
+    Route {
+        /// The route.
+        route: String,
+        /// Why.
+        #[source]
+        source: crate::informer::Error,
+    },
+    /// The admin API could not bind its address.
+    #[error("cannot listen on {addr} for the admin API: {source}")]
+    AdminBind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Result of daemon operations.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// How to start a daemon beyond what its config says.
+#[derive(Default)]
+pub struct Options {
+    /// Use this client instead of the one the config's kubeconfig describes.
+    pub client: Option<kube::Client>,
+    /// Listen for the admin API here instead of the config's address.
+    pub admin_listen: Option<SocketAddr>,
+}
+
+/// What the stages share with the admin API.
+pub struct Shared {
+    /// The shared informers.
+    pub informers: InformerFactory,
+    /// Handlers by config order.
+    pub handlers: Vec<Arc<Handler>>,
+    /// Where plugins are loaded from.
+    pub plugins_dir: PathBuf,
+    started: Instant,
+}
+
+/// The daemon's state as /status reports it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Status {
+    /// Seconds since the daemon started.
+    pub uptime_seconds: u64,
+    /// Every informer.
+    pub informers: Vec<InformerStatus>,
+    /// Every handler.
+    pub handlers: Vec<HandlerStatus>,
+}
+
+/// One informer in /status.
+#[derive(Debug, Clone, Serialize)]
+pub struct InformerStatus {
+    /// `v1/configmaps`, `apps/v1/deployments`.
+    pub resource: String,
+    /// Namespace watched, or none for all.
+    pub namespace: Option<String>,
+    /// Label selector of the watch.
+    pub label_selector: Option<String>,
+    /// Field selector of the watch.
+    pub field_selector: Option<String>,
+    /// Objects in the cache.
+    pub objects: usize,
+    /// Whether the first list has completed.
+    pub synced: bool,
+    /// Watch health.
+    #[serde(flatten)]
+    pub health: WatchHealth,
+    /// Seconds since the last event, if any arrived.
+    pub seconds_since_last_event: Option<u64>,
+}
+
+impl Shared {
+    /// A snapshot of every stage's state.
+    pub fn status(&self) -> Status {
+        let informers = self
+            .informers
+            .informers()
+            .iter()
+            .map(|i| {
+                let health = i.health();
+                let key = i.key();
+                InformerStatus {
+                    resource: key.resource.to_string(),
+                    namespace: key.namespace.clone(),
+                    label_selector: key.label_selector.clone(),
+                    field_selector: key.field_selector.clone(),
+                    objects: i.store().len(),
+                    synced: i.is_synced(),
+                    seconds_since_last_event: health
+                        .last_event
+                        .and_then(|t| t.elapsed().ok())
+                        .map(|d| d.as_secs()),
+                    health,
+                }
+            })
+            .collect();
+        Status {
+            uptime_seconds: self.started.elapsed().as_secs(),
+            informers,
+            handlers: self.handlers.iter().map(|h| h.status()).collect(),
+        }
+    }
+}
+
+/// A running daemon.
+pub struct Daemon {
+    shared: Arc<Shared>,
+    logs: PluginLogs,
+    admin_addr: SocketAddr,
+    admin_stop: Option<oneshot::Sender<()>>,
+    admin_task: JoinHandle<()>,
+    _host: Arc<PluginHost>,
+}
+
+impl Daemon {
+    /// Builds and starts every stage. Plugins that fail to load are reported in /status and
+    /// their events wait in the queue; a route whose resource cannot be watched is an error.
+    pub async fn start(config: Config, options: Options) -> Result<Self> {
+        let client = match options.client {
+            Some(client) => client,
+            None => client_for(&config).await?,
+        };
+        let host = PluginHost::new()?;
+        let logs = PluginLogs::default();
+        let mut handlers = Vec::new();
+        for spec in &config.handlers {
+            let handler = Handler::start(spec.clone(), logs.clone());
+            handler.set_plugin(loader::load(&host, &config.plugins_dir, &spec.plugin).await);
+            handlers.push(handler);
+        }
+        let informers = InformerFactory::new(client);
+        for route in &config.routes {
+            let handler = handlers
+                .iter()
+                .find(|h| h.name() == route.handler)
+                .expect("validation checked every route's handler")
+                .clone();
+            let key = WatchKey {
+                resource: route.resource.clone(),
+                namespace: route.namespace.clone(),
+                label_selector: route.label_selector.clone(),
+                field_selector: route.field_selector.clone(),
+            };
+            let informer = informers
+                .informer(key)
+                .await
+                .map_err(|source| Error::Route {
+                    route: route.name.clone(),
+                    source,
+                })?;
+            informer.subscribe(Arc::new(Route::new(&route.name, route.events, handler)));
+        }
+        let shared = Arc::new(Shared {
+            informers,
+            handlers,
+            plugins_dir: config.plugins_dir.clone(),
+            started: Instant::now(),
+        });
+        let addr = options.admin_listen.unwrap_or(config.admin_listen);
+        let listener = TcpListener::bind(addr)
+            .await
+            .map_err(|source| Error::AdminBind { addr, source })?;
+        let admin_addr = listener
+            .local_addr()
+            .map_err(|source| Error::AdminBind { addr, source })?;
+        let (admin_stop, stopped) = oneshot::channel::<()>();
+        let app = crate::admin::router(shared.clone());
+        let admin_task = tokio::spawn(async move {
+            let result = axum::serve(listener, app)
+                .with_graceful_shutdown(async {
+                    let _ = stopped.await;
+                })
+                .await;
+            if let Err(e) = result {
+                tracing::error!(error = %e, "admin API stopped");
+            }
+        });
+        tracing::info!(admin = %admin_addr, handlers = shared.handlers.len(), routes = config.routes.len(), "switchyard started");
+        Ok(Self {
+            shared,
+            logs,
+            admin_addr,
+            admin_stop: Some(admin_stop),
+            admin_task,
+            _host: host,
+        })
+    }
+
+    /// Where the admin API listens.
+    pub fn admin_addr(&self) -> SocketAddr {
+        self.admin_addr
+    }
+
+    /// The admin API's base URL.
+    pub fn admin_url(&self) -> String {
+        format!("http://{}", self.admin_addr)
+    }
+
+    /// What plugins log.
+    pub fn plugin_logs(&self) -> &PluginLogs {
+        &self.logs
+    }
+
+    /// A snapshot of every stage's state.
+    pub fn status(&self) -> Status {
+        self.shared.status()
+    }
+
+    /// Waits until every informer has listed its resource.
+    pub async fn wait_until_synced(&self) {
+        for informer in self.shared.informers.informers() {
+            informer.wait_until_synced().await;
+        }
+    }
+
+    /// Stops the watches, lets handlers finish queued work for up to `grace`, then stops the
+    /// admin API.
+    pub async fn shut_down(mut self, grace: Duration) {
+        self.shared.informers.shutdown();
+        futures::future::join_all(self.shared.handlers.iter().map(|h| h.shut_down(grace))).await;
+        if let Some(stop) = self.admin_stop.take() {
+            let _ = stop.send(());
+        }
+        let _ = (&mut self.admin_task).await;
+        tracing::info!("switchyard stopped");
+    }
+}
+
+async fn client_for(config: &Config) -> Result<kube::Client> {
+    let kube_config = match &config.kubeconfig {
+        Some(path) => {
+            let file = kube::config::Kubeconfig::read_from(path)
+                .map_err(|e| Error::Client(format!("{}: {e}", path.display())))?;
+            kube::Config::from_custom_kubeconfig(file, &Default::default())
+                .await
+                .map_err(|e| Error::Client(format!("{}: {e}", path.display())))?
+        }
+        None => kube::Config::infer()
+            .await
+            .map_err(|e| Error::Client(e.to_string()))?,
+    };
+    kube::Client::try_from(kube_config).map_err(|e| Error::Client(e.to_string()))
+}

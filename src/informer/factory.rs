@@ -1,0 +1,102 @@
+//! The informer factory: one informer per watch key, shared by every route that uses it.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject};
+use kube::core::GroupVersion;
+use kube::discovery::Scope;
+use kube::runtime::watcher;
+
+use super::{Error, Informer, Result, WatchKey, reflector};
+
+/// Creates informers on demand and shares them by watch key.
+pub struct InformerFactory {
+    client: Client,
+    informers: Mutex<HashMap<WatchKey, Arc<Informer>>>,
+}
+
+impl InformerFactory {
+    /// A factory whose informers watch through `client`.
+    pub fn new(client: Client) -> Self {
+        Self {
+            client,
+            informers: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The informer for `key`, started if it was not running yet. The resource is resolved
+    /// through API discovery the first time.
+    pub async fn informer(&self, key: WatchKey) -> Result<Arc<Informer>> {
+        if let Some(existing) = self.lock().get(&key) {
+            return Ok(existing.clone());
+        }
+        let (resource, scope) = self.resolve(&key).await?;
+        if key.namespace.is_some() && scope == Scope::Cluster {
+            return Err(Error::NamespaceOnClusterScoped {
+                resource: key.resource.to_string(),
+            });
+        }
+        let api: Api<DynamicObject> = match &key.namespace {
+            Some(ns) => Api::namespaced_with(self.client.clone(), ns, &resource),
+            None => Api::all_with(self.client.clone(), &resource),
+        };
+        let mut config = watcher::Config::default();
+        if let Some(labels) = &key.label_selector {
+            config = config.labels(labels);
+        }
+        if let Some(fields) = &key.field_selector {
+            config = config.fields(fields);
+        }
+        let mut informers = self.lock();
+        // Another caller may have started it while discovery ran.
+        if let Some(existing) = informers.get(&key) {
+            return Ok(existing.clone());
+        }
+        let informer = Informer::new(key.clone(), resource);
+        let task = tokio::spawn(reflector::run(informer.clone(), api, config));
+        informer.set_task(task);
+        informers.insert(key, informer.clone());
+        Ok(informer)
+    }
+
+    /// Every running informer.
+    pub fn informers(&self) -> Vec<Arc<Informer>> {
+        let mut all: Vec<_> = self.lock().values().cloned().collect();
+        all.sort_by_key(|i| i.key().to_string());
+        all
+    }
+
+    /// Stops every informer.
+    pub fn shutdown(&self) {
+        for informer in self.lock().drain().map(|(_, i)| i) {
+            informer.stop();
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<WatchKey, Arc<Informer>>> {
+        self.informers.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    async fn resolve(&self, key: &WatchKey) -> Result<(ApiResource, Scope)> {
+        let name = &key.resource;
+        let gv = GroupVersion::gv(&name.group, &name.version);
+        let group = kube::discovery::pinned_group(&self.client, &gv)
+            .await
+            .map_err(|source| Error::Discovery {
+                resource: name.to_string(),
+                source,
+            })?;
+        let resources = group.versioned_resources(&name.version);
+        let available: Vec<String> = resources.iter().map(|(r, _)| r.plural.clone()).collect();
+        resources
+            .into_iter()
+            .find(|(r, _)| r.plural == name.plural)
+            .map(|(r, caps)| (r, caps.scope))
+            .ok_or_else(|| Error::UnknownResource {
+                resource: name.to_string(),
+                available,
+            })
+    }
+}

@@ -1,0 +1,275 @@
+//! Shared informers: one watch and one cache per watch key, deltas for every change.
+//!
+//! The [`InformerFactory`] hands out an [`Informer`] per [`WatchKey`]; its reflector keeps
+//! the [`Store`] current from kube-runtime's watcher and delivers [`Delta`]s to every
+//! subscribed [`DeltaSink`], in the order the API server made the changes.
+
+pub mod delta;
+pub mod factory;
+pub mod object;
+mod reflector;
+pub mod store;
+
+use std::collections::HashSet;
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::SystemTime;
+
+use kube::api::{ApiResource, DynamicObject, TypeMeta};
+use serde::Serialize;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::config::ResourceName;
+pub use delta::{Delta, DeltaSink};
+pub use factory::InformerFactory;
+pub use object::{CachedObject, ObjectKey};
+pub use store::Store;
+
+/// Errors starting an informer.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// API discovery for the resource's group failed.
+    #[error("cannot discover {resource}: {source}")]
+    Discovery {
+        /// The resource.
+        resource: String,
+        /// What the API server answered.
+        #[source]
+        source: kube::Error,
+    },
+    /// The group/version exists but does not serve the resource.
+    #[error("the API server does not serve {resource}; that group/version has: {}", available.join(", "))]
+    UnknownResource {
+        /// The resource.
+        resource: String,
+        /// What the group/version does serve.
+        available: Vec<String>,
+    },
+    /// A namespace was given for a cluster-scoped resource.
+    #[error("{resource} is cluster-scoped: remove the route's namespace")]
+    NamespaceOnClusterScoped {
+        /// The resource.
+        resource: String,
+    },
+}
+
+/// Result of informer operations.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// What identifies a shared watch: routes with equal keys share one informer.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct WatchKey {
+    /// The resource watched.
+    pub resource: ResourceName,
+    /// Namespace; `None` for all namespaces.
+    pub namespace: Option<String>,
+    /// Label selector.
+    pub label_selector: Option<String>,
+    /// Field selector.
+    pub field_selector: Option<String>,
+}
+
+impl fmt::Display for WatchKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.resource)?;
+        if let Some(ns) = &self.namespace {
+            write!(f, " in {ns}")?;
+        }
+        if let Some(l) = &self.label_selector {
+            write!(f, " labels {l}")?;
+        }
+        if let Some(fs) = &self.field_selector {
+            write!(f, " fields {fs}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The health of an informer's watch, as /status shows it.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct WatchHealth {
+    /// The newest resourceVersion seen.
+    pub resource_version: Option<String>,
+    /// Times the watch failed and was restarted.
+    pub restarts: u64,
+    /// The last watch error.
+    pub last_error: Option<String>,
+    /// When the last event arrived.
+    #[serde(skip)]
+    pub last_event: Option<SystemTime>,
+    /// Objects received so far while a list is in progress.
+    pub listed: Option<usize>,
+}
+
+/// One shared watch and its cache.
+pub struct Informer {
+    key: WatchKey,
+    resource: ApiResource,
+    store: Store,
+    /// Subscribers; held while the store changes and deltas go out, so a new subscriber
+    /// sees either the old state and the delta, or the new state.
+    sinks: Mutex<Vec<Arc<dyn DeltaSink>>>,
+    health: Mutex<WatchHealth>,
+    synced: watch::Sender<bool>,
+    task: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Informer {
+    fn new(key: WatchKey, resource: ApiResource) -> Arc<Self> {
+        Arc::new(Self {
+            key,
+            resource,
+            store: Store::default(),
+            sinks: Mutex::new(Vec::new()),
+            health: Mutex::new(WatchHealth::default()),
+            synced: watch::channel(false).0,
+            task: Mutex::new(None),
+        })
+    }
+
+    /// The watch key.
+    pub fn key(&self) -> &WatchKey {
+        &self.key
+    }
+
+    /// The resource as discovery described it.
+    pub fn resource(&self) -> &ApiResource {
+        &self.resource
+    }
+
+    /// The cache.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Whether the first list has completed.
+    pub fn is_synced(&self) -> bool {
+        *self.synced.borrow()
+    }
+
+    /// Waits until the first list has completed.
+    pub async fn wait_until_synced(&self) {
+        let mut rx = self.synced.subscribe();
+        // The sender lives as long as self, so this cannot fail while we hold a reference.
+        let _ = rx.wait_for(|synced| *synced).await;
+    }
+
+    /// A copy of the watch's health.
+    pub fn health(&self) -> WatchHealth {
+        self.health_mut().clone()
+    }
+
+    /// Adds a subscriber. It first gets an `Added` delta for every cached object, then
+    /// every delta after.
+    pub fn subscribe(&self, sink: Arc<dyn DeltaSink>) {
+        let mut sinks = lock(&self.sinks);
+        for object in self.store.list() {
+            sink.deliver(&Delta::Added(object));
+        }
+        sinks.push(sink);
+    }
+
+    fn health_mut(&self) -> MutexGuard<'_, WatchHealth> {
+        lock(&self.health)
+    }
+
+    fn set_task(&self, task: JoinHandle<()>) {
+        *lock(&self.task) = Some(task);
+    }
+
+    fn stop(&self) {
+        if let Some(task) = lock(&self.task).take() {
+            task.abort();
+        }
+    }
+
+    fn mark_synced(&self) {
+        self.synced.send_replace(true);
+    }
+
+    fn note_event(&self, object: &CachedObject) {
+        let mut health = self.health_mut();
+        health.resource_version = Some(object.resource_version().to_string());
+        health.last_event = Some(SystemTime::now());
+    }
+
+    /// Stores an added or changed object and delivers the delta; returns its key.
+    fn apply(&self, mut object: DynamicObject) -> ObjectKey {
+        // Lists carry no kind on their items; handlers always get one.
+        object.types.get_or_insert_with(|| TypeMeta {
+            api_version: self.resource.api_version.clone(),
+            kind: self.resource.kind.clone(),
+        });
+        let new = Arc::new(CachedObject::new(object));
+        let key = new.key().clone();
+        self.note_event(&new);
+        let sinks = lock(&self.sinks);
+        let old = self.store.write().insert(key.clone(), new.clone());
+        let delta = match old {
+            None => Delta::Added(new),
+            Some(old) if old.resource_version() == new.resource_version() => return key,
+            Some(old) => Delta::Updated { old, new },
+        };
+        deliver(&sinks, &delta);
+        key
+    }
+
+    /// Removes a deleted object and delivers the delta.
+    fn delete(&self, mut object: DynamicObject) {
+        object.types.get_or_insert_with(|| TypeMeta {
+            api_version: self.resource.api_version.clone(),
+            kind: self.resource.kind.clone(),
+        });
+        let last_known = Arc::new(CachedObject::new(object));
+        self.note_event(&last_known);
+        let sinks = lock(&self.sinks);
+        self.store.write().remove(last_known.key());
+        deliver(
+            &sinks,
+            &Delta::Deleted {
+                last_known,
+                final_state_unknown: false,
+            },
+        );
+    }
+
+    /// After a list: deletes every cached object the list did not contain.
+    fn remove_unlisted(&self, listed: &HashSet<ObjectKey>) {
+        let sinks = lock(&self.sinks);
+        let gone: Vec<Arc<CachedObject>> = {
+            let mut store = self.store.write();
+            let keys: Vec<ObjectKey> = store
+                .keys()
+                .filter(|k| !listed.contains(*k))
+                .cloned()
+                .collect();
+            keys.iter().filter_map(|k| store.remove(k)).collect()
+        };
+        for last_known in gone {
+            deliver(
+                &sinks,
+                &Delta::Deleted {
+                    last_known,
+                    final_state_unknown: true,
+                },
+            );
+        }
+    }
+}
+
+impl Drop for Informer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn deliver(sinks: &[Arc<dyn DeltaSink>], delta: &Delta) {
+    for sink in sinks {
+        sink.deliver(delta);
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}

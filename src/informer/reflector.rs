@@ -1,0 +1,54 @@
+//! The reflector: runs kube-runtime's watcher (list, watch, relist on 410, backoff) for one
+//! watch key and turns its events into store updates and deltas.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use kube::api::{Api, DynamicObject};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+
+use super::Informer;
+use super::object::ObjectKey;
+
+/// Runs until the informer's task is aborted; the watcher retries every failure with backoff.
+pub(super) async fn run(informer: Arc<Informer>, api: Api<DynamicObject>, config: watcher::Config) {
+    let mut events = watcher::watcher(api, config).default_backoff().boxed();
+    // Keys seen in the list in progress: whatever the cache holds beyond them at the end of
+    // the list was deleted while the watch was down.
+    let mut listing: Option<HashSet<ObjectKey>> = None;
+    while let Some(event) = events.next().await {
+        match event {
+            Ok(Event::Init) => {
+                listing = Some(HashSet::new());
+                informer.health_mut().listed = Some(0);
+            }
+            Ok(Event::InitApply(object)) => {
+                let key = informer.apply(object);
+                if let Some(seen) = listing.as_mut() {
+                    seen.insert(key);
+                    informer.health_mut().listed = Some(seen.len());
+                }
+            }
+            Ok(Event::InitDone) => {
+                if let Some(seen) = listing.take() {
+                    informer.remove_unlisted(&seen);
+                    tracing::info!(informer = %informer.key(), objects = seen.len(), "list complete");
+                }
+                informer.health_mut().listed = None;
+                informer.mark_synced();
+            }
+            Ok(Event::Apply(object)) => {
+                informer.apply(object);
+            }
+            Ok(Event::Delete(object)) => informer.delete(object),
+            Err(error) => {
+                tracing::warn!(informer = %informer.key(), %error, "watch failed; retrying with backoff");
+                let mut health = informer.health_mut();
+                health.restarts += 1;
+                health.last_error = Some(error.to_string());
+            }
+        }
+    }
+}

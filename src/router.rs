@@ -1,0 +1,48 @@
+//! Routes: each subscribes to an informer and hands the deltas its rules select to its
+//! handler's queue.
+
+use std::sync::Arc;
+
+use crate::config::EventFilter;
+use crate::handler::Handler;
+use crate::informer::{Delta, DeltaSink};
+
+/// One route at run time.
+pub struct Route {
+    name: Arc<str>,
+    events: EventFilter,
+    handler: Arc<Handler>,
+}
+
+impl Route {
+    /// A route named `name` delivering the selected kinds of change to `handler`.
+    pub fn new(name: &str, events: EventFilter, handler: Arc<Handler>) -> Self {
+        Self {
+            name: name.into(),
+            events,
+            handler,
+        }
+    }
+
+    /// The route's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Whether the route delivers this delta.
+    pub fn selects(&self, delta: &Delta) -> bool {
+        match delta {
+            Delta::Added(_) => self.events.added,
+            Delta::Updated { .. } => self.events.updated,
+            Delta::Deleted { .. } => self.events.deleted,
+        }
+    }
+}
+
+impl DeltaSink for Route {
+    fn deliver(&self, delta: &Delta) {
+        if self.selects(delta) {
+            self.handler.enqueue(&self.name, delta);
+        }
+    }
+}
