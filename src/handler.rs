@@ -211,7 +211,13 @@ impl Handler {
             memory: self.spec.memory,
         };
         let result = plugin
-            .call(self.name.clone(), &self.logs, &limits, &self.config_json, &call)
+            .call(
+                self.name.clone(),
+                &self.logs,
+                &limits,
+                &self.config_json,
+                &call,
+            )
             .await;
         match result {
             Ok(Outcome::Done) => {
@@ -219,7 +225,13 @@ impl Handler {
             }
             Ok(Outcome::RequeueAfter(ms)) => {
                 self.counters.processed.fetch_add(1, Ordering::Relaxed);
-                self.owe(key.clone(), PendingEvent { failures: 0, ..event });
+                self.owe(
+                    key.clone(),
+                    PendingEvent {
+                        failures: 0,
+                        ..event
+                    },
+                );
                 self.queue.add_after(key.clone(), Duration::from_millis(ms));
             }
             Err(error) => {

@@ -1,1 +1,337 @@
-fn main() {}
+//! The `switchyard` command: run the daemon, check a config, run the demo or the simulator.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand};
+use serde_json::json;
+use switchyard::config::{self, Config};
+use switchyard::daemon::{self, Daemon};
+use switchyard::plugin::{PluginHost, loader};
+use switchyard::sim::{ChurnConfig, SimOptions, Simulator};
+
+/// Routes Kubernetes changes to WebAssembly handler plugins.
+#[derive(Parser)]
+#[command(version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the daemon with a routing config.
+    Run {
+        /// The routing config (YAML).
+        #[arg(long, short)]
+        config: PathBuf,
+    },
+    /// Validate a routing config and its plugins; exits non-zero listing every problem.
+    Check {
+        /// The routing config (YAML).
+        #[arg(long, short)]
+        config: PathBuf,
+    },
+    /// Run the daemon against the built-in simulator with steady churn, printing what the
+    /// handlers log.
+    Demo {
+        /// The routing config to run.
+        #[arg(long, short, default_value = "config/demo.yaml")]
+        config: PathBuf,
+        /// Stop after this many seconds (default: run until Ctrl-C).
+        #[arg(long)]
+        seconds: Option<u64>,
+        /// Changes per second the churn makes.
+        #[arg(long, default_value_t = 2.0)]
+        rate: f64,
+    },
+    /// Run the Kubernetes API simulator on its own.
+    Sim {
+        /// Address to listen on.
+        #[arg(long, default_value = "127.0.0.1:0")]
+        listen: SocketAddr,
+        /// Write a kubeconfig for the simulator here.
+        #[arg(long)]
+        kubeconfig_out: Option<PathBuf>,
+        /// Churn: changes per second to ConfigMaps in `default` (0 for none).
+        #[arg(long, default_value_t = 0.0)]
+        churn_rate: f64,
+        /// Churn: how many ConfigMaps to keep alive.
+        #[arg(long, default_value_t = 50)]
+        churn_objects: usize,
+        /// Churn: bytes of data per ConfigMap.
+        #[arg(long, default_value_t = 256)]
+        churn_size: usize,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Run { config } => run(&config).await,
+            Command::Check { config } => check(&config).await,
+            Command::Demo {
+                config,
+                seconds,
+                rate,
+            } => demo(&config, seconds, rate).await,
+            Command::Sim {
+                listen,
+                kubeconfig_out,
+                churn_rate,
+                churn_objects,
+                churn_size,
+            } => {
+                let churn = ChurnConfig {
+                    rate: churn_rate,
+                    objects: churn_objects,
+                    object_size: churn_size,
+                    ..ChurnConfig::default()
+                };
+                sim(listen, kubeconfig_out, churn).await
+            }
+        }
+    });
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_logging(default_filter: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+const QUIET_DEPENDENCIES: &str = "cranelift=warn,wasmtime=warn,hyper=warn,kube=warn,tower=warn";
+
+fn load_config(path: &Path) -> Result<Config, ExitCode> {
+    config::load(path).map_err(|errors| {
+        for e in &errors.0 {
+            eprintln!("error: {e}");
+        }
+        eprintln!(
+            "{}: {} problem(s); nothing was started",
+            path.display(),
+            errors.0.len()
+        );
+        ExitCode::from(2)
+    })
+}
+
+async fn run(path: &Path) -> Result<ExitCode> {
+    init_logging(&format!("info,{QUIET_DEPENDENCIES}"));
+    let config = match load_config(path) {
+        Ok(c) => c,
+        Err(code) => return Ok(code),
+    };
+    let daemon = Daemon::start(config, daemon::Options::default()).await?;
+    eprintln!("switchyard admin API: {}", daemon.admin_url());
+    shutdown_signal().await;
+    daemon.shut_down(Duration::from_secs(10)).await;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn check(path: &Path) -> Result<ExitCode> {
+    let config = match load_config(path) {
+        Ok(c) => c,
+        Err(code) => return Ok(code),
+    };
+    let host = PluginHost::new()?;
+    let mut problems = 0;
+    for handler in &config.handlers {
+        if let Err(e) = loader::load(&host, &config.plugins_dir, &handler.plugin).await {
+            eprintln!(
+                "error: {}: handlers.{}.plugin: {e}",
+                path.display(),
+                handler.name
+            );
+            problems += 1;
+        }
+    }
+    if problems > 0 {
+        eprintln!("{}: {problems} problem(s)", path.display());
+        return Ok(ExitCode::from(2));
+    }
+    println!(
+        "{}: ok ({} handler(s), {} route(s), plugins from {})",
+        path.display(),
+        config.handlers.len(),
+        config.routes.len(),
+        config.plugins_dir.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn demo(path: &Path, seconds: Option<u64>, rate: f64) -> Result<ExitCode> {
+    init_logging(&format!(
+        "warn,switchyard=info,switchyard::plugin::logs=off,{QUIET_DEPENDENCIES}"
+    ));
+    let config = match load_config(path) {
+        Ok(c) => c,
+        Err(code) => return Ok(code),
+    };
+    let sim = Simulator::start(SimOptions::default()).await?;
+    seed(&sim)?;
+    let kubeconfig =
+        std::env::temp_dir().join(format!("switchyard-demo-{}.kubeconfig", std::process::id()));
+    sim.write_kubeconfig(&kubeconfig)?;
+    let churn = sim.start_churn(ChurnConfig {
+        rate,
+        ..ChurnConfig::default()
+    });
+    let options = daemon::Options {
+        client: Some(sim.client()?),
+        admin_listen: None,
+    };
+    let daemon = match Daemon::start(config, options).await {
+        Ok(d) => d,
+        Err(daemon::Error::AdminBind { addr, .. }) => {
+            eprintln!("note: {addr} is in use; the admin API takes a free port instead");
+            let config = load_config(path).map_err(|_| anyhow::anyhow!("config changed"))?;
+            let options = daemon::Options {
+                client: Some(sim.client()?),
+                admin_listen: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
+            };
+            Daemon::start(config, options).await?
+        }
+        Err(e) => return Err(e.into()),
+    };
+    println!("switchyard demo");
+    println!(
+        "  admin API:  {}  (try {}/status)",
+        daemon.admin_url(),
+        daemon.admin_url()
+    );
+    println!("  simulator:  {}", sim.url());
+    println!(
+        "  kubectl:    kubectl --kubeconfig {} get configmaps -A",
+        kubeconfig.display()
+    );
+    println!("  churn:      {rate} changes/s to ConfigMaps in namespace default; Ctrl-C to stop");
+    println!();
+    let mut logs = daemon.plugin_logs().subscribe();
+    let printer = tokio::spawn(async move {
+        while let Ok(line) = logs.recv().await {
+            println!("[{}] {}: {}", line.handler, line.level, line.message);
+        }
+    });
+    match seconds {
+        Some(s) => {
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_secs(s)) => {}
+                _ = shutdown_signal() => {}
+            }
+        }
+        None => shutdown_signal().await,
+    }
+    churn.abort();
+    println!();
+    for h in daemon.status().handlers {
+        println!(
+            "handler {}: processed {}, failed {}, queued {}",
+            h.name, h.processed, h.failed, h.queue_depth
+        );
+    }
+    daemon.shut_down(Duration::from_secs(5)).await;
+    printer.abort();
+    sim.stop().await;
+    let _ = std::fs::remove_file(&kubeconfig);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Objects the demo starts with, beside the churned ConfigMaps.
+fn seed(sim: &Simulator) -> Result<()> {
+    let cluster = sim.cluster();
+    let find = |plural| {
+        switchyard::sim::resources::find("", "v1", plural).context("resource in the catalogue")
+    };
+    let (configmaps, pods) = (find("configmaps")?, find("pods")?);
+    for name in ["app-settings", "feature-flags", "routing-table"] {
+        cluster.create(
+            configmaps,
+            "default",
+            json!({"metadata": {"name": name, "labels": {"app": "demo"}}, "data": {"owner": "demo", "version": "1"}}),
+        )?;
+    }
+    for (name, node) in [
+        ("web-0", "node-a"),
+        ("web-1", "node-b"),
+        ("worker-0", "node-a"),
+    ] {
+        cluster.create(
+            pods,
+            "default",
+            json!({"metadata": {"name": name, "labels": {"app": "demo"}}, "spec": {"nodeName": node, "containers": [{"name": "main", "image": "nginx"}]}, "status": {"phase": "Running"}}),
+        )?;
+    }
+    Ok(())
+}
+
+async fn sim(
+    listen: SocketAddr,
+    kubeconfig: Option<PathBuf>,
+    churn: ChurnConfig,
+) -> Result<ExitCode> {
+    init_logging(&format!("info,{QUIET_DEPENDENCIES}"));
+    let options = SimOptions {
+        listen,
+        ..SimOptions::default()
+    };
+    let sim = Simulator::start(options)
+        .await
+        .with_context(|| format!("cannot listen on {listen}"))?;
+    println!("simulator: {}", sim.url());
+    if let Some(path) = &kubeconfig {
+        sim.write_kubeconfig(path)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        println!("kubeconfig: {}", path.display());
+    }
+    let churn_task = (churn.rate > 0.0).then(|| sim.start_churn(churn));
+    shutdown_signal().await;
+    if let Some(task) = churn_task {
+        task.abort();
+    }
+    sim.stop().await;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = terminate => {}
+    }
+}

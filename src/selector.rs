@@ -90,7 +90,10 @@ fn parse_term(term: &str) -> Result<Requirement, String> {
         return Ok(Requirement::NotExists(checked_key(key, term)?));
     }
     if let Some((k, v)) = term.split_once("!=") {
-        return Ok(Requirement::NotEquals(checked_key(k, term)?, v.trim().into()));
+        return Ok(Requirement::NotEquals(
+            checked_key(k, term)?,
+            v.trim().into(),
+        ));
     }
     if let Some((k, v)) = term.split_once("==").or_else(|| term.split_once('=')) {
         return Ok(Requirement::Equals(checked_key(k, term)?, v.trim().into()));

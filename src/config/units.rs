@@ -18,16 +18,24 @@ impl HumanDuration {
             .find(|c: char| !(c.is_ascii_digit() || c == '.'))
             .unwrap_or(text.len());
         let (number, unit) = text.split_at(split);
-        let value: f64 = number
-            .parse()
-            .map_err(|_| format!("invalid duration {text:?}: expected a number and a unit, such as 5s"))?;
+        let value: f64 = number.parse().map_err(|_| {
+            format!("invalid duration {text:?}: expected a number and a unit, such as 5s")
+        })?;
         let seconds = match unit.trim() {
             "ms" => value / 1000.0,
             "s" => value,
             "m" => value * 60.0,
             "h" => value * 3600.0,
-            "" => return Err(format!("invalid duration {text:?}: missing unit (ms, s, m or h)")),
-            other => return Err(format!("invalid duration {text:?}: unknown unit {other:?} (use ms, s, m or h)")),
+            "" => {
+                return Err(format!(
+                    "invalid duration {text:?}: missing unit (ms, s, m or h)"
+                ));
+            }
+            other => {
+                return Err(format!(
+                    "invalid duration {text:?}: unknown unit {other:?} (use ms, s, m or h)"
+                ));
+            }
         };
         Duration::try_from_secs_f64(seconds)
             .map(HumanDuration)
@@ -38,7 +46,7 @@ impl HumanDuration {
 impl fmt::Display for HumanDuration {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let ms = self.0.as_millis();
-        if ms % 1000 != 0 {
+        if !ms.is_multiple_of(1000) {
             write!(f, "{ms}ms")
         } else {
             write!(f, "{}s", ms / 1000)
@@ -61,11 +69,13 @@ impl ByteSize {
     /// Parses `1048576`, `512Ki`, `64Mi`, `1G`.
     pub fn parse(text: &str) -> Result<Self, String> {
         let text = text.trim();
-        let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+        let split = text
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(text.len());
         let (number, unit) = text.split_at(split);
-        let value: u64 = number
-            .parse()
-            .map_err(|_| format!("invalid size {text:?}: expected a number and a unit, such as 64Mi"))?;
+        let value: u64 = number.parse().map_err(|_| {
+            format!("invalid size {text:?}: expected a number and a unit, such as 64Mi")
+        })?;
         let factor: u64 = match unit {
             "" => 1,
             "k" => 1000,
@@ -74,7 +84,11 @@ impl ByteSize {
             "Mi" => 1 << 20,
             "G" => 1000 * 1000 * 1000,
             "Gi" => 1 << 30,
-            other => return Err(format!("invalid size {text:?}: unknown unit {other:?} (use Ki, Mi, Gi, k, M or G)")),
+            other => {
+                return Err(format!(
+                    "invalid size {text:?}: unknown unit {other:?} (use Ki, Mi, Gi, k, M or G)"
+                ));
+            }
         };
         value
             .checked_mul(factor)
@@ -113,12 +127,32 @@ mod tests {
 
     #[test]
     fn durations_parse_with_units() {
-        assert_eq!(HumanDuration::parse("250ms").unwrap().0, Duration::from_millis(250));
-        assert_eq!(HumanDuration::parse("5s").unwrap().0, Duration::from_secs(5));
-        assert_eq!(HumanDuration::parse("1.5m").unwrap().0, Duration::from_secs(90));
-        assert_eq!(HumanDuration::parse("2h").unwrap().0, Duration::from_secs(7200));
-        assert!(HumanDuration::parse("5").unwrap_err().contains("missing unit"));
-        assert!(HumanDuration::parse("5d").unwrap_err().contains("unknown unit"));
+        assert_eq!(
+            HumanDuration::parse("250ms").unwrap().0,
+            Duration::from_millis(250)
+        );
+        assert_eq!(
+            HumanDuration::parse("5s").unwrap().0,
+            Duration::from_secs(5)
+        );
+        assert_eq!(
+            HumanDuration::parse("1.5m").unwrap().0,
+            Duration::from_secs(90)
+        );
+        assert_eq!(
+            HumanDuration::parse("2h").unwrap().0,
+            Duration::from_secs(7200)
+        );
+        assert!(
+            HumanDuration::parse("5")
+                .unwrap_err()
+                .contains("missing unit")
+        );
+        assert!(
+            HumanDuration::parse("5d")
+                .unwrap_err()
+                .contains("unknown unit")
+        );
     }
 
     #[test]

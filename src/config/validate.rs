@@ -42,7 +42,12 @@ pub fn validate(file: &Path, text: &str) -> Result<Config, ConfigErrors> {
 
 /// The first line of a parser message (the rest repeats the location as a drawing).
 fn first_line(message: &str) -> String {
-    message.lines().next().unwrap_or_default().trim().to_string()
+    message
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_string()
 }
 
 struct Errors {
@@ -147,7 +152,11 @@ fn build(file: &Path, parsed: ConfigFile, errors: &mut Errors) -> Config {
     Config {
         source: file.to_path_buf(),
         kubeconfig: parsed.kubeconfig.map(relative),
-        plugins_dir: relative(parsed.plugins_dir.unwrap_or_else(|| PathBuf::from("plugins"))),
+        plugins_dir: relative(
+            parsed
+                .plugins_dir
+                .unwrap_or_else(|| PathBuf::from("plugins")),
+        ),
         admin_listen: parsed.admin.listen.unwrap_or(DEFAULT_ADMIN_LISTEN),
         handlers,
         routes,
@@ -281,7 +290,10 @@ routes:
         assert_eq!(config.plugins_dir, PathBuf::from("/etc/sy/plugins"));
         assert_eq!(config.admin_listen, DEFAULT_ADMIN_LISTEN);
         let h = &config.handlers[0];
-        assert_eq!((h.plugin.as_str(), h.concurrency, h.max_retries), ("log-events", 3, 5));
+        assert_eq!(
+            (h.plugin.as_str(), h.concurrency, h.max_retries),
+            ("log-events", 3, 5)
+        );
         assert_eq!(h.timeout, Duration::from_secs(2));
         let r = &config.routes[0];
         assert!(r.events.added && !r.events.updated && r.events.deleted);
@@ -315,7 +327,11 @@ routes:
             ]
         );
         assert!(errors[0].message.contains("did you mean \"log-events\""));
-        assert!(errors[0].to_string().starts_with("c.yaml:6:14: routes[0].handler: "));
+        assert!(
+            errors[0]
+                .to_string()
+                .starts_with("c.yaml:6:14: routes[0].handler: ")
+        );
     }
 
     #[test]
@@ -329,7 +345,10 @@ routes:
 
     #[test]
     fn nearest_suggests_only_close_names() {
-        assert_eq!(nearest("log-event", &["log-events", "x"]), Some("log-events"));
+        assert_eq!(
+            nearest("log-event", &["log-events", "x"]),
+            Some("log-events")
+        );
         assert_eq!(nearest("zzzzzz", &["log-events"]), None);
     }
 }

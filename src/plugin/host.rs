@@ -105,12 +105,8 @@ impl PluginHost {
             plugin: name.to_string(),
             reason,
         };
-        let component = Component::from_binary(&self.engine, bytes).map_err(|e| {
-            invalid(format!(
-                "not a WebAssembly component: {}",
-                error_chain(&e)
-            ))
-        })?;
+        let component = Component::from_binary(&self.engine, bytes)
+            .map_err(|e| invalid(format!("not a WebAssembly component: {}", error_chain(&e))))?;
         let instance_pre = self.linker.instantiate_pre(&component).map_err(|e| {
             invalid(format!(
                 "imports something the host does not provide: {}",

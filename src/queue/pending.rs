@@ -82,9 +82,10 @@ mod tests {
     use kube::api::DynamicObject;
 
     fn obj(rv: &str) -> Arc<CachedObject> {
-        let mut o = DynamicObject::new("a", &kube::api::ApiResource::erase::<
-            k8s_openapi::api::core::v1::ConfigMap,
-        >(&()));
+        let mut o = DynamicObject::new(
+            "a",
+            &kube::api::ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&()),
+        );
         o.metadata.resource_version = Some(rv.into());
         Arc::new(CachedObject::new(o))
     }
@@ -95,8 +96,14 @@ mod tests {
 
     #[test]
     fn updates_coalesce_into_one_from_the_first_old_to_the_newest() {
-        let merged = ev(Delta::Updated { old: obj("1"), new: obj("2") })
-            .merge(ev(Delta::Updated { old: obj("2"), new: obj("3") }));
+        let merged = ev(Delta::Updated {
+            old: obj("1"),
+            new: obj("2"),
+        })
+        .merge(ev(Delta::Updated {
+            old: obj("2"),
+            new: obj("3"),
+        }));
         assert_eq!(merged.kind, ChangeKind::Updated);
         assert_eq!(merged.old.unwrap().resource_version(), "1");
         assert_eq!(merged.object.resource_version(), "3");
@@ -104,7 +111,10 @@ mod tests {
 
     #[test]
     fn an_added_object_stays_added_with_its_newest_state() {
-        let merged = ev(Delta::Added(obj("1"))).merge(ev(Delta::Updated { old: obj("1"), new: obj("2") }));
+        let merged = ev(Delta::Added(obj("1"))).merge(ev(Delta::Updated {
+            old: obj("1"),
+            new: obj("2"),
+        }));
         assert_eq!(merged.kind, ChangeKind::Added);
         assert!(merged.old.is_none());
         assert_eq!(merged.object.resource_version(), "2");
@@ -112,7 +122,11 @@ mod tests {
 
     #[test]
     fn a_deletion_wins_over_earlier_changes() {
-        let merged = ev(Delta::Updated { old: obj("1"), new: obj("2") }).merge(ev(Delta::Deleted {
+        let merged = ev(Delta::Updated {
+            old: obj("1"),
+            new: obj("2"),
+        })
+        .merge(ev(Delta::Deleted {
             last_known: obj("3"),
             final_state_unknown: true,
         }));

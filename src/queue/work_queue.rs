@@ -167,7 +167,10 @@ mod tests {
         q.add("a");
         let key = q.get().await.unwrap();
         q.add("a");
-        assert!(q.is_empty(), "a key in flight must not be handed to a second worker");
+        assert!(
+            q.is_empty(),
+            "a key in flight must not be handed to a second worker"
+        );
         q.done(&key);
         assert_eq!(q.len(), 1);
         assert_eq!(q.get().await, Some("a"));

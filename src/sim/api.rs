@@ -20,8 +20,8 @@ use tokio_stream::wrappers::ReceiverStream;
 use super::cluster::{Change, Cluster, ObjectRef, WatchStart, object_rv};
 use super::error::ApiError;
 use super::resources::{self, RESOURCES, ResourceDef};
-use crate::selector::Selector;
 use super::table;
+use crate::selector::Selector;
 
 /// What the HTTP handlers share.
 #[derive(Clone)]
@@ -193,9 +193,11 @@ async fn dispatch(state: &ApiState, group: &str, segments: &[String], req: Reque
         };
     }
     let (namespace, plural, name) = match rest {
-        [ns_word, ns, plural, tail @ ..] if ns_word == "namespaces" && tail.len() <= 1 => {
-            (Some(ns.as_str()), plural.as_str(), tail.first().map(String::as_str))
-        }
+        [ns_word, ns, plural, tail @ ..] if ns_word == "namespaces" && tail.len() <= 1 => (
+            Some(ns.as_str()),
+            plural.as_str(),
+            tail.first().map(String::as_str),
+        ),
         [plural] => (None, plural.as_str(), None),
         [plural, name] => (None, plural.as_str(), Some(name.as_str())),
         _ => return ApiError::no_such_resource(&req.path).into_response(),
@@ -323,6 +325,15 @@ fn get_one(state: &ApiState, at: ObjectRef, req: &Request) -> Result<Response, A
 }
 
 fn parse_body(req: &Request) -> Result<Value, ApiError> {
+    let content_type = req
+        .headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("application/json");
+    if content_type.contains("protobuf") {
+        return super::protobuf::decode_object(&req.body)
+            .map_err(|e| ApiError::unsupported_media_type(&format!("{content_type}: {e}")));
+    }
     serde_json::from_slice(&req.body)
         .map_err(|e| ApiError::bad_request(format!("the request body is not valid JSON: {e}")))
 }
@@ -378,8 +389,9 @@ fn patch(state: &ApiState, at: ObjectRef, req: &Request) -> Result<Response, Api
             "application/json-patch+json" => {
                 let ops: json_patch::Patch = serde_json::from_value(body.clone())
                     .map_err(|e| ApiError::bad_request(format!("invalid JSON patch: {e}")))?;
-                json_patch::patch(&mut object, &ops)
-                    .map_err(|e| ApiError::invalid(&RESOURCES[at.resource], &at.name, &e.to_string()))?;
+                json_patch::patch(&mut object, &ops).map_err(|e| {
+                    ApiError::invalid(&RESOURCES[at.resource], &at.name, &e.to_string())
+                })?;
             }
             other => return Err(ApiError::unsupported_media_type(other)),
         }
@@ -470,7 +482,10 @@ impl WatchStream {
             }
         }
         let deadline = self.timeout.map(|t| tokio::time::Instant::now() + t);
-        let period = self.bookmark.map(|(p, _)| p).unwrap_or(Duration::from_secs(3600));
+        let period = self
+            .bookmark
+            .map(|(p, _)| p)
+            .unwrap_or(Duration::from_secs(3600));
         let mut bookmarks = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
         loop {
             tokio::select! {
@@ -498,7 +513,10 @@ impl WatchStream {
 
     /// Sends a change if it passes the filters; false once the client has gone.
     async fn send(&mut self, change: &Change) -> bool {
-        if self.namespace.as_ref().is_some_and(|ns| *ns != change.at.namespace)
+        if self
+            .namespace
+            .as_ref()
+            .is_some_and(|ns| *ns != change.at.namespace)
             || !self.filter.matches(&change.object)
         {
             return true;

@@ -48,7 +48,10 @@ pub fn start(cluster: Arc<Cluster>, config: ChurnConfig) -> JoinHandle<()> {
             // The random generator is not Send, so pick the step before any await.
             let (pick, slot) = {
                 let mut rng = rand::rng();
-                (rng.random_range(0..100u32), rng.random_range(0..config.objects.max(1)))
+                (
+                    rng.random_range(0..100u32),
+                    rng.random_range(0..config.objects.max(1)),
+                )
             };
             let at = ObjectRef {
                 resource,
@@ -58,7 +61,9 @@ pub fn start(cluster: Arc<Cluster>, config: ChurnConfig) -> JoinHandle<()> {
             let exists = cluster.get(&at).is_ok();
             // Errors (a namespace deleted under us, say) only skip a step.
             let _ = match (exists, pick) {
-                (false, _) => cluster.create(resource, &at.namespace, object(&at.name, serial, &config)),
+                (false, _) => {
+                    cluster.create(resource, &at.namespace, object(&at.name, serial, &config))
+                }
                 (true, 0..20) => cluster.delete(&at),
                 (true, _) => cluster.update(&at, object(&at.name, serial, &config)),
             };

@@ -118,7 +118,9 @@ impl Cluster {
         let namespaces = resource_index("", "v1", "namespaces");
         for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
             let obj = json!({"metadata": {"name": ns}, "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}});
-            cluster.create(namespaces, "", obj).expect("a new cluster accepts its namespaces");
+            cluster
+                .create(namespaces, "", obj)
+                .expect("a new cluster accepts its namespaces");
         }
         cluster
     }
@@ -152,7 +154,10 @@ impl Cluster {
     pub fn list(&self, resource: usize, namespace: Option<&str>) -> Snapshot {
         let state = self.lock();
         let items = objects_of(&state, resource, namespace).cloned().collect();
-        Snapshot { rv: state.rv, items }
+        Snapshot {
+            rv: state.rv,
+            items,
+        }
     }
 
     /// Where a watch from `from_rv` starts: the history after it (or the current objects as
@@ -239,7 +244,14 @@ impl Cluster {
         meta.insert("generation".into(), 1.into());
         meta.insert("creationTimestamp".into(), now_rfc3339().into());
         set_type_meta(def, &mut object);
-        Ok(commit(&mut state, &self.feed, at, ChangeType::Added, object))
+        apply_defaults(def, &mut object);
+        Ok(commit(
+            &mut state,
+            &self.feed,
+            at,
+            ChangeType::Added,
+            object,
+        ))
     }
 
     /// Replaces an object. A resourceVersion in `object` that is not the current one is a
@@ -359,7 +371,11 @@ fn delete_locked(
     feed: &broadcast::Sender<Arc<Change>>,
     at: &ObjectRef,
 ) -> Arc<Value> {
-    let mut object = state.objects.remove(at).map(Arc::unwrap_or_clone).unwrap_or_default();
+    let mut object = state
+        .objects
+        .remove(at)
+        .map(Arc::unwrap_or_clone)
+        .unwrap_or_default();
     let rv = state.rv + 1;
     if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
         meta.insert("resourceVersion".into(), rv.to_string().into());
@@ -472,6 +488,13 @@ fn spec_changed(old: &Value, new: &Value) -> bool {
     strip(old) != strip(new)
 }
 
+/// Defaults the API server fills in on create.
+fn apply_defaults(def: &ResourceDef, object: &mut Value) {
+    if def.kind == "Secret" && object["type"].as_str().is_none_or(str::is_empty) {
+        object["type"] = "Opaque".into();
+    }
+}
+
 fn set_type_meta(def: &ResourceDef, object: &mut Value) {
     if let Some(map) = object.as_object_mut() {
         map.insert("apiVersion".into(), def.api_version().into());
@@ -505,7 +528,9 @@ fn random_suffix() -> String {
 
 /// The current time as the API server writes timestamps (`2024-01-02T03:04:05Z`).
 pub fn now_rfc3339() -> String {
-    jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+    jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
 }
 
 #[cfg(test)]
@@ -529,7 +554,9 @@ mod tests {
         assert_eq!(a["kind"], "ConfigMap");
         assert_eq!(a["metadata"]["namespace"], "default");
         assert!(a["metadata"]["uid"].as_str().is_some_and(|u| u.len() == 36));
-        let err = cluster.create(configmaps(), "default", cm("a")).unwrap_err();
+        let err = cluster
+            .create(configmaps(), "default", cm("a"))
+            .unwrap_err();
         assert_eq!(err.code, 409);
         assert_eq!(err.reason, "AlreadyExists");
     }
@@ -537,7 +564,9 @@ mod tests {
     #[test]
     fn create_in_a_missing_namespace_is_not_found() {
         let cluster = Cluster::default();
-        let err = cluster.create(configmaps(), "nowhere", cm("a")).unwrap_err();
+        let err = cluster
+            .create(configmaps(), "nowhere", cm("a"))
+            .unwrap_err();
         assert_eq!(err.code, 404);
     }
 
@@ -575,9 +604,15 @@ mod tests {
     fn deleting_a_namespace_deletes_its_objects() {
         let cluster = Cluster::default();
         let ns = resource_index("", "v1", "namespaces");
-        cluster.create(ns, "", json!({"metadata": {"name": "team"}})).unwrap();
+        cluster
+            .create(ns, "", json!({"metadata": {"name": "team"}}))
+            .unwrap();
         cluster.create(configmaps(), "team", cm("a")).unwrap();
-        let at = ObjectRef { resource: ns, namespace: String::new(), name: "team".into() };
+        let at = ObjectRef {
+            resource: ns,
+            namespace: String::new(),
+            name: "team".into(),
+        };
         cluster.delete(&at).unwrap();
         assert!(cluster.list(configmaps(), Some("team")).items.is_empty());
     }

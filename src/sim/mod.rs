@@ -10,6 +10,7 @@ pub mod churn;
 pub mod cluster;
 pub mod error;
 pub mod kubeconfig;
+pub mod protobuf;
 pub mod resources;
 pub mod table;
 
@@ -126,7 +127,8 @@ impl Simulator {
 
     /// Ends every open watch stream, as an API server restart or a load balancer would.
     pub fn close_watches(&self) {
-        self.close_watches.send_modify(|generation| *generation += 1);
+        self.close_watches
+            .send_modify(|generation| *generation += 1);
     }
 
     /// Starts churning ConfigMaps in this simulator's cluster until the task is aborted.

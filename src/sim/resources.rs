@@ -47,16 +47,56 @@ macro_rules! def {
 /// Every resource kind the simulator serves.
 pub static RESOURCES: &[ResourceDef] = &[
     def!("", "v1", "pods", "pod", "Pod", ["po"], true),
-    def!("", "v1", "configmaps", "configmap", "ConfigMap", ["cm"], true),
+    def!(
+        "",
+        "v1",
+        "configmaps",
+        "configmap",
+        "ConfigMap",
+        ["cm"],
+        true
+    ),
     def!("", "v1", "secrets", "secret", "Secret", [], true),
     def!("", "v1", "services", "service", "Service", ["svc"], true),
-    def!("", "v1", "namespaces", "namespace", "Namespace", ["ns"], false),
+    def!(
+        "",
+        "v1",
+        "namespaces",
+        "namespace",
+        "Namespace",
+        ["ns"],
+        false
+    ),
     def!("", "v1", "nodes", "node", "Node", ["no"], false),
     def!("", "v1", "events", "event", "Event", ["ev"], true),
-    def!("apps", "v1", "deployments", "deployment", "Deployment", ["deploy"], true),
-    def!("apps", "v1", "replicasets", "replicaset", "ReplicaSet", ["rs"], true),
+    def!(
+        "apps",
+        "v1",
+        "deployments",
+        "deployment",
+        "Deployment",
+        ["deploy"],
+        true
+    ),
+    def!(
+        "apps",
+        "v1",
+        "replicasets",
+        "replicaset",
+        "ReplicaSet",
+        ["rs"],
+        true
+    ),
     def!("batch", "v1", "jobs", "job", "Job", [], true),
-    def!("coordination.k8s.io", "v1", "leases", "lease", "Lease", [], true),
+    def!(
+        "coordination.k8s.io",
+        "v1",
+        "leases",
+        "lease",
+        "Lease",
+        [],
+        true
+    ),
 ];
 
 /// The index in [`RESOURCES`] of the resource served at `group`/`version`/`plural`.

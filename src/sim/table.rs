@@ -17,7 +17,9 @@ fn name_cell(o: &Value) -> Value {
 }
 
 fn age_cell(o: &Value) -> Value {
-    let created = o["metadata"]["creationTimestamp"].as_str().unwrap_or_default();
+    let created = o["metadata"]["creationTimestamp"]
+        .as_str()
+        .unwrap_or_default();
     let age = created
         .parse::<jiff::Timestamp>()
         .map(|t| jiff::Timestamp::now().duration_since(t).as_secs().max(0) as u64)

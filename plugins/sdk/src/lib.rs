@@ -23,6 +23,7 @@
 #![forbid(unsafe_code)]
 
 #[doc(hidden)]
+#[allow(clippy::too_many_arguments)]
 pub mod bindings {
     wit_bindgen::generate!({
         path: "../wit",

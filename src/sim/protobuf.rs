@@ -1,0 +1,250 @@
+//! Decoding of the Kubernetes protobuf encoding for the objects `kubectl create` sends that
+//! way (ConfigMap, Secret, Namespace): kubectl's typed clients write protobuf to any server
+//! and do not fall back to JSON.
+//!
+//! The envelope is the magic `k8s\0` followed by a `runtime.Unknown` message whose `raw`
+//! field holds the object's own message. Only the fields a client sets on create are read.
+
+use base64::Engine as _;
+use serde_json::{Map, Value, json};
+
+/// The magic prefix of a protobuf-encoded Kubernetes object.
+const MAGIC: &[u8] = b"k8s\0";
+
+/// Decodes a protobuf-encoded object into its JSON form.
+pub fn decode_object(bytes: &[u8]) -> Result<Value, String> {
+    let body = bytes
+        .strip_prefix(MAGIC)
+        .ok_or("protobuf body without the k8s magic prefix")?;
+    let (mut api_version, mut kind, mut raw) = (String::new(), String::new(), &[][..]);
+    for field in Fields::new(body) {
+        match field? {
+            (1, Wire::Bytes(type_meta)) => {
+                for f in Fields::new(type_meta) {
+                    match f? {
+                        (1, Wire::Bytes(v)) => api_version = utf8(v)?,
+                        (2, Wire::Bytes(k)) => kind = utf8(k)?,
+                        _ => {}
+                    }
+                }
+            }
+            (2, Wire::Bytes(r)) => raw = r,
+            _ => {}
+        }
+    }
+    let mut object = match kind.as_str() {
+        "ConfigMap" => config_map(raw)?,
+        "Secret" => secret(raw)?,
+        "Namespace" => namespace(raw)?,
+        other => {
+            return Err(format!(
+                "protobuf is not supported for kind {other:?}; send JSON"
+            ));
+        }
+    };
+    object["apiVersion"] = api_version.into();
+    object["kind"] = kind.into();
+    Ok(object)
+}
+
+fn config_map(raw: &[u8]) -> Result<Value, String> {
+    let mut object = json!({});
+    for field in Fields::new(raw) {
+        match field? {
+            (1, Wire::Bytes(m)) => object["metadata"] = object_meta(m)?,
+            (2, Wire::Bytes(entry)) => insert_entry(&mut object, "data", entry, false)?,
+            (3, Wire::Bytes(entry)) => insert_entry(&mut object, "binaryData", entry, true)?,
+            (4, Wire::Varint(v)) => object["immutable"] = (v != 0).into(),
+            _ => {}
+        }
+    }
+    Ok(object)
+}
+
+fn secret(raw: &[u8]) -> Result<Value, String> {
+    let mut object = json!({});
+    for field in Fields::new(raw) {
+        match field? {
+            (1, Wire::Bytes(m)) => object["metadata"] = object_meta(m)?,
+            (2, Wire::Bytes(entry)) => insert_entry(&mut object, "data", entry, true)?,
+            (3, Wire::Bytes(t)) if !t.is_empty() => object["type"] = utf8(t)?.into(),
+            (4, Wire::Bytes(entry)) => insert_entry(&mut object, "stringData", entry, false)?,
+            (5, Wire::Varint(v)) => object["immutable"] = (v != 0).into(),
+            _ => {}
+        }
+    }
+    Ok(object)
+}
+
+fn namespace(raw: &[u8]) -> Result<Value, String> {
+    let mut object = json!({});
+    for field in Fields::new(raw) {
+        if let (1, Wire::Bytes(m)) = field? {
+            object["metadata"] = object_meta(m)?;
+        }
+    }
+    Ok(object)
+}
+
+fn object_meta(raw: &[u8]) -> Result<Value, String> {
+    let mut meta = json!({});
+    for field in Fields::new(raw) {
+        match field? {
+            (1, Wire::Bytes(v)) => meta["name"] = utf8(v)?.into(),
+            (2, Wire::Bytes(v)) => meta["generateName"] = utf8(v)?.into(),
+            (3, Wire::Bytes(v)) => meta["namespace"] = utf8(v)?.into(),
+            (6, Wire::Bytes(v)) => meta["resourceVersion"] = utf8(v)?.into(),
+            (11, Wire::Bytes(entry)) => insert_entry(&mut meta, "labels", entry, false)?,
+            (12, Wire::Bytes(entry)) => insert_entry(&mut meta, "annotations", entry, false)?,
+            (14, Wire::Bytes(v)) => {
+                let list = meta["finalizers"].as_array().cloned().unwrap_or_default();
+                let mut list = list;
+                list.push(utf8(v)?.into());
+                meta["finalizers"] = list.into();
+            }
+            _ => {}
+        }
+    }
+    // Empty strings are protobuf's "unset".
+    if let Some(map) = meta.as_object_mut() {
+        map.retain(|_, v| v.as_str() != Some(""));
+    }
+    Ok(meta)
+}
+
+/// Inserts one map entry (`key = 1, value = 2`) into `object[field]`; `binary` values are
+/// base64-encoded, as JSON carries bytes.
+fn insert_entry(object: &mut Value, field: &str, entry: &[u8], binary: bool) -> Result<(), String> {
+    let (mut key, mut value) = (String::new(), Value::String(String::new()));
+    for f in Fields::new(entry) {
+        match f? {
+            (1, Wire::Bytes(k)) => key = utf8(k)?,
+            (2, Wire::Bytes(v)) if binary => {
+                value = base64::engine::general_purpose::STANDARD.encode(v).into();
+            }
+            (2, Wire::Bytes(v)) => value = utf8(v)?.into(),
+            _ => {}
+        }
+    }
+    if !object[field].is_object() {
+        object[field] = Value::Object(Map::new());
+    }
+    object[field][key] = value;
+    Ok(())
+}
+
+fn utf8(bytes: &[u8]) -> Result<String, String> {
+    String::from_utf8(bytes.to_vec()).map_err(|_| "protobuf string is not UTF-8".to_string())
+}
+
+/// A field's value by wire type.
+enum Wire<'a> {
+    Varint(u64),
+    Bytes(&'a [u8]),
+    Fixed,
+}
+
+/// Iterates over the (field number, value) pairs of one message.
+struct Fields<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Fields<'a> {
+    fn new(message: &'a [u8]) -> Self {
+        Self { rest: message }
+    }
+
+    fn varint(&mut self) -> Result<u64, String> {
+        let mut value = 0u64;
+        for shift in (0..64).step_by(7) {
+            let (&byte, rest) = self.rest.split_first().ok_or("truncated protobuf varint")?;
+            self.rest = rest;
+            value |= u64::from(byte & 0x7f) << shift;
+            if byte & 0x80 == 0 {
+                return Ok(value);
+            }
+        }
+        Err("protobuf varint too long".into())
+    }
+
+    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+        if self.rest.len() < n {
+            return Err("truncated protobuf field".into());
+        }
+        let (head, rest) = self.rest.split_at(n);
+        self.rest = rest;
+        Ok(head)
+    }
+}
+
+impl<'a> Iterator for Fields<'a> {
+    type Item = Result<(u64, Wire<'a>), String>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.rest.is_empty() {
+            return None;
+        }
+        let field = (|| {
+            let tag = self.varint()?;
+            let value = match tag & 7 {
+                0 => Wire::Varint(self.varint()?),
+                1 => self.take(8).map(|_| Wire::Fixed)?,
+                2 => {
+                    let len =
+                        usize::try_from(self.varint()?).map_err(|_| "protobuf length overflow")?;
+                    Wire::Bytes(self.take(len)?)
+                }
+                5 => self.take(4).map(|_| Wire::Fixed)?,
+                other => return Err(format!("unsupported protobuf wire type {other}")),
+            };
+            Ok((tag >> 3, value))
+        })();
+        if field.is_err() {
+            self.rest = &[];
+        }
+        Some(field)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bytes_field(number: u64, payload: &[u8]) -> Vec<u8> {
+        let mut out = vec![((number << 3) | 2) as u8, payload.len() as u8];
+        out.extend_from_slice(payload);
+        out
+    }
+
+    #[test]
+    fn decodes_a_configmap_as_kubectl_sends_it() {
+        let type_meta = [bytes_field(1, b"v1"), bytes_field(2, b"ConfigMap")].concat();
+        let meta = [
+            bytes_field(1, b"foo"),
+            bytes_field(
+                11,
+                &[bytes_field(1, b"app"), bytes_field(2, b"web")].concat(),
+            ),
+        ]
+        .concat();
+        let entry = [bytes_field(1, b"a"), bytes_field(2, b"b")].concat();
+        let raw = [bytes_field(1, &meta), bytes_field(2, &entry)].concat();
+        let body = [
+            MAGIC.to_vec(),
+            bytes_field(1, &type_meta),
+            bytes_field(2, &raw),
+        ]
+        .concat();
+        let object = decode_object(&body).unwrap();
+        assert_eq!(
+            object,
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "foo", "labels": {"app": "web"}}, "data": {"a": "b"}})
+        );
+    }
+
+    #[test]
+    fn garbage_is_an_error_not_a_panic() {
+        assert!(decode_object(b"nope").is_err());
+        assert!(decode_object(b"k8s\0\x0a\xff").is_err());
+    }
+}
