@@ -11,7 +11,7 @@ use serde_json::json;
 use switchyard::config::{self, Config};
 use switchyard::daemon::{self, Daemon};
 use switchyard::plugin::{PluginHost, loader};
-use switchyard::sim::{ChurnConfig, SimOptions, Simulator};
+use switchyard::sim::{ChurnConfig, ChurnKind, SimConfig, SimOptions, Simulator};
 
 /// Routes Kubernetes changes to WebAssembly handler plugins.
 #[derive(Parser)]
@@ -56,15 +56,21 @@ enum Command {
         /// Write a kubeconfig for the simulator here.
         #[arg(long)]
         kubeconfig_out: Option<PathBuf>,
-        /// Churn: changes per second to ConfigMaps in `default` (0 for none).
+        /// Churn: changes per second to objects in `default` (0 for none).
         #[arg(long, default_value_t = 0.0)]
         churn_rate: f64,
-        /// Churn: how many ConfigMaps to keep alive.
+        /// Churn: how many objects of each kind to keep alive.
         #[arg(long, default_value_t = 50)]
         churn_objects: usize,
-        /// Churn: bytes of data per ConfigMap.
+        /// Churn: bytes of payload per object.
         #[arg(long, default_value_t = 256)]
         churn_size: usize,
+        /// Churn: the kinds to change, comma-separated: configmaps, pods.
+        #[arg(long, value_delimiter = ',', default_value = "configmaps")]
+        churn_kinds: Vec<ChurnKind>,
+        /// Simulator config (YAML): custom resources (CRDs) and objects to start with.
+        #[arg(long)]
+        config: Option<PathBuf>,
     },
 }
 
@@ -92,14 +98,17 @@ fn main() -> ExitCode {
                 churn_rate,
                 churn_objects,
                 churn_size,
+                churn_kinds,
+                config,
             } => {
                 let churn = ChurnConfig {
                     rate: churn_rate,
                     objects: churn_objects,
                     object_size: churn_size,
+                    kinds: churn_kinds,
                     ..ChurnConfig::default()
                 };
-                sim(listen, kubeconfig_out, churn).await
+                sim(listen, kubeconfig_out, churn, config).await
             }
         }
     });
@@ -290,16 +299,23 @@ async fn sim(
     listen: SocketAddr,
     kubeconfig: Option<PathBuf>,
     churn: ChurnConfig,
+    config: Option<PathBuf>,
 ) -> Result<ExitCode> {
     init_logging(&format!("info,{QUIET_DEPENDENCIES}"));
+    let config = match &config {
+        Some(path) => SimConfig::load(path)?,
+        None => SimConfig::default(),
+    };
     let options = SimOptions {
         listen,
+        config,
         ..SimOptions::default()
     };
     let sim = Simulator::start(options)
         .await
-        .with_context(|| format!("cannot listen on {listen}"))?;
+        .with_context(|| format!("cannot start the simulator on {listen}"))?;
     println!("simulator: {}", sim.url());
+    println!("faults:    {}/_switchyard/faults", sim.url());
     if let Some(path) = &kubeconfig {
         sim.write_kubeconfig(path)
             .with_context(|| format!("cannot write {}", path.display()))?;

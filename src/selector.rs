@@ -33,9 +33,51 @@ impl Selector {
         Ok(Self { requirements })
     }
 
+    /// Parses a field selector: like [`Selector::parse`], but, as the API server requires
+    /// of field selectors, only `=`, `==` and `!=` are allowed.
+    pub fn parse_fields(text: &str) -> Result<Self, String> {
+        let selector = Self::parse(text)?;
+        for (term, req) in split_terms(text)
+            .into_iter()
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .zip(&selector.requirements)
+        {
+            if !matches!(req, Requirement::Equals(..) | Requirement::NotEquals(..)) {
+                return Err(format!(
+                    "invalid field selector term {term:?}: field selectors support only =, == and !="
+                ));
+            }
+        }
+        Ok(selector)
+    }
+
     /// Whether the selector has no requirements.
     pub fn is_empty(&self) -> bool {
         self.requirements.is_empty()
+    }
+
+    /// The keys (label keys or field paths) the requirements name, in order.
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
+        self.requirements.iter().map(|req| match req {
+            Requirement::Equals(k, _)
+            | Requirement::NotEquals(k, _)
+            | Requirement::In(k, _)
+            | Requirement::NotIn(k, _)
+            | Requirement::Exists(k)
+            | Requirement::NotExists(k) => k.as_str(),
+        })
+    }
+
+    /// Like [`Selector::matches`], for a lookup that computes owned values.
+    pub fn matches_values(&self, lookup: impl Fn(&str) -> Option<String>) -> bool {
+        let values: Vec<Option<String>> = self.keys().map(&lookup).collect();
+        let keys: Vec<&str> = self.keys().collect();
+        self.matches(|k| {
+            keys.iter()
+                .position(|key| *key == k)
+                .and_then(|i| values[i].as_deref())
+        })
     }
 
     /// Whether a lookup function (label key or field path → value) satisfies every requirement.
@@ -158,6 +200,28 @@ mod tests {
         assert!(sel.matches_fields(&obj));
         let sel = Selector::parse("metadata.name!=a").unwrap();
         assert!(!sel.matches_fields(&obj));
+    }
+
+    #[test]
+    fn field_selectors_allow_only_equality() {
+        let sel = Selector::parse_fields("spec.nodeName=n1,status.phase!=Failed").unwrap();
+        assert_eq!(
+            sel.keys().collect::<Vec<_>>(),
+            ["spec.nodeName", "status.phase"]
+        );
+        assert!(sel.matches_values(|k| {
+            Some(
+                if k == "spec.nodeName" {
+                    "n1"
+                } else {
+                    "Running"
+                }
+                .to_string(),
+            )
+        }));
+        assert!(Selector::parse_fields("a in (x)").is_err());
+        assert!(Selector::parse_fields("!a").is_err());
+        assert!(Selector::parse_fields("").unwrap().is_empty());
     }
 
     #[test]

@@ -1,26 +1,34 @@
-//! The simulator's HTTP API: discovery, and list, watch, get, create, update, patch and
-//! delete for every resource in the catalogue, at the URLs kube-apiserver uses.
+//! The simulator's HTTP API at the URLs kube-apiserver uses: discovery ([`super::discovery`]),
+//! list ([`super::list`]), watch ([`super::watch`]), and here get, create, update, patch,
+//! delete and deletecollection, plus the `status` subresource; OpenAPI v3 operations for
+//! kubectl ([`super::openapi`]); the fault control endpoint under `/_switchyard`
+//! ([`super::control`]).
+//!
+//! Every resource request first waits out an injected delay and answers an injected failure,
+//! if any ([`super::faults`]).
 
 use std::collections::HashMap;
-use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Json;
-use axum::body::{Body, Bytes};
+use axum::body::Bytes;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
 use serde_json::{Value, json};
-use tokio::sync::{broadcast, mpsc, watch};
-use tokio_stream::StreamExt;
-use tokio_stream::wrappers::ReceiverStream;
+use tokio::sync::mpsc;
 
-use super::cluster::{Change, Cluster, ObjectRef, WatchStart, object_rv};
+use super::ServerCommand;
+use super::cluster::{Cluster, Deletion, ObjectRef, Preconditions, object_rv};
 use super::error::ApiError;
-use super::resources::{self, RESOURCES, ResourceDef};
+use super::faults::Faults;
+use super::fields;
+use super::resources::ResourceDef;
 use super::table;
+use super::watch::WatchSignals;
+use super::{control, discovery, list, openapi, watch};
 use crate::selector::Selector;
 
 /// What the HTTP handlers share.
@@ -28,95 +36,58 @@ use crate::selector::Selector;
 pub struct ApiState {
     /// The cluster served.
     pub cluster: Arc<Cluster>,
-    /// Bumped to close every open watch.
-    pub close_watches: watch::Sender<u64>,
+    /// The faults in force.
+    pub faults: Arc<Faults>,
+    /// Signals that end open watches.
+    pub watches: WatchSignals,
     /// How often a watch that asked for bookmarks gets one.
     pub bookmark_interval: Duration,
+    /// How long a read waits for a resourceVersion the cluster has not reached yet.
+    pub version_wait: Duration,
+    /// Asks the server loop to stop or restart.
+    pub server: mpsc::UnboundedSender<ServerCommand>,
 }
 
 /// The simulator's router.
 pub fn router(state: ApiState) -> axum::Router {
     axum::Router::new()
-        .route("/version", get(version))
-        .route("/api", get(core_versions))
-        .route("/apis", get(group_list))
+        .route("/version", get(discovery::version))
+        .route("/api", get(discovery::core_versions))
+        .route("/apis", get(discovery::group_list))
+        .route("/openapi/v3", get(openapi::index))
+        .route("/openapi/v3/{*rest}", get(openapi::document))
         .route("/api/{*rest}", any(core_request))
         .route("/apis/{*rest}", any(group_request))
+        .nest("/_switchyard", control::router())
         .fallback(|uri: Uri| async move { ApiError::no_such_resource(uri.path()) })
         .with_state(state)
 }
 
-async fn version() -> Json<Value> {
-    Json(json!({
-        "major": "1",
-        "minor": "32",
-        "gitVersion": "v1.32.0-switchyard-sim",
-        "gitCommit": "0000000000000000000000000000000000000000",
-        "gitTreeState": "clean",
-        "buildDate": "2026-01-01T00:00:00Z",
-        "goVersion": "go1.23.0",
-        "compiler": "gc",
-        "platform": "linux/amd64",
-    }))
-}
-
-async fn core_versions() -> Json<Value> {
-    Json(json!({
-        "kind": "APIVersions",
-        "versions": ["v1"],
-        "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}],
-    }))
-}
-
-async fn group_list() -> Json<Value> {
-    let groups: Vec<Value> = resources::groups()
-        .into_iter()
-        .map(|(group, version)| {
-            let gv = json!({"groupVersion": format!("{group}/{version}"), "version": version});
-            json!({"name": group, "versions": [gv.clone()], "preferredVersion": gv})
-        })
-        .collect();
-    Json(json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}))
-}
-
-fn resource_list(group: &str, version: &str) -> Option<Value> {
-    let resources: Vec<Value> = RESOURCES
-        .iter()
-        .filter(|r| r.group == group && r.version == version)
-        .map(|r| {
-            json!({
-                "name": r.plural,
-                "singularName": r.singular,
-                "namespaced": r.namespaced,
-                "kind": r.kind,
-                "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
-                "shortNames": r.short_names,
-            })
-        })
-        .collect();
-    if resources.is_empty() {
-        return None;
-    }
-    let group_version = if group.is_empty() {
-        version.to_string()
-    } else {
-        format!("{group}/{version}")
-    };
-    Some(json!({
-        "kind": "APIResourceList",
-        "apiVersion": "v1",
-        "groupVersion": group_version,
-        "resources": resources,
-    }))
-}
-
 /// One HTTP request to a resource URL, with everything the verbs need.
-struct Request {
-    method: Method,
-    path: String,
-    params: HashMap<String, String>,
-    headers: HeaderMap,
-    body: Bytes,
+pub(super) struct Request {
+    pub(super) method: Method,
+    pub(super) path: String,
+    pub(super) params: HashMap<String, String>,
+    pub(super) headers: HeaderMap,
+    pub(super) body: Bytes,
+}
+
+impl Request {
+    /// A query parameter, `None` when absent or empty.
+    pub(super) fn param(&self, name: &str) -> Option<&str> {
+        self.params
+            .get(name)
+            .map(String::as_str)
+            .filter(|v| !v.is_empty())
+    }
+}
+
+fn segments(path: &str, prefix: &str) -> Vec<String> {
+    path.trim_start_matches(prefix)
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .map(String::from)
+        .collect()
 }
 
 async fn core_request(
@@ -128,12 +99,7 @@ async fn core_request(
     body: Bytes,
 ) -> Response {
     let path = uri.path().to_string();
-    let segments: Vec<String> = path
-        .trim_start_matches("/api/")
-        .split('/')
-        .filter(|s| !s.is_empty())
-        .map(String::from)
-        .collect();
+    let segments = segments(&path, "/api/");
     let request = Request {
         method,
         path,
@@ -153,23 +119,12 @@ async fn group_request(
     body: Bytes,
 ) -> Response {
     let path = uri.path().to_string();
-    let segments: Vec<String> = path
-        .trim_start_matches("/apis/")
-        .split('/')
-        .filter(|s| !s.is_empty())
-        .map(String::from)
-        .collect();
+    let segments = segments(&path, "/apis/");
     let Some((group, rest)) = segments.split_first() else {
         return ApiError::no_such_resource(&path).into_response();
     };
     if rest.is_empty() {
-        return match resources::groups().iter().find(|(g, _)| g == group) {
-            Some((g, v)) => {
-                let gv = json!({"groupVersion": format!("{g}/{v}"), "version": v});
-                Json(json!({"kind": "APIGroup", "apiVersion": "v1", "name": g, "versions": [gv.clone()], "preferredVersion": gv})).into_response()
-            }
-            None => ApiError::no_such_resource(&path).into_response(),
-        };
+        return discovery::group(&state, group, &path);
     }
     let request = Request {
         method,
@@ -181,50 +136,96 @@ async fn group_request(
     dispatch(&state, group, rest, request).await
 }
 
+/// A resource URL taken apart.
+struct Target<'a> {
+    namespace: Option<&'a str>,
+    plural: &'a str,
+    name: Option<&'a str>,
+    subresource: Option<&'a str>,
+}
+
+fn parse_target(rest: &[String]) -> Option<Target<'_>> {
+    let (namespace, rest) = match rest {
+        // `namespaces/NAME/status` is the status of a namespace, not a resource in it.
+        [ns_word, _, sub] if ns_word == "namespaces" && sub == "status" => (None, rest),
+        [ns_word, ns, rest @ ..] if ns_word == "namespaces" && !rest.is_empty() => {
+            (Some(ns.as_str()), rest)
+        }
+        _ => (None, rest),
+    };
+    let (plural, name, subresource) = match rest {
+        [plural] => (plural, None, None),
+        [plural, name] => (plural, Some(name.as_str()), None),
+        [plural, name, sub] => (plural, Some(name.as_str()), Some(sub.as_str())),
+        _ => return None,
+    };
+    Some(Target {
+        namespace,
+        plural,
+        name,
+        subresource,
+    })
+}
+
 /// Routes `version/...` segments to discovery or to a verb on a resource.
 async fn dispatch(state: &ApiState, group: &str, segments: &[String], req: Request) -> Response {
     let Some((version, rest)) = segments.split_first() else {
         return ApiError::no_such_resource(&req.path).into_response();
     };
     if rest.is_empty() {
-        return match resource_list(group, version) {
-            Some(list) => Json(list).into_response(),
-            None => ApiError::no_such_resource(&req.path).into_response(),
-        };
+        return discovery::resource_list(state, group, version, &req.path);
     }
-    let (namespace, plural, name) = match rest {
-        [ns_word, ns, plural, tail @ ..] if ns_word == "namespaces" && tail.len() <= 1 => (
-            Some(ns.as_str()),
-            plural.as_str(),
-            tail.first().map(String::as_str),
-        ),
-        [plural] => (None, plural.as_str(), None),
-        [plural, name] => (None, plural.as_str(), Some(name.as_str())),
-        _ => return ApiError::no_such_resource(&req.path).into_response(),
-    };
-    let Some(resource) = resources::find(group, version, plural) else {
+    let Some(target) = parse_target(rest) else {
         return ApiError::no_such_resource(&req.path).into_response();
     };
-    let def = &RESOURCES[resource];
-    if namespace.is_some() && !def.namespaced {
+    let found = state
+        .cluster
+        .find_resource(group, version, target.plural)
+        .and_then(|index| Some((index, state.cluster.resource(index)?)));
+    let Some((resource, def)) = found else {
+        return ApiError::no_such_resource(&req.path).into_response();
+    };
+    let misplaced = (target.namespace.is_some() && !def.namespaced)
+        || (target.name.is_some() && target.namespace.is_none() && def.namespaced)
+        || target.subresource.is_some_and(|s| s != "status");
+    if misplaced {
         return ApiError::no_such_resource(&req.path).into_response();
     }
-    if name.is_some() && namespace.is_none() && def.namespaced {
-        return ApiError::no_such_resource(&req.path).into_response();
+    let watching = is_true(req.params.get("watch"));
+    let verb = match (target.name, &req.method) {
+        (None, &Method::GET) if watching => "watch",
+        (None, &Method::GET) => "list",
+        (None, &Method::POST) => "create",
+        (None, &Method::DELETE) => "deletecollection",
+        (Some(_), &Method::GET) => "get",
+        (Some(_), &Method::PUT) => "update",
+        (Some(_), &Method::PATCH) => "patch",
+        (Some(_), &Method::DELETE) => "delete",
+        _ => "",
+    };
+    let delay = state.faults.delay();
+    if !delay.is_zero() {
+        tokio::time::sleep(delay).await;
     }
-    let result = match (name, &req.method) {
-        (None, &Method::GET) if is_true(req.params.get("watch")) => {
-            return watch(state, resource, namespace, &req);
-        }
-        (None, &Method::GET) => list(state, resource, namespace, &req),
-        (None, &Method::POST) => create(state, resource, namespace, &req),
-        (Some(name), &Method::GET) => get_one(state, object_ref(resource, namespace, name), &req),
-        (Some(name), &Method::PUT) => update(state, object_ref(resource, namespace, name), &req),
-        (Some(name), &Method::PATCH) => patch(state, object_ref(resource, namespace, name), &req),
-        (Some(name), &Method::DELETE) => state
-            .cluster
-            .delete(&object_ref(resource, namespace, name))
-            .map(|obj| (StatusCode::OK, Json((*obj).clone())).into_response()),
+    if let Some(error) = state.faults.take_failure(verb) {
+        return error.into_response();
+    }
+    let ns = target.namespace;
+    let at = |name: &str| ObjectRef {
+        resource,
+        namespace: ns.unwrap_or_default().to_string(),
+        name: name.to_string(),
+    };
+    let status = target.subresource.is_some();
+    let result = match (verb, target.name) {
+        ("watch", _) => return watch::watch(state, resource, def, ns, &req).await,
+        ("list", _) => list::list(state, resource, def, ns, &req).await,
+        ("create", _) => create(state, resource, &def, ns, &req),
+        ("deletecollection", _) => delete_collection(state, resource, def, ns, &req),
+        ("get", Some(name)) => get_one(state, &def, at(name), &req),
+        ("update", Some(name)) => update(state, at(name), status, &req),
+        ("patch", Some(name)) => patch(state, &def, at(name), status, &req),
+        ("delete", Some(name)) if !status => delete(state, &def, at(name), &req),
         _ => Err(ApiError::method_not_allowed(format!(
             "{} is not supported on {} ({})",
             req.method, req.path, def.kind
@@ -233,93 +234,62 @@ async fn dispatch(state: &ApiState, group: &str, segments: &[String], req: Reque
     result.unwrap_or_else(IntoResponse::into_response)
 }
 
-fn object_ref(resource: usize, namespace: Option<&str>, name: &str) -> ObjectRef {
-    ObjectRef {
-        resource,
-        namespace: namespace.unwrap_or_default().to_string(),
-        name: name.to_string(),
-    }
-}
-
-fn is_true(value: Option<&String>) -> bool {
+/// Whether a query parameter is set to true.
+pub(super) fn is_true(value: Option<&String>) -> bool {
     matches!(value.map(String::as_str), Some("1" | "true" | "True"))
 }
 
-fn wants_table(headers: &HeaderMap) -> bool {
-    headers
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|accept| accept.contains("as=Table"))
-}
-
-/// The label and field selectors of a request, parsed.
-struct Filter {
+/// The label and field selectors of a request, parsed and checked against the kind.
+pub(super) struct Filter {
+    def: Arc<ResourceDef>,
     labels: Selector,
     fields: Selector,
 }
 
 impl Filter {
-    fn from_params(params: &HashMap<String, String>) -> Result<Self, ApiError> {
-        let parse = |key: &str| {
-            Selector::parse(params.get(key).map(String::as_str).unwrap_or_default())
-                .map_err(|e| ApiError::bad_request(format!("unable to parse {key}: {e}")))
-        };
+    /// Parses `labelSelector` and `fieldSelector`; a field the kind cannot select on is a
+    /// 400, as kube-apiserver answers.
+    pub(super) fn from_request(def: Arc<ResourceDef>, req: &Request) -> Result<Self, ApiError> {
+        let labels = Selector::parse(req.param("labelSelector").unwrap_or_default())
+            .map_err(|e| ApiError::bad_request(format!("unable to parse requirement: {e}")))?;
+        let fields = Selector::parse_fields(req.param("fieldSelector").unwrap_or_default())
+            .map_err(|e| ApiError::bad_request(format!("invalid field selector: {e}")))?;
+        if let Some(field) = fields.keys().find(|f| !fields::supported(&def, f)) {
+            return Err(ApiError::bad_request(format!(
+                "field label not supported: {field}"
+            )));
+        }
         Ok(Self {
-            labels: parse("labelSelector")?,
-            fields: parse("fieldSelector")?,
+            def,
+            labels,
+            fields,
         })
     }
 
-    fn matches(&self, object: &Value) -> bool {
-        self.labels.matches_labels(object) && self.fields.matches_fields(object)
+    /// Whether there are no selectors at all.
+    pub(super) fn is_empty(&self) -> bool {
+        self.labels.is_empty() && self.fields.is_empty()
+    }
+
+    /// Whether an object satisfies both selectors.
+    pub(super) fn matches(&self, object: &Value) -> bool {
+        self.labels.matches_labels(object)
+            && self
+                .fields
+                .matches_values(|field| fields::value(&self.def, object, field))
     }
 }
 
-fn list(
+fn get_one(
     state: &ApiState,
-    resource: usize,
-    namespace: Option<&str>,
+    def: &ResourceDef,
+    at: ObjectRef,
     req: &Request,
 ) -> Result<Response, ApiError> {
-    let def = &RESOURCES[resource];
-    let filter = Filter::from_params(&req.params)?;
-    let snapshot = state.cluster.list(resource, namespace);
-    let items: Vec<&Value> = snapshot
-        .items
-        .iter()
-        .map(AsRef::as_ref)
-        .filter(|obj| filter.matches(obj))
-        .collect();
-    if wants_table(&req.headers) {
-        return Ok(Json(table::table(def, &items, snapshot.rv)).into_response());
-    }
-    // Like kube-apiserver, list items carry no kind or apiVersion of their own.
-    let items: Vec<Value> = items
-        .into_iter()
-        .map(|obj| {
-            let mut obj = obj.clone();
-            if let Some(map) = obj.as_object_mut() {
-                map.remove("kind");
-                map.remove("apiVersion");
-            }
-            obj
-        })
-        .collect();
-    Ok(Json(json!({
-        "kind": format!("{}List", def.kind),
-        "apiVersion": def.api_version(),
-        "metadata": {"resourceVersion": snapshot.rv.to_string()},
-        "items": items,
-    }))
-    .into_response())
-}
-
-fn get_one(state: &ApiState, at: ObjectRef, req: &Request) -> Result<Response, ApiError> {
-    let def = &RESOURCES[at.resource];
     let object = state.cluster.get(&at)?;
-    if wants_table(&req.headers) {
-        let rv = object_rv(&object);
-        return Ok(Json(table::table(def, &[object.as_ref()], rv)).into_response());
+    if let Some(include) = table::requested(&req.headers, req.param("includeObject"))? {
+        let meta = json!({"resourceVersion": object_rv(&object).to_string()});
+        return Ok(Json(table::table(def, &[object.as_ref()], meta, include)).into_response());
     }
     Ok(Json((*object).clone()).into_response())
 }
@@ -341,10 +311,10 @@ fn parse_body(req: &Request) -> Result<Value, ApiError> {
 fn create(
     state: &ApiState,
     resource: usize,
+    def: &ResourceDef,
     namespace: Option<&str>,
     req: &Request,
 ) -> Result<Response, ApiError> {
-    let def: &ResourceDef = &RESOURCES[resource];
     let body = parse_body(req)?;
     let namespace = match (def.namespaced, namespace) {
         (true, Some(ns)) => ns,
@@ -360,13 +330,40 @@ fn create(
     Ok((StatusCode::CREATED, Json((*created).clone())).into_response())
 }
 
-fn update(state: &ApiState, at: ObjectRef, req: &Request) -> Result<Response, ApiError> {
+/// For the `status` subresource: `current` with only its status taken from `changed`.
+fn with_status_of(current: &Value, changed: &Value) -> Value {
+    let mut object = current.clone();
+    object["status"] = changed["status"].clone();
+    if let Some(rv) = changed.pointer("/metadata/resourceVersion") {
+        object["metadata"]["resourceVersion"] = rv.clone();
+    }
+    object
+}
+
+fn update(
+    state: &ApiState,
+    at: ObjectRef,
+    status_only: bool,
+    req: &Request,
+) -> Result<Response, ApiError> {
     let body = parse_body(req)?;
-    let updated = state.cluster.update(&at, body)?;
+    let updated = if status_only {
+        state
+            .cluster
+            .modify(&at, |current| Ok(with_status_of(current, &body)))?
+    } else {
+        state.cluster.update(&at, body)?
+    };
     Ok(Json((*updated).clone()).into_response())
 }
 
-fn patch(state: &ApiState, at: ObjectRef, req: &Request) -> Result<Response, ApiError> {
+fn patch(
+    state: &ApiState,
+    def: &ResourceDef,
+    at: ObjectRef,
+    status_only: bool,
+    req: &Request,
+) -> Result<Response, ApiError> {
     let content_type = req
         .headers
         .get(header::CONTENT_TYPE)
@@ -389,167 +386,94 @@ fn patch(state: &ApiState, at: ObjectRef, req: &Request) -> Result<Response, Api
             "application/json-patch+json" => {
                 let ops: json_patch::Patch = serde_json::from_value(body.clone())
                     .map_err(|e| ApiError::bad_request(format!("invalid JSON patch: {e}")))?;
-                json_patch::patch(&mut object, &ops).map_err(|e| {
-                    ApiError::invalid(&RESOURCES[at.resource], &at.name, &e.to_string())
-                })?;
+                json_patch::patch(&mut object, &ops)
+                    .map_err(|e| ApiError::invalid(def, &at.name, &e.to_string()))?;
             }
             other => return Err(ApiError::unsupported_media_type(other)),
         }
-        // A patch that does not mention the resourceVersion applies to the current one.
-        if body.pointer("/metadata/resourceVersion").is_none()
+        // A patch that does not set the resourceVersion applies to the current one.
+        if object.pointer("/metadata/resourceVersion")
+            == current.pointer("/metadata/resourceVersion")
             && let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut)
         {
             meta.remove("resourceVersion");
         }
-        Ok(object)
+        Ok(if status_only {
+            with_status_of(current, &object)
+        } else {
+            object
+        })
     })?;
     Ok(Json((*patched).clone()).into_response())
 }
 
-/// Serves a watch: a chunked stream of `{"type": ..., "object": ...}` lines.
-fn watch(state: &ApiState, resource: usize, namespace: Option<&str>, req: &Request) -> Response {
-    let def = &RESOURCES[resource];
-    let filter = match Filter::from_params(&req.params) {
-        Ok(f) => f,
-        Err(e) => return e.into_response(),
-    };
-    let from_rv = match req.params.get("resourceVersion").map(String::as_str) {
-        None | Some("" | "0") => None,
-        Some(text) => match text.parse::<u64>() {
-            Ok(rv) => Some(rv),
-            Err(_) => {
-                return ApiError::bad_request(format!("invalid resource version {text:?}"))
-                    .into_response();
-            }
-        },
-    };
-    let timeout = req
-        .params
-        .get("timeoutSeconds")
-        .and_then(|t| t.parse::<u64>().ok())
-        .map(Duration::from_secs);
-    let bookmarks = is_true(req.params.get("allowWatchBookmarks"));
-    let (tx, rx) = mpsc::channel::<Bytes>(256);
-    match state.cluster.watch_from(resource, namespace, from_rv) {
-        WatchStart::Expired { oldest } => {
-            let status = ApiError::expired(format!(
-                "too old resource version: {} ({oldest})",
-                from_rv.unwrap_or_default()
-            ))
-            .status();
-            let line = event_line("ERROR", &status);
-            tokio::spawn(async move { tx.send(line).await });
-        }
-        WatchStart::Resume(backlog, feed) => {
-            let stream = WatchStream {
-                resource,
-                namespace: namespace.map(String::from),
-                filter,
-                bookmark: bookmarks.then_some((state.bookmark_interval, def)),
-                timeout,
-                closed: state.close_watches.subscribe(),
-                last_rv: from_rv.unwrap_or_else(|| state.cluster.resource_version()),
-                tx,
-            };
-            tokio::spawn(stream.run(backlog, feed));
-        }
+/// The preconditions of a DELETE's `DeleteOptions` body, if it has one.
+fn preconditions(req: &Request) -> Result<Preconditions, ApiError> {
+    if req.body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(Preconditions::default());
     }
-    let body = Body::from_stream(ReceiverStream::new(rx).map(Ok::<_, Infallible>));
-    Response::builder()
-        .header(header::CONTENT_TYPE, "application/json")
-        .header(header::TRANSFER_ENCODING, "chunked")
-        .body(body)
-        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+    let options = parse_body(req)?;
+    let text = |field: &str| {
+        options["preconditions"][field]
+            .as_str()
+            .filter(|s| !s.is_empty())
+            .map(String::from)
+    };
+    Ok(Preconditions {
+        uid: text("uid"),
+        resource_version: text("resourceVersion"),
+    })
 }
 
-/// One open watch: filters the feed for its resource and sends matching events.
-struct WatchStream {
+/// The `Status` kube-apiserver answers a delete with when it does not return the object.
+fn success_status(def: &ResourceDef, object: &Value) -> Value {
+    let mut details = json!({
+        "name": object["metadata"]["name"],
+        "kind": def.plural,
+        "uid": object["metadata"]["uid"],
+    });
+    if !def.group.is_empty() {
+        details["group"] = def.group.clone().into();
+    }
+    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details})
+}
+
+fn delete(
+    state: &ApiState,
+    def: &ResourceDef,
+    at: ObjectRef,
+    req: &Request,
+) -> Result<Response, ApiError> {
+    let body = match state.cluster.delete_with(&at, &preconditions(req)?)? {
+        Deletion::Deleted(object) if !def.returns_deleted_object => success_status(def, &object),
+        deletion => (**deletion.object()).clone(),
+    };
+    Ok(Json(body).into_response())
+}
+
+/// Deletes every object the selectors match and answers with the list of them.
+fn delete_collection(
+    state: &ApiState,
     resource: usize,
-    namespace: Option<String>,
-    filter: Filter,
-    bookmark: Option<(Duration, &'static ResourceDef)>,
-    timeout: Option<Duration>,
-    closed: watch::Receiver<u64>,
-    last_rv: u64,
-    tx: mpsc::Sender<Bytes>,
-}
-
-impl WatchStream {
-    async fn run(mut self, backlog: Vec<Arc<Change>>, mut feed: broadcast::Receiver<Arc<Change>>) {
-        for change in backlog {
-            if !self.send(&change).await {
-                return;
-            }
-        }
-        let deadline = self.timeout.map(|t| tokio::time::Instant::now() + t);
-        let period = self
-            .bookmark
-            .map(|(p, _)| p)
-            .unwrap_or(Duration::from_secs(3600));
-        let mut bookmarks = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
-        loop {
-            tokio::select! {
-                _ = async { tokio::time::sleep_until(deadline.unwrap_or_else(far_future)).await } => return,
-                _ = self.closed.changed() => return,
-                _ = bookmarks.tick(), if self.bookmark.is_some() => {
-                    if !self.send_bookmark().await {
-                        return;
-                    }
-                }
-                received = feed.recv() => match received {
-                    Ok(change) => {
-                        self.last_rv = self.last_rv.max(change.rv);
-                        if change.at.resource == self.resource && !self.send(&change).await {
-                            return;
-                        }
-                    }
-                    // Fell too far behind (or the server stopped): end the watch; the client
-                    // resumes from its last resourceVersion or relists.
-                    Err(_) => return,
-                },
-            }
+    def: Arc<ResourceDef>,
+    namespace: Option<&str>,
+    req: &Request,
+) -> Result<Response, ApiError> {
+    let filter = Filter::from_request(def.clone(), req)?;
+    let snapshot = state.cluster.list(resource, namespace);
+    let mut deleted = Vec::new();
+    for object in snapshot.items.iter().filter(|o| filter.matches(o)) {
+        let at = super::cluster::ref_of(resource, object);
+        // An object deleted meanwhile is simply not in the answer.
+        if let Ok(deletion) = state.cluster.delete_with(&at, &Preconditions::default()) {
+            deleted.push((**deletion.object()).clone());
         }
     }
-
-    /// Sends a change if it passes the filters; false once the client has gone.
-    async fn send(&mut self, change: &Change) -> bool {
-        if self
-            .namespace
-            .as_ref()
-            .is_some_and(|ns| *ns != change.at.namespace)
-            || !self.filter.matches(&change.object)
-        {
-            return true;
-        }
-        self.last_rv = self.last_rv.max(change.rv);
-        self.tx
-            .send(event_line(change.change_type.as_str(), &change.object))
-            .await
-            .is_ok()
-    }
-
-    async fn send_bookmark(&mut self) -> bool {
-        let Some((_, def)) = self.bookmark else {
-            return true;
-        };
-        let object = json!({
-            "kind": def.kind,
-            "apiVersion": def.api_version(),
-            "metadata": {"resourceVersion": self.last_rv.to_string()},
-        });
-        self.tx.send(event_line("BOOKMARK", &object)).await.is_ok()
-    }
-}
-
-fn far_future() -> tokio::time::Instant {
-    tokio::time::Instant::now() + Duration::from_secs(86_400 * 365)
-}
-
-/// One watch event line: `{"type":"ADDED","object":{...}}\n`.
-fn event_line(event_type: &str, object: &Value) -> Bytes {
-    let mut line = format!("{{\"type\":\"{event_type}\",\"object\":").into_bytes();
-    // Serializing a Value into a Vec cannot fail.
-    serde_json::to_writer(&mut line, object).expect("a JSON value serializes");
-    line.extend_from_slice(b"}\n");
-    Bytes::from(line)
+    Ok(Json(json!({
+        "kind": format!("{}List", def.kind),
+        "apiVersion": def.api_version(),
+        "metadata": {"resourceVersion": state.cluster.resource_version().to_string()},
+        "items": deleted,
+    }))
+    .into_response())
 }

@@ -1,6 +1,15 @@
-//! The built-in Kubernetes API simulator: kube-apiserver's REST protocol (discovery, list,
-//! watch, get, create, update, patch, delete) over real HTTP on loopback, so that kube-rs,
-//! `kubectl` and switchyard itself can run against it without a cluster.
+//! The built-in Kubernetes API simulator: kube-apiserver's REST protocol over real HTTP on
+//! loopback, so that kube-rs, `kubectl` and switchyard itself can run against it without a
+//! cluster.
+//!
+//! - [`cluster`] and [`object`]: the objects, one resourceVersion counter, the change
+//!   history; writes (uid, creationTimestamp, generation, finalizers, CRDs).
+//! - [`history`]: reads at a version (paging with consistent snapshots, `Exact` reads) and
+//!   where watches start.
+//! - [`api`], [`discovery`], [`list`], [`watch`], [`table`], [`openapi`]: the HTTP protocol.
+//! - [`faults`] and [`control`]: injected faults, from tests or over HTTP.
+//! - [`config`] and [`crd`]: the simulator config and custom resources.
+//! - [`churn`]: steady changes for demos and load.
 //!
 //! [`Simulator::start`] serves a fresh [`Cluster`]; [`Simulator::write_kubeconfig`] points
 //! clients at it.
@@ -8,34 +17,57 @@
 pub mod api;
 pub mod churn;
 pub mod cluster;
+pub mod config;
+pub mod control;
+pub mod crd;
+pub mod discovery;
 pub mod error;
+pub mod faults;
+pub mod fields;
+pub mod history;
 pub mod kubeconfig;
+pub mod list;
+pub mod object;
+pub mod openapi;
 pub mod protobuf;
 pub mod resources;
 pub mod table;
+pub mod watch;
 
+use std::io;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
-use tokio::sync::{oneshot, watch};
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
-pub use churn::ChurnConfig;
+pub use churn::{Churn, ChurnConfig, ChurnCounts, ChurnKind};
 pub use cluster::{Cluster, ObjectRef};
+pub use config::SimConfig;
 pub use error::ApiError;
+pub use faults::{Faults, RequestFailure};
+
+use watch::WatchSignals;
 
 /// How a simulator is started.
 #[derive(Debug, Clone)]
 pub struct SimOptions {
     /// Where to listen; port 0 picks a free port.
     pub listen: SocketAddr,
-    /// How many changes the watch history keeps.
+    /// How many changes the history keeps (for watches to resume from, continue tokens and
+    /// `Exact` reads) before the oldest are compacted.
     pub history: usize,
     /// How often watches that allow bookmarks get one.
     pub bookmark_interval: Duration,
+    /// How long a list or watch for a resourceVersion the cluster has not reached waits for
+    /// it before answering 504 (kube-apiserver waits 3 seconds).
+    pub version_wait: Duration,
+    /// Custom resources and objects to start with (applied by [`Simulator::start`], not by
+    /// [`Simulator::serve`], whose cluster already has its state).
+    pub config: SimConfig,
 }
 
 impl Default for SimOptions {
@@ -44,55 +76,69 @@ impl Default for SimOptions {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             history: cluster::DEFAULT_HISTORY,
             bookmark_interval: Duration::from_secs(5),
+            version_wait: Duration::from_secs(3),
+            config: SimConfig::default(),
         }
     }
+}
+
+/// What the server loop is asked to do.
+#[derive(Debug)]
+pub enum ServerCommand {
+    /// Stop serving for good.
+    Stop,
+    /// Stop serving, stay down for `down`, then serve again on the same address.
+    Restart {
+        /// How long the port stays closed.
+        down: Duration,
+        /// Told when the server serves again (or could not).
+        done: Option<oneshot::Sender<io::Result<()>>>,
+    },
 }
 
 /// A running simulator. Dropping it stops the server.
 pub struct Simulator {
     cluster: Arc<Cluster>,
+    faults: Arc<Faults>,
     addr: SocketAddr,
-    close_watches: watch::Sender<u64>,
-    stop: Option<oneshot::Sender<()>>,
-    server: JoinHandle<()>,
+    watches: WatchSignals,
+    commands: mpsc::UnboundedSender<ServerCommand>,
+    server: Option<JoinHandle<()>>,
 }
 
 impl Simulator {
-    /// Starts a simulator serving a new, empty cluster.
-    pub async fn start(options: SimOptions) -> std::io::Result<Self> {
+    /// Starts a simulator serving a new cluster with what `options.config` declares.
+    pub async fn start(options: SimOptions) -> io::Result<Self> {
         let cluster = Arc::new(Cluster::new(options.history));
+        cluster
+            .apply_config(&options.config)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("sim config: {e}")))?;
         Self::serve(cluster, options).await
     }
 
     /// Starts serving an existing cluster (to restart a server with its state kept).
-    pub async fn serve(cluster: Arc<Cluster>, options: SimOptions) -> std::io::Result<Self> {
+    pub async fn serve(cluster: Arc<Cluster>, options: SimOptions) -> io::Result<Self> {
         let listener = TcpListener::bind(options.listen).await?;
         let addr = listener.local_addr()?;
-        let close_watches = watch::channel(0).0;
+        let (commands, received) = mpsc::unbounded_channel();
+        let faults = Arc::new(Faults::default());
+        let watches = WatchSignals::default();
         let state = api::ApiState {
             cluster: cluster.clone(),
-            close_watches: close_watches.clone(),
+            faults: faults.clone(),
+            watches: watches.clone(),
             bookmark_interval: options.bookmark_interval,
+            version_wait: options.version_wait,
+            server: commands.clone(),
         };
-        let (stop, stopped) = oneshot::channel::<()>();
-        let app = api::router(state);
-        let server = tokio::spawn(async move {
-            let shutdown = async {
-                let _ = stopped.await;
-            };
-            if let Err(e) = axum::serve(listener, app)
-                .with_graceful_shutdown(shutdown)
-                .await
-            {
-                tracing::error!(error = %e, "simulator server failed");
-            }
-        });
+        let server = tokio::spawn(serve_loop(listener, addr, state, received));
         Ok(Self {
             cluster,
+            faults,
             addr,
-            close_watches,
-            stop: Some(stop),
-            server,
+            watches,
+            commands,
+            server: Some(server),
         })
     }
 
@@ -111,8 +157,13 @@ impl Simulator {
         &self.cluster
     }
 
+    /// The faults injected into this simulator's API.
+    pub fn faults(&self) -> &Arc<Faults> {
+        &self.faults
+    }
+
     /// Writes a kubeconfig that points at this simulator.
-    pub fn write_kubeconfig(&self, path: &Path) -> std::io::Result<()> {
+    pub fn write_kubeconfig(&self, path: &Path) -> io::Result<()> {
         kubeconfig::write_kubeconfig(path, &self.url())
     }
 
@@ -127,33 +178,107 @@ impl Simulator {
 
     /// Ends every open watch stream, as an API server restart or a load balancer would.
     pub fn close_watches(&self) {
-        self.close_watches
-            .send_modify(|generation| *generation += 1);
+        self.watches.close_all();
     }
 
-    /// Starts churning ConfigMaps in this simulator's cluster until the task is aborted.
-    pub fn start_churn(&self, config: ChurnConfig) -> JoinHandle<()> {
+    /// Starts churning this simulator's cluster until the churn is aborted (or reaches its
+    /// `max_changes`).
+    pub fn start_churn(&self, config: ChurnConfig) -> Churn {
         churn::start(self.cluster.clone(), config)
+    }
+
+    /// Stops the server (every open watch ends, the port closes), waits `down`, and serves
+    /// the same cluster on the same address again; returns once it serves.
+    pub async fn restart(&self, down: Duration) -> io::Result<()> {
+        let (done, result) = oneshot::channel();
+        let command = ServerCommand::Restart {
+            down,
+            done: Some(done),
+        };
+        self.commands
+            .send(command)
+            .map_err(|_| io::Error::other("the simulator has stopped"))?;
+        result
+            .await
+            .unwrap_or_else(|_| Err(io::Error::other("the simulator has stopped")))
     }
 
     /// Stops the server: open watches end, the port is released. The cluster lives on in
     /// [`Simulator::cluster`], so [`Simulator::serve`] can start it again.
     pub async fn stop(mut self) {
-        self.shutdown();
-        let server = std::mem::replace(&mut self.server, tokio::spawn(async {}));
-        let _ = server.await;
-    }
-
-    fn shutdown(&mut self) {
-        self.close_watches();
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
+        let _ = self.commands.send(ServerCommand::Stop);
+        if let Some(server) = self.server.take() {
+            let _ = server.await;
         }
     }
 }
 
 impl Drop for Simulator {
     fn drop(&mut self) {
-        self.shutdown();
+        self.watches.set_stopping(true);
+        let _ = self.commands.send(ServerCommand::Stop);
+    }
+}
+
+/// Serves until told to stop; a restart closes the listener, waits, and binds the same
+/// address again.
+async fn serve_loop(
+    mut listener: TcpListener,
+    addr: SocketAddr,
+    state: api::ApiState,
+    mut commands: mpsc::UnboundedReceiver<ServerCommand>,
+) {
+    let watches = state.watches.clone();
+    let app = api::router(state);
+    loop {
+        watches.set_stopping(false);
+        let (shutdown, stopped) = oneshot::channel::<()>();
+        let server = tokio::spawn(
+            axum::serve(listener, app.clone())
+                .with_graceful_shutdown(async {
+                    let _ = stopped.await;
+                })
+                .into_future(),
+        );
+        let command = commands.recv().await.unwrap_or(ServerCommand::Stop);
+        watches.set_stopping(true);
+        let _ = shutdown.send(());
+        if let Ok(Err(e)) = server.await {
+            tracing::error!(error = %e, "simulator server failed");
+        }
+        let ServerCommand::Restart { down, done } = command else {
+            return;
+        };
+        tokio::time::sleep(down).await;
+        let bound = bind_again(addr).await;
+        let result = bound
+            .as_ref()
+            .map(drop)
+            .map_err(|e| io::Error::new(e.kind(), e.to_string()));
+        if let Some(done) = done {
+            let _ = done.send(result);
+        }
+        match bound {
+            Ok(l) => listener = l,
+            Err(e) => {
+                tracing::error!(error = %e, %addr, "simulator could not listen again");
+                return;
+            }
+        }
+    }
+}
+
+/// Binds `addr` again, retrying briefly while the old socket lets go of it.
+async fn bind_again(addr: SocketAddr) -> io::Result<TcpListener> {
+    let mut attempt = 0;
+    loop {
+        match TcpListener::bind(addr).await {
+            Ok(listener) => return Ok(listener),
+            Err(e) if attempt < 50 && e.kind() == io::ErrorKind::AddrInUse => {
+                attempt += 1;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(e) => return Err(e),
+        }
     }
 }

@@ -1,0 +1,205 @@
+//! Faults injected into the simulator's API, to test how clients cope: the next watches
+//! answered 410 Expired, the next requests answered with an error (429 with `Retry-After`,
+//! 500, ...), and a delay before every answer. Set them from tests through
+//! [`super::Simulator::faults`], or over HTTP through [`super::control`].
+
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::error::ApiError;
+
+/// The verbs a request failure can be limited to.
+pub const VERBS: &[&str] = &[
+    "get", "list", "watch", "create", "update", "patch", "delete",
+];
+
+/// Answer the next `count` requests (of the given verbs) with an error.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RequestFailure {
+    /// How many requests fail.
+    pub count: u64,
+    /// The HTTP status code: 429, 500, 503, 504 or any other 4xx/5xx.
+    pub code: u16,
+    /// Seconds in `Retry-After` (default 1 for 429, none otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after_seconds: Option<u64>,
+    /// Only requests with these verbs (`get`, `list`, `watch`, `create`, `update`, `patch`,
+    /// `delete`) fail; empty for every verb.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub verbs: Vec<String>,
+}
+
+impl RequestFailure {
+    /// `count` requests answered 429 Too Many Requests with `Retry-After: seconds`.
+    pub fn too_many_requests(count: u64, seconds: u64) -> Self {
+        Self {
+            count,
+            code: 429,
+            retry_after_seconds: Some(seconds),
+            verbs: Vec::new(),
+        }
+    }
+
+    /// `count` requests answered 500 Internal Server Error.
+    pub fn internal_error(count: u64) -> Self {
+        Self {
+            count,
+            code: 500,
+            retry_after_seconds: None,
+            verbs: Vec::new(),
+        }
+    }
+
+    /// Limits the failure to requests with these verbs.
+    pub fn only(mut self, verbs: &[&str]) -> Self {
+        self.verbs = verbs.iter().map(|v| v.to_string()).collect();
+        self
+    }
+
+    /// Checks the code and the verbs.
+    pub fn validate(&self) -> Result<(), String> {
+        if !(400..=599).contains(&self.code) {
+            return Err(format!(
+                "code {} is not an HTTP error code (400-599)",
+                self.code
+            ));
+        }
+        if let Some(verb) = self.verbs.iter().find(|v| !VERBS.contains(&v.as_str())) {
+            return Err(format!(
+                "unknown verb {verb:?}; expected some of {}",
+                VERBS.join(", ")
+            ));
+        }
+        Ok(())
+    }
+
+    fn applies_to(&self, verb: &str) -> bool {
+        self.verbs.is_empty() || self.verbs.iter().any(|v| v == verb)
+    }
+}
+
+/// The faults in force.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FaultStatus {
+    /// How many of the next watches are answered 410 Expired.
+    pub expire_watches: u64,
+    /// Pending request failures, used in order.
+    pub failures: Vec<RequestFailure>,
+    /// Milliseconds every API request waits before it is answered.
+    pub delay_ms: u64,
+}
+
+/// The faults of one simulator. Every method is safe to call concurrently.
+#[derive(Debug, Default)]
+pub struct Faults {
+    state: Mutex<FaultStatus>,
+}
+
+impl Faults {
+    fn lock(&self) -> MutexGuard<'_, FaultStatus> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Answers the next `count` watches with a 410 Expired ERROR event, as a server that
+    /// compacted past the client's version does.
+    pub fn expire_next_watches(&self, count: u64) {
+        self.lock().expire_watches += count;
+    }
+
+    /// Answers the next requests with an error; see [`RequestFailure`].
+    pub fn fail_next_requests(&self, failure: RequestFailure) -> Result<(), String> {
+        failure.validate()?;
+        if failure.count > 0 {
+            self.lock().failures.push(failure);
+        }
+        Ok(())
+    }
+
+    /// Delays every API request by `delay` before answering it (zero for none).
+    pub fn set_delay(&self, delay: Duration) {
+        self.lock().delay_ms = delay.as_millis().try_into().unwrap_or(u64::MAX);
+    }
+
+    /// Removes every fault.
+    pub fn clear(&self) {
+        *self.lock() = FaultStatus::default();
+    }
+
+    /// The faults in force.
+    pub fn status(&self) -> FaultStatus {
+        self.lock().clone()
+    }
+
+    /// The delay every request waits.
+    pub(super) fn delay(&self) -> Duration {
+        Duration::from_millis(self.lock().delay_ms)
+    }
+
+    /// The error a request with `verb` must be answered with, if a failure applies (using
+    /// one of its count).
+    pub(super) fn take_failure(&self, verb: &str) -> Option<ApiError> {
+        let mut state = self.lock();
+        let index = state.failures.iter().position(|f| f.applies_to(verb))?;
+        let failure = &mut state.failures[index];
+        failure.count -= 1;
+        let error = ApiError::with_code(failure.code, failure.retry_after_seconds);
+        if failure.count == 0 {
+            state.failures.remove(index);
+        }
+        Some(error)
+    }
+
+    /// Whether this watch must be answered 410 Expired (using one of the count).
+    pub(super) fn take_watch_expiry(&self) -> bool {
+        let mut state = self.lock();
+        if state.expire_watches == 0 {
+            return false;
+        }
+        state.expire_watches -= 1;
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failure_applies_to_its_verbs_and_runs_out() {
+        let faults = Faults::default();
+        faults
+            .fail_next_requests(RequestFailure::too_many_requests(2, 3).only(&["list"]))
+            .unwrap();
+        assert!(faults.take_failure("get").is_none());
+        let err = faults.take_failure("list").unwrap();
+        assert_eq!((err.code, err.retry_after()), (429, Some(3)));
+        assert!(faults.take_failure("list").is_some());
+        assert!(faults.take_failure("list").is_none());
+        assert_eq!(faults.status(), FaultStatus::default());
+    }
+
+    #[test]
+    fn a_failure_with_an_unknown_verb_or_code_is_refused() {
+        let faults = Faults::default();
+        assert!(
+            faults
+                .fail_next_requests(RequestFailure::internal_error(1).only(&["frobnicate"]))
+                .is_err()
+        );
+        let mut ok_code = RequestFailure::internal_error(1);
+        ok_code.code = 200;
+        assert!(faults.fail_next_requests(ok_code).is_err());
+    }
+
+    #[test]
+    fn watch_expiries_are_counted_down() {
+        let faults = Faults::default();
+        faults.expire_next_watches(1);
+        assert!(faults.take_watch_expiry());
+        assert!(!faults.take_watch_expiry());
+    }
+}
