@@ -24,7 +24,8 @@ impl Handler for Faulty {
         if let Some(message) = annotation(&object, "faulty/error") {
             return Err(message.to_string());
         }
-        if let Some(n) = annotation(&object, "faulty/fail-attempts").and_then(|n| n.parse::<u32>().ok())
+        if let Some(n) =
+            annotation(&object, "faulty/fail-attempts").and_then(|n| n.parse::<u32>().ok())
             && event.attempt <= n
         {
             return Err(format!("failing attempt {} of {n}", event.attempt));
@@ -38,9 +39,14 @@ impl Handler for Faulty {
                 x = std::hint::black_box(x.wrapping_add(1));
             }
         }
-        if let Some(mib) = annotation(&object, "faulty/allocate-mib").and_then(|n| n.parse::<usize>().ok()) {
+        if let Some(mib) =
+            annotation(&object, "faulty/allocate-mib").and_then(|n| n.parse::<usize>().ok())
+        {
             let block = vec![1u8; mib << 20];
-            log(Level::Info, &format!("allocated {} bytes", std::hint::black_box(block).len()));
+            log(
+                Level::Info,
+                &format!("allocated {} bytes", std::hint::black_box(block).len()),
+            );
         }
         let meta = &object["metadata"];
         let kind = match event.kind {
@@ -59,7 +65,8 @@ impl Handler for Faulty {
                 event.attempt
             ),
         );
-        if let Some(ms) = annotation(&object, "faulty/requeue-ms").and_then(|n| n.parse::<u64>().ok())
+        if let Some(ms) =
+            annotation(&object, "faulty/requeue-ms").and_then(|n| n.parse::<u64>().ok())
             && event.attempt == 1
             && event.kind != EventKind::Deleted
         {
