@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds every example plugin in plugins/examples into a component at plugins/NAME.wasm.
+# Builds every plugin in plugins/examples (and the test plugins in plugins/testing) into a
+# component at plugins/NAME.wasm.
 # Installs the wasm32-wasip2 target first if it is missing.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -7,7 +8,7 @@ if ! rustup target list --installed | grep -qx wasm32-wasip2; then
   rustup target add wasm32-wasip2
 fi
 cargo build --quiet --manifest-path "$root/plugins/Cargo.toml" --target wasm32-wasip2 --release
-for dir in "$root"/plugins/examples/*/; do
+for dir in "$root"/plugins/examples/*/ "$root"/plugins/testing/*/; do
   name=$(basename "$dir")
   [ -f "$dir/Cargo.toml" ] || continue
   built="$root/plugins/target/wasm32-wasip2/release/${name//-/_}.wasm"

@@ -14,6 +14,7 @@ use tokio::task::JoinHandle;
 use crate::config::Config;
 use crate::handler::{Handler, HandlerStatus};
 use crate::informer::{InformerFactory, WatchHealth, WatchKey};
+use crate::metrics::Metrics;
 use crate::plugin::{PluginHost, PluginLogs, loader};
 use crate::router::Route;
 
@@ -66,6 +67,8 @@ pub struct Shared {
     pub handlers: Vec<Arc<Handler>>,
     /// Where plugins are loaded from.
     pub plugins_dir: PathBuf,
+    /// The metrics registry.
+    pub metrics: Arc<Metrics>,
     started: Instant,
 }
 
@@ -103,6 +106,19 @@ pub struct InformerStatus {
 }
 
 impl Shared {
+    /// The handler named `name`.
+    pub fn handler(&self, name: &str) -> Option<&Arc<Handler>> {
+        self.handlers.iter().find(|h| h.name() == name)
+    }
+
+    /// Every metric in the Prometheus text format.
+    pub fn metrics_text(&self) -> String {
+        for handler in &self.handlers {
+            handler.update_time_metrics();
+        }
+        self.metrics.encode()
+    }
+
     /// A snapshot of every stage's state.
     pub fn status(&self) -> Status {
         let informers = self
@@ -155,9 +171,10 @@ impl Daemon {
         };
         let host = PluginHost::new()?;
         let logs = PluginLogs::default();
+        let metrics = Arc::new(Metrics::new());
         let mut handlers = Vec::new();
         for spec in &config.handlers {
-            let handler = Handler::start(spec.clone(), logs.clone());
+            let handler = Handler::start(spec.clone(), logs.clone(), &metrics);
             handler.set_plugin(loader::load(&host, &config.plugins_dir, &spec.plugin).await);
             handlers.push(handler);
         }
@@ -181,12 +198,18 @@ impl Daemon {
                     route: route.name.clone(),
                     source,
                 })?;
-            informer.subscribe(Arc::new(Route::new(&route.name, route.events, handler)));
+            informer.subscribe(Arc::new(Route::new(
+                &route.name,
+                route.events,
+                route.delivery,
+                handler,
+            )));
         }
         let shared = Arc::new(Shared {
             informers,
             handlers,
             plugins_dir: config.plugins_dir.clone(),
+            metrics,
             started: Instant::now(),
         });
         let addr = options.admin_listen.unwrap_or(config.admin_listen);
@@ -237,6 +260,11 @@ impl Daemon {
     /// A snapshot of every stage's state.
     pub fn status(&self) -> Status {
         self.shared.status()
+    }
+
+    /// The running handler named `name`.
+    pub fn handler(&self, name: &str) -> Option<Arc<Handler>> {
+        self.shared.handler(name).cloned()
     }
 
     /// Waits until every informer has listed its resource.

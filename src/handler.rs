@@ -1,10 +1,10 @@
 //! A handler at run time: its work queue, the events its queued keys stand for, its plugin
-//! and the workers that call it, and the counters /status shows.
+//! and the workers that call it, its dead letters, and the counters /status shows.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 use tokio::sync::watch;
@@ -13,8 +13,12 @@ use tracing::Instrument;
 
 use crate::config::HandlerSpec;
 use crate::informer::{Delta, ObjectKey};
+use crate::metrics::Metrics;
 use crate::plugin::{self, CallLimits, Event, EventKind, Outcome, Plugin, PluginLogs};
-use crate::queue::{ChangeKind, PendingEvent, WorkQueue};
+use crate::queue::{
+    ChangeKind, DeadLetter, DeadLetterView, DeadLetters, Delivery, Owed, PendingEvent, RateLimits,
+    WorkQueue,
+};
 
 /// What a handler's queue holds: an object as delivered by one route.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -30,7 +34,8 @@ struct Counters {
     processed: AtomicU64,
     failed: AtomicU64,
     retries: AtomicU64,
-    dropped: AtomicU64,
+    dead_lettered: AtomicU64,
+    coalesced_overflow: AtomicU64,
 }
 
 /// A handler's state as /status shows it.
@@ -46,17 +51,26 @@ pub struct HandlerStatus {
     pub plugin_error: Option<String>,
     /// Keys waiting in the queue.
     pub queue_depth: usize,
+    /// Keys waiting for a retry or a requested delay.
+    pub delayed: usize,
     /// Keys being handled right now.
     pub in_flight: usize,
     /// Calls that succeeded.
     pub processed: u64,
-    /// Calls that failed (each retry that fails counts).
+    /// Calls that failed (each failed retry counts).
     pub failed: u64,
     /// Retries scheduled after failures.
     pub retries: u64,
-    /// Events given up on after `max_retries`.
-    pub dropped: u64,
+    /// Events given up on after `max_retries` (ever).
+    pub dead_lettered: u64,
+    /// Dead letters waiting for a retry or purge now.
+    pub dead_letters: usize,
+    /// Times an `every` backlog was full and its two oldest events were coalesced.
+    pub coalesced_overflow: u64,
 }
+
+/// Events owed per key, with the delivery mode each key was queued in.
+type Pending = HashMap<WorkKey, (Delivery, Owed)>;
 
 /// A running handler. Shared by the routes that feed it and the admin API.
 pub struct Handler {
@@ -64,29 +78,39 @@ pub struct Handler {
     name: Arc<str>,
     config_json: String,
     queue: WorkQueue<WorkKey>,
-    pending: Mutex<HashMap<WorkKey, PendingEvent>>,
+    pending: Mutex<Pending>,
+    dead_letters: Mutex<DeadLetters>,
     plugin: watch::Sender<Option<Arc<Plugin>>>,
     plugin_error: Mutex<Option<String>>,
     logs: PluginLogs,
     counters: Counters,
     workers: Mutex<Vec<JoinHandle<()>>>,
+    stopping: watch::Sender<bool>,
 }
 
 impl Handler {
-    /// Starts a handler with `spec.concurrency` workers. Until a plugin is set, events wait
-    /// in the queue.
-    pub fn start(spec: HandlerSpec, logs: PluginLogs) -> Arc<Self> {
+    /// Starts a handler with `spec.concurrency` workers, its queue reporting to `metrics`.
+    /// Until a plugin is set, events wait in the queue.
+    pub fn start(spec: HandlerSpec, logs: PluginLogs, metrics: &Metrics) -> Arc<Self> {
+        let limits = RateLimits {
+            backoff_base: spec.backoff_base,
+            backoff_cap: spec.backoff_cap,
+            qps: spec.qps,
+            burst: spec.burst,
+        };
         let handler = Arc::new(Self {
             name: spec.name.as_str().into(),
             config_json: spec.config.to_string(),
+            queue: WorkQueue::with_limits(limits, Some(metrics.queue(&spec.name))),
             spec,
-            queue: WorkQueue::new(),
             pending: Mutex::new(HashMap::new()),
+            dead_letters: Mutex::new(DeadLetters::default()),
             plugin: watch::channel(None).0,
             plugin_error: Mutex::new(None),
             logs,
             counters: Counters::default(),
             workers: Mutex::new(Vec::new()),
+            stopping: watch::channel(false).0,
         });
         let workers = (0..handler.spec.concurrency)
             .map(|worker| {
@@ -123,23 +147,40 @@ impl Handler {
         }
     }
 
-    /// Queues a delta delivered by `route`, coalescing it with what the key already owes.
-    pub fn enqueue(&self, route: &Arc<str>, delta: &Delta) {
+    /// Queues a delta delivered by `route` in its delivery mode.
+    pub fn enqueue(&self, route: &Arc<str>, delivery: Delivery, delta: &Delta) {
         let key = WorkKey {
             route: route.clone(),
             object: delta.key().clone(),
         };
-        self.owe(key.clone(), PendingEvent::from_delta(delta));
+        let event = PendingEvent::from_delta(delta);
+        let overflowed = {
+            let mut pending = lock(&self.pending);
+            match pending.get_mut(&key) {
+                Some((_, owed)) => owed.push(delivery, event),
+                None => {
+                    pending.insert(key.clone(), (delivery, Owed::new(delivery, event)));
+                    false
+                }
+            }
+        };
+        if overflowed {
+            self.counters
+                .coalesced_overflow
+                .fetch_add(1, Ordering::Relaxed);
+        }
         self.queue.add(key);
     }
 
-    fn owe(&self, key: WorkKey, event: PendingEvent) {
+    /// Puts an event back in front of what the key owes now.
+    fn put_back(&self, key: &WorkKey, delivery: Delivery, event: PendingEvent) {
         let mut pending = lock(&self.pending);
-        let merged = match pending.remove(&key) {
-            Some(earlier) => earlier.merge(event),
-            None => event,
-        };
-        pending.insert(key, merged);
+        match pending.get_mut(key) {
+            Some((_, owed)) => owed.put_back(event),
+            None => {
+                pending.insert(key.clone(), (delivery, Owed::new(delivery, event)));
+            }
+        }
     }
 
     /// The handler's counters and queue state.
@@ -151,18 +192,57 @@ impl Handler {
             plugin_loaded: self.plugin.borrow().is_some(),
             plugin_error: lock(&self.plugin_error).clone(),
             queue_depth: self.queue.len(),
+            delayed: self.queue.delayed(),
             in_flight: self.queue.in_flight(),
             processed: c.processed.load(Ordering::Relaxed),
             failed: c.failed.load(Ordering::Relaxed),
             retries: c.retries.load(Ordering::Relaxed),
-            dropped: c.dropped.load(Ordering::Relaxed),
+            dead_lettered: c.dead_lettered.load(Ordering::Relaxed),
+            dead_letters: lock(&self.dead_letters).len(),
+            coalesced_overflow: c.coalesced_overflow.load(Ordering::Relaxed),
         }
+    }
+
+    /// The dead letters waiting now.
+    pub fn dead_letters(&self) -> Vec<DeadLetterView> {
+        lock(&self.dead_letters).views()
+    }
+
+    /// Delivers dead letters again (those with these ids, or all); returns how many.
+    pub fn retry_dead_letters(&self, ids: Option<&[String]>) -> usize {
+        let letters = lock(&self.dead_letters).take(ids);
+        let count = letters.len();
+        for letter in letters {
+            let key = WorkKey {
+                route: letter.route.as_str().into(),
+                object: ObjectKey::from_raw(&letter.object),
+            };
+            let event = PendingEvent {
+                first_failure: None,
+                ..letter.event
+            };
+            self.queue.forget(&key);
+            self.put_back(&key, letter.delivery, event);
+            self.queue.add(key);
+        }
+        count
+    }
+
+    /// Drops dead letters (those with these ids, or all); returns how many.
+    pub fn purge_dead_letters(&self, ids: Option<&[String]>) -> usize {
+        lock(&self.dead_letters).take(ids).len()
+    }
+
+    /// Updates the time-based queue gauges before metrics are read.
+    pub fn update_time_metrics(&self) {
+        self.queue.update_time_metrics();
     }
 
     /// Stops taking events, lets the workers finish what is queued for up to `grace`, then
     /// stops them.
     pub async fn shut_down(&self, grace: Duration) {
         self.queue.shut_down();
+        self.stopping.send_replace(true);
         let workers: Vec<JoinHandle<()>> = lock(&self.workers).drain(..).collect();
         let aborts: Vec<_> = workers.iter().map(JoinHandle::abort_handle).collect();
         if tokio::time::timeout(grace, futures::future::join_all(workers))
@@ -178,22 +258,55 @@ impl Handler {
         let mut plugin_rx = self.plugin.subscribe();
         loop {
             // Wait for a plugin before taking work, so events queue up meanwhile.
-            let plugin = match plugin_rx.wait_for(Option::is_some).await {
-                Ok(p) => p.clone().expect("waited for a plugin"),
-                Err(_) => return,
+            let plugin = tokio::select! {
+                p = plugin_rx.wait_for(Option::is_some) => match p {
+                    Ok(p) => p.clone().expect("waited for a plugin"),
+                    Err(_) => return,
+                },
+                _ = self.wait_for_shutdown() => return,
             };
             let Some(key) = self.queue.get().await else {
                 return;
             };
-            let event = lock(&self.pending).remove(&key);
-            if let Some(event) = event {
-                self.handle(&plugin, &key, event).await;
+            if let Some((delivery, event)) = self.take_next(&key) {
+                self.handle(&plugin, &key, delivery, event).await;
             }
             self.queue.done(&key);
         }
     }
 
-    async fn handle(&self, plugin: &Plugin, key: &WorkKey, event: PendingEvent) {
+    async fn wait_for_shutdown(&self) {
+        // The sender lives in self, so the wait cannot fail while we run.
+        let _ = self
+            .stopping
+            .subscribe()
+            .wait_for(|stopping| *stopping)
+            .await;
+    }
+
+    /// The next event for a key just taken from the queue. If the key owes more (`every`
+    /// mode), it is added again so the queue hands it out after this one is done.
+    fn take_next(&self, key: &WorkKey) -> Option<(Delivery, PendingEvent)> {
+        let mut pending = lock(&self.pending);
+        let (delivery, owed) = pending.get_mut(key)?;
+        let delivery = *delivery;
+        let event = owed.take_next();
+        if owed.is_empty() {
+            pending.remove(key);
+        } else {
+            self.queue.add(key.clone());
+        }
+        event.map(|e| (delivery, e))
+    }
+
+    async fn handle(
+        &self,
+        plugin: &Plugin,
+        key: &WorkKey,
+        delivery: Delivery,
+        event: PendingEvent,
+    ) {
+        let attempt = self.queue.num_requeues(key) + 1;
         let call = Event {
             kind: match event.kind {
                 ChangeKind::Added => EventKind::Added,
@@ -203,7 +316,7 @@ impl Handler {
             route: key.route.to_string(),
             object: event.object.json().to_string(),
             old_object: event.old.as_ref().map(|o| o.json().to_string()),
-            attempt: event.failures + 1,
+            attempt,
             final_state_unknown: event.final_state_unknown,
         };
         let limits = CallLimits {
@@ -222,56 +335,50 @@ impl Handler {
         match result {
             Ok(Outcome::Done) => {
                 self.counters.processed.fetch_add(1, Ordering::Relaxed);
+                self.queue.forget(key);
             }
             Ok(Outcome::RequeueAfter(ms)) => {
                 self.counters.processed.fetch_add(1, Ordering::Relaxed);
-                self.owe(
-                    key.clone(),
-                    PendingEvent {
-                        failures: 0,
-                        ..event
-                    },
-                );
+                self.queue.forget(key);
+                self.put_back(key, delivery, event);
                 self.queue.add_after(key.clone(), Duration::from_millis(ms));
             }
             Err(error) => {
                 self.counters.failed.fetch_add(1, Ordering::Relaxed);
-                let failures = event.failures + 1;
-                if failures > self.spec.max_retries {
-                    self.counters.dropped.fetch_add(1, Ordering::Relaxed);
-                    tracing::error!(object = %key.object, route = %key.route, %error, failures, "giving up on event");
+                let now = SystemTime::now();
+                let first_failure = event.first_failure.unwrap_or(now);
+                if attempt > self.spec.max_retries {
+                    self.counters.dead_lettered.fetch_add(1, Ordering::Relaxed);
+                    tracing::error!(object = %key.object, route = %key.route, %error, attempt, "giving up: event moved to dead letters");
+                    self.queue.forget(key);
+                    lock(&self.dead_letters).insert(DeadLetter {
+                        route: key.route.to_string(),
+                        object: key.object.to_string(),
+                        delivery,
+                        event,
+                        last_error: error.to_string(),
+                        attempts: attempt,
+                        first_failure,
+                        last_failure: now,
+                    });
                     return;
                 }
-                let delay = backoff(self.spec.backoff_base, self.spec.backoff_cap, failures);
-                tracing::warn!(object = %key.object, route = %key.route, %error, failures, retry_in = ?delay, "handler failed; will retry");
                 self.counters.retries.fetch_add(1, Ordering::Relaxed);
-                self.owe(key.clone(), PendingEvent { failures, ..event });
-                self.queue.add_after(key.clone(), delay);
+                self.put_back(
+                    key,
+                    delivery,
+                    PendingEvent {
+                        first_failure: Some(first_failure),
+                        ..event
+                    },
+                );
+                let delay = self.queue.add_rate_limited(key.clone());
+                tracing::warn!(object = %key.object, route = %key.route, %error, attempt, retry_in = ?delay, "handler failed; will retry");
             }
         }
     }
 }
 
-/// The delay before retry number `failures`: `base * 2^(failures-1)`, at most `cap`.
-pub fn backoff(base: Duration, cap: Duration, failures: u32) -> Duration {
-    let factor = 2u32.saturating_pow(failures.saturating_sub(1));
-    base.saturating_mul(factor).min(cap)
-}
-
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn backoff_doubles_up_to_the_cap() {
-        let (base, cap) = (Duration::from_millis(100), Duration::from_secs(1));
-        assert_eq!(backoff(base, cap, 1), Duration::from_millis(100));
-        assert_eq!(backoff(base, cap, 3), Duration::from_millis(400));
-        assert_eq!(backoff(base, cap, 10), cap);
-        assert_eq!(backoff(base, cap, u32::MAX), cap);
-    }
 }

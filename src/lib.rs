@@ -20,6 +20,7 @@ pub mod config;
 pub mod daemon;
 pub mod handler;
 pub mod informer;
+pub mod metrics;
 pub mod plugin;
 pub mod queue;
 pub mod router;

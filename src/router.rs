@@ -6,20 +6,23 @@ use std::sync::Arc;
 use crate::config::EventFilter;
 use crate::handler::Handler;
 use crate::informer::{Delta, DeltaSink};
+use crate::queue::Delivery;
 
 /// One route at run time.
 pub struct Route {
     name: Arc<str>,
     events: EventFilter,
+    delivery: Delivery,
     handler: Arc<Handler>,
 }
 
 impl Route {
     /// A route named `name` delivering the selected kinds of change to `handler`.
-    pub fn new(name: &str, events: EventFilter, handler: Arc<Handler>) -> Self {
+    pub fn new(name: &str, events: EventFilter, delivery: Delivery, handler: Arc<Handler>) -> Self {
         Self {
             name: name.into(),
             events,
+            delivery,
             handler,
         }
     }
@@ -42,7 +45,7 @@ impl Route {
 impl DeltaSink for Route {
     fn deliver(&self, delta: &Delta) {
         if self.selects(delta) {
-            self.handler.enqueue(&self.name, delta);
+            self.handler.enqueue(&self.name, self.delivery, delta);
         }
     }
 }

@@ -156,3 +156,221 @@ routes:
     assert_eq!(live.status().as_u16(), 200);
     daemon.shut_down(Duration::from_millis(200)).await;
 }
+
+fn configmap(name: &str, annotations: serde_json::Value) -> ConfigMap {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "annotations": annotations},
+        "data": {"v": "0"},
+    }))
+    .unwrap()
+}
+
+#[tokio::test]
+async fn every_delivery_hands_each_update_to_the_plugin_in_order() {
+    let sim = common::start_sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = "
+handlers:
+  log-events:
+    concurrency: 4
+routes:
+  - name: configmaps
+    resource: configmaps
+    delivery: every
+    handler: log-events
+";
+    let daemon = common::start_daemon(&sim, dir.path(), yaml).await;
+    let mut logs = daemon.plugin_logs().subscribe();
+    daemon.wait_until_synced().await;
+    let api: Api<ConfigMap> = Api::namespaced(sim.client().unwrap(), "default");
+    let mut cm = api
+        .create(&PostParams::default(), &configmap("counter", json!({})))
+        .await
+        .unwrap();
+    let mut versions = vec![cm.metadata.resource_version.clone().unwrap()];
+    for i in 1..=10 {
+        cm.data.as_mut().unwrap().insert("v".into(), i.to_string());
+        cm = api
+            .replace("counter", &PostParams::default(), &cm)
+            .await
+            .unwrap();
+        versions.push(cm.metadata.resource_version.clone().unwrap());
+    }
+    let mut seen = Vec::new();
+    while seen.len() < versions.len() {
+        let line = common::wait_for_log(&mut logs, Duration::from_secs(30), |l| {
+            l.message.contains("default/counter")
+        })
+        .await;
+        let rv = line
+            .message
+            .split("rv=")
+            .nth(1)
+            .unwrap()
+            .split(' ')
+            .next()
+            .unwrap()
+            .to_string();
+        seen.push(rv);
+    }
+    assert_eq!(
+        seen, versions,
+        "every change, in the order the API server made them"
+    );
+    daemon.shut_down(Duration::from_secs(5)).await;
+}
+
+const FAULTY: &str = "
+handlers:
+  faulty:
+    max_retries: 2
+    backoff_base: 10ms
+    backoff_cap: 50ms
+routes:
+  - name: configmaps
+    resource: configmaps
+    handler: faulty
+";
+
+#[tokio::test]
+async fn failures_retry_with_backoff_then_go_to_dead_letters_which_can_be_retried_and_purged() {
+    let sim = common::start_sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = common::start_daemon(&sim, dir.path(), FAULTY).await;
+    let mut logs = daemon.plugin_logs().subscribe();
+    daemon.wait_until_synced().await;
+    let api: Api<ConfigMap> = Api::namespaced(sim.client().unwrap(), "default");
+    api.create(
+        &PostParams::default(),
+        &configmap(
+            "broken",
+            json!({"faulty/error": "cannot reach the billing API"}),
+        ),
+    )
+    .await
+    .unwrap();
+    // One that fails twice, then succeeds on the third attempt (the last allowed).
+    api.create(
+        &PostParams::default(),
+        &configmap("flaky", json!({"faulty/fail-attempts": "2"})),
+    )
+    .await
+    .unwrap();
+
+    let line = common::wait_for_log(&mut logs, Duration::from_secs(30), |l| {
+        l.message.contains("default/flaky")
+    })
+    .await;
+    assert!(line.message.ends_with("attempt=3"), "{}", line.message);
+
+    let base = daemon.admin_url();
+    let letters = common::eventually("a dead letter", Duration::from_secs(30), async || {
+        let (_, body) = common::get_json(&format!("{base}/handlers/faulty/dead-letters")).await;
+        let letters = body["dead_letters"].as_array().cloned().unwrap_or_default();
+        (!letters.is_empty()).then_some(letters)
+    })
+    .await;
+    assert_eq!(letters.len(), 1);
+    let letter = &letters[0];
+    assert_eq!(letter["id"], "configmaps/default/broken");
+    assert_eq!(letter["attempts"], 3);
+    assert_eq!(letter["last_error"], "cannot reach the billing API");
+    assert_eq!(letter["kind"], "added");
+
+    let status = daemon.status();
+    let handler = &status.handlers[0];
+    assert_eq!(
+        (handler.failed, handler.retries, handler.dead_lettered),
+        (5, 4, 1),
+        "{handler:?}"
+    );
+    assert_eq!(handler.processed, 1);
+
+    // Fix the plugin (swap in one that succeeds), then retry the dead letter.
+    let fixed = switchyard::plugin::PluginHost::new().unwrap();
+    let plugin =
+        switchyard::plugin::loader::load(&fixed, &common::plugins_dir(), "log-events").await;
+    daemon.handler("faulty").unwrap().set_plugin(plugin);
+    let client = reqwest::Client::new();
+    let response = client
+        .post(format!("{base}/handlers/faulty/dead-letters/retry"))
+        .json(&json!({"ids": ["configmaps/default/broken"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    assert_eq!(
+        response.json::<serde_json::Value>().await.unwrap()["retried"],
+        1
+    );
+    common::wait_for_log(&mut logs, Duration::from_secs(30), |l| {
+        l.message.starts_with("added ConfigMap default/broken")
+    })
+    .await;
+    let (_, body) = common::get_json(&format!("{base}/handlers/faulty/dead-letters")).await;
+    assert_eq!(body["dead_letters"], json!([]));
+
+    // Purge: a bad body is refused and changes nothing; an empty body purges all.
+    let response = client
+        .post(format!("{base}/handlers/faulty/dead-letters/purge"))
+        .body("{\"id\": 1}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 400);
+    let error: serde_json::Value = response.json().await.unwrap();
+    assert!(error["error"].as_str().unwrap().contains("ids"), "{error}");
+    let response = client
+        .post(format!("{base}/handlers/nope/dead-letters/purge"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 404);
+    let response = client
+        .post(format!("{base}/handlers/faulty/dead-letters/purge"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        response.json::<serde_json::Value>().await.unwrap()["purged"],
+        0
+    );
+    daemon.shut_down(Duration::from_secs(5)).await;
+}
+
+#[tokio::test]
+async fn metrics_use_client_go_workqueue_names_per_handler() {
+    let sim = common::start_sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = common::start_daemon(&sim, dir.path(), CONFIGMAPS_TO_LOG_EVENTS).await;
+    let mut logs = daemon.plugin_logs().subscribe();
+    daemon.wait_until_synced().await;
+    let api: Api<ConfigMap> = Api::namespaced(sim.client().unwrap(), "default");
+    api.create(&PostParams::default(), &configmap("m", json!({})))
+        .await
+        .unwrap();
+    common::wait_for_log(&mut logs, Duration::from_secs(30), |l| {
+        l.message.contains("default/m ")
+    })
+    .await;
+    let response = reqwest::get(format!("{}/metrics", daemon.admin_url()))
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let text = response.text().await.unwrap();
+    for line in [
+        "workqueue_adds_total{name=\"log-events\"} 1",
+        "workqueue_depth{name=\"log-events\"} 0",
+        "workqueue_retries_total{name=\"log-events\"} 0",
+        "workqueue_queue_duration_seconds_count{name=\"log-events\"} 1",
+        "workqueue_work_duration_seconds_count{name=\"log-events\"} 1",
+        "workqueue_unfinished_work_seconds{name=\"log-events\"} 0",
+        "workqueue_longest_running_processor_seconds{name=\"log-events\"} 0",
+    ] {
+        assert!(
+            text.lines().any(|l| l.starts_with(line)),
+            "missing {line:?} in:\n{text}"
+        );
+    }
+    daemon.shut_down(Duration::from_secs(5)).await;
+}

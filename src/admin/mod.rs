@@ -1,14 +1,22 @@
-//! The admin HTTP API: health probes and the daemon's status, served by axum on loopback.
+//! The admin HTTP API: health probes, status, metrics and dead letters, served by axum on
+//! loopback.
+
+mod error;
 
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::State;
-use axum::http::StatusCode;
+use axum::extract::{Path, State};
+use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
-use axum::routing::get;
+use axum::routing::{get, post};
+use serde::Deserialize;
+use serde_json::json;
+
+pub use error::ApiError;
 
 use crate::daemon::Shared;
+use crate::handler::Handler;
 
 /// The admin API's routes.
 pub fn router(shared: Arc<Shared>) -> axum::Router {
@@ -16,6 +24,19 @@ pub fn router(shared: Arc<Shared>) -> axum::Router {
         .route("/livez", get(livez))
         .route("/readyz", get(readyz))
         .route("/status", get(status))
+        .route("/metrics", get(metrics))
+        .route("/handlers/{name}/dead-letters", get(dead_letters))
+        .route(
+            "/handlers/{name}/dead-letters/retry",
+            post(retry_dead_letters),
+        )
+        .route(
+            "/handlers/{name}/dead-letters/purge",
+            post(purge_dead_letters),
+        )
+        .fallback(|uri: axum::http::Uri| async move {
+            ApiError::not_found(format!("no such endpoint: {}", uri.path()))
+        })
         .with_state(shared)
 }
 
@@ -44,4 +65,70 @@ async fn readyz(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
 
 async fn status(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
     Json(shared.status())
+}
+
+async fn metrics(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        shared.metrics_text(),
+    )
+}
+
+fn find_handler<'a>(shared: &'a Shared, name: &str) -> Result<&'a Arc<Handler>, ApiError> {
+    shared
+        .handler(name)
+        .ok_or_else(|| ApiError::not_found(format!("no handler named {name:?}")))
+}
+
+async fn dead_letters(
+    State(shared): State<Arc<Shared>>,
+    Path(name): Path<String>,
+) -> Result<impl IntoResponse, ApiError> {
+    let handler = find_handler(&shared, &name)?;
+    Ok(Json(
+        json!({"handler": name, "dead_letters": handler.dead_letters()}),
+    ))
+}
+
+/// Which dead letters a retry or purge applies to: `{"ids": [...]}`, or all without a body.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Selection {
+    ids: Option<Vec<String>>,
+}
+
+fn parse_selection(body: &[u8]) -> Result<Selection, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(Selection::default());
+    }
+    serde_json::from_slice(body).map_err(|e| {
+        ApiError::bad_request(format!(
+            "the body must be empty or {{\"ids\": [\"route/namespace/name\", ...]}}: {e}"
+        ))
+    })
+}
+
+async fn retry_dead_letters(
+    State(shared): State<Arc<Shared>>,
+    Path(name): Path<String>,
+    body: axum::body::Bytes,
+) -> Result<impl IntoResponse, ApiError> {
+    let handler = find_handler(&shared, &name)?;
+    let selection = parse_selection(&body)?;
+    let retried = handler.retry_dead_letters(selection.ids.as_deref());
+    Ok(Json(json!({"handler": name, "retried": retried})))
+}
+
+async fn purge_dead_letters(
+    State(shared): State<Arc<Shared>>,
+    Path(name): Path<String>,
+    body: axum::body::Bytes,
+) -> Result<impl IntoResponse, ApiError> {
+    let handler = find_handler(&shared, &name)?;
+    let selection = parse_selection(&body)?;
+    let purged = handler.purge_dead_letters(selection.ids.as_deref());
+    Ok(Json(json!({"handler": name, "purged": purged})))
 }

@@ -98,6 +98,10 @@ pub struct HandlerSpec {
     pub backoff_base: Duration,
     /// Longest retry delay.
     pub backoff_cap: Duration,
+    /// Retries per second (token bucket); `None` for no bucket.
+    pub qps: Option<f64>,
+    /// Retries that may go at once.
+    pub burst: u32,
     /// Settings passed to the plugin's `init`.
     pub config: serde_json::Value,
 }
@@ -117,6 +121,8 @@ pub struct RouteSpec {
     pub field_selector: Option<String>,
     /// Kinds of change delivered.
     pub events: EventFilter,
+    /// How changes are delivered.
+    pub delivery: crate::queue::Delivery,
     /// The handler that gets the changes.
     pub handler: String,
 }

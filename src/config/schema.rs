@@ -66,6 +66,12 @@ pub struct HandlerFile {
     /// Longest retry delay. Default `30s`.
     #[serde(default)]
     pub backoff_cap: Option<HumanDuration>,
+    /// Retries per second across the handler's keys (token bucket). Default 10.
+    #[serde(default)]
+    pub qps: Option<Spanned<f64>>,
+    /// Retries that may go at once before `qps` applies. Default 100.
+    #[serde(default)]
+    pub burst: Option<u32>,
     /// Free-form settings passed to the plugin's `init` as JSON.
     #[serde(default)]
     pub config: Option<serde_json::Value>,
@@ -91,8 +97,24 @@ pub struct RouteFile {
     /// Only these kinds of change; default all.
     #[serde(default)]
     pub events: Option<Vec<EventKindFile>>,
+    /// `latest` (default: coalesce per object) or `every` (each change, in order).
+    #[serde(default)]
+    pub delivery: Option<DeliveryFile>,
+    /// For `every`: events kept per object before the oldest two are coalesced. Default 100.
+    #[serde(default)]
+    pub backlog: Option<Spanned<usize>>,
     /// The handler that gets the changes.
     pub handler: Spanned<String>,
+}
+
+/// How a route delivers changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DeliveryFile {
+    /// Coalesce per object: the newest state and the kind of change since queued.
+    Latest,
+    /// Every change, in order per object.
+    Every,
 }
 
 /// A kind of change a route can select.

@@ -7,7 +7,11 @@ use std::time::Duration;
 
 use serde_saphyr::Spanned;
 
-use super::schema::{ConfigFile, EventKindFile, RouteFile};
+use super::schema::{ConfigFile, DeliveryFile, EventKindFile, RouteFile};
+use crate::queue::Delivery;
+
+/// Events kept per object by an `every` route when the config does not say.
+pub const DEFAULT_BACKLOG: usize = 100;
 use super::{
     Config, ConfigError, ConfigErrors, DEFAULT_ADMIN_LISTEN, EventFilter, HandlerSpec,
     ResourceName, RouteSpec,
@@ -123,7 +127,22 @@ fn build(file: &Path, parsed: ConfigFile, errors: &mut Errors) -> Config {
                 "backoff_cap must not be shorter than backoff_base".into(),
             );
         }
+        let qps = match &h.qps {
+            Some(q) if !(q.value.is_finite() && q.value >= 0.0) => {
+                errors.at(
+                    q,
+                    format!("handlers.{name}.qps"),
+                    "qps must be a non-negative number (0 turns the retry bucket off)".into(),
+                );
+                None
+            }
+            Some(q) if q.value == 0.0 => None,
+            Some(q) => Some(q.value),
+            None => Some(10.0),
+        };
         handlers.push(HandlerSpec {
+            qps,
+            burst: h.burst.unwrap_or(100).max(1),
             plugin,
             concurrency,
             timeout: h.timeout.map_or(Duration::from_secs(5), |d| d.0),
@@ -209,6 +228,28 @@ fn build_route(
             errors.at(s, at(field), e);
         }
     }
+    let delivery = match (r.delivery, &r.backlog) {
+        (Some(DeliveryFile::Every), backlog) => {
+            let backlog = match backlog {
+                Some(b) if b.value == 0 => {
+                    errors.at(b, at("backlog"), "backlog must be at least 1".into());
+                    1
+                }
+                Some(b) => b.value,
+                None => DEFAULT_BACKLOG,
+            };
+            Delivery::Every { backlog }
+        }
+        (_, Some(b)) => {
+            errors.at(
+                b,
+                at("backlog"),
+                "backlog applies only to `delivery: every`".into(),
+            );
+            Delivery::Latest
+        }
+        (_, None) => Delivery::Latest,
+    };
     let events = match &r.events {
         None => EventFilter::default(),
         Some(kinds) => EventFilter {
@@ -227,6 +268,7 @@ fn build_route(
         label_selector: r.labels.map(|s| s.value),
         field_selector: r.fields.map(|s| s.value),
         events,
+        delivery,
         handler: r.handler.value,
     })
 }

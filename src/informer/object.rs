@@ -26,6 +26,11 @@ impl ObjectKey {
         )
     }
 
+    /// A key from its text form (`namespace/name` or `name`).
+    pub fn from_raw(text: &str) -> Self {
+        Self(text.into())
+    }
+
     /// The key as text.
     pub fn as_str(&self) -> &str {
         &self.0

@@ -58,10 +58,30 @@ pub struct PluginHost {
 }
 
 impl PluginHost {
-    /// Creates the engine (epoch interruption on) and starts its epoch ticker.
+    /// Creates the engine (epoch interruption on, compiled plugins cached in
+    /// [`default_cache_dir`]) and starts its epoch ticker.
     pub fn new() -> Result<Arc<Self>> {
+        Self::with_cache(default_cache_dir().as_deref())
+    }
+
+    /// Like [`PluginHost::new`], caching compiled plugins in `cache_dir` (keyed by the
+    /// file's content and the compiler's settings), or nowhere when `None`. A cache that
+    /// cannot be set up is skipped with a warning: plugins are then compiled every time.
+    pub fn with_cache(cache_dir: Option<&std::path::Path>) -> Result<Arc<Self>> {
         let mut config = wasmtime::Config::new();
         config.epoch_interruption(true);
+        if let Some(dir) = cache_dir {
+            let mut cache_config = wasmtime::CacheConfig::new();
+            cache_config.with_directory(dir);
+            match wasmtime::Cache::new(cache_config) {
+                Ok(cache) => {
+                    config.cache(Some(cache));
+                }
+                Err(e) => {
+                    tracing::warn!(dir = %dir.display(), error = %e, "compiled plugin cache disabled");
+                }
+            }
+        }
         let engine = Engine::new(&config).map_err(|e| Error::Engine(e.to_string()))?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)
@@ -134,6 +154,15 @@ impl Drop for PluginHost {
             .store(true, std::sync::atomic::Ordering::Relaxed);
         self.ticker.thread().unpark();
     }
+}
+
+/// Where compiled plugins are cached unless configured otherwise:
+/// `$XDG_CACHE_HOME/switchyard/wasm`, or `$HOME/.cache/switchyard/wasm`.
+pub fn default_cache_dir() -> Option<std::path::PathBuf> {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".cache")))?;
+    Some(base.join("switchyard").join("wasm"))
 }
 
 /// What one call may use.

@@ -1,8 +1,13 @@
-//! Work queues: the [`WorkQueue`] of keys every handler has, and the coalesced
-//! [`PendingEvent`] each queued key stands for.
+//! Work queues and what their keys stand for: the [`WorkQueue`] of keys (de-duplication,
+//! one worker per key, delays, rate-limited retries), the events owed per key by delivery
+//! mode ([`Owed`]), and the [`DeadLetters`] given up on.
 
+pub mod dead_letter;
 pub mod pending;
+pub mod rate_limit;
 pub mod work_queue;
 
-pub use pending::{ChangeKind, PendingEvent};
+pub use dead_letter::{DeadLetter, DeadLetterView, DeadLetters};
+pub use pending::{ChangeKind, Delivery, Owed, PendingEvent};
+pub use rate_limit::RateLimits;
 pub use work_queue::WorkQueue;

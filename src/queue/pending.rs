@@ -1,8 +1,15 @@
-//! Level-triggered delivery (`latest`): what a handler is owed for one key, with bursts of
-//! deltas coalesced into one event that carries the newest object and the kind of change
-//! since the key was queued.
+//! What a handler owes each queued key, by delivery mode.
+//!
+//! - `latest` (level-triggered): bursts of deltas coalesce into one event that carries the
+//!   newest object and the kind of change since the key was queued.
+//! - `every` (edge-triggered): each delta is delivered, in order, per key. The per-key
+//!   backlog is bounded: when it is full, the two oldest events are coalesced as `latest`
+//!   would, so the handler still ends on the object's newest state and only intermediate
+//!   steps are merged.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use crate::informer::{CachedObject, Delta};
 
@@ -17,19 +24,31 @@ pub enum ChangeKind {
     Deleted,
 }
 
-/// The event a handler is owed for one key.
+/// How a route delivers changes to its handler.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delivery {
+    /// Coalesce per key: the newest object and the kind of change since queued.
+    Latest,
+    /// Every delta in order per key, at most `backlog` waiting per key.
+    Every {
+        /// Events kept per key before the oldest are coalesced.
+        backlog: usize,
+    },
+}
+
+/// One event a handler is owed.
 #[derive(Debug, Clone)]
 pub struct PendingEvent {
-    /// The kind of change since the key was queued.
+    /// The kind of change.
     pub kind: ChangeKind,
     /// The newest state (for deletions, the last known one).
     pub object: Arc<CachedObject>,
-    /// The state before the first change, for updates.
+    /// The state before the change, for updates.
     pub old: Option<Arc<CachedObject>>,
     /// For deletions inferred from a relist.
     pub final_state_unknown: bool,
-    /// Failed deliveries so far.
-    pub failures: u32,
+    /// When delivering this event first failed, if it has.
+    pub first_failure: Option<SystemTime>,
 }
 
 impl PendingEvent {
@@ -48,7 +67,7 @@ impl PendingEvent {
             object: delta.object().clone(),
             old,
             final_state_unknown,
-            failures: 0,
+            first_failure: None,
         }
     }
 
@@ -66,13 +85,98 @@ impl PendingEvent {
             Updated => self.old.or(later.old),
             _ => None,
         };
+        let first_failure = match (self.first_failure, later.first_failure) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         PendingEvent {
             kind,
             object: later.object,
             old,
             final_state_unknown: kind == Deleted && later.final_state_unknown,
-            failures: self.failures.max(later.failures),
+            first_failure,
         }
+    }
+}
+
+/// What a handler owes one key.
+#[derive(Debug, Clone)]
+pub enum Owed {
+    /// One coalesced event.
+    Latest(PendingEvent),
+    /// Events in order, oldest first.
+    Every(VecDeque<PendingEvent>),
+}
+
+impl Owed {
+    /// What is owed after one event, in a delivery mode.
+    pub fn new(delivery: Delivery, event: PendingEvent) -> Self {
+        match delivery {
+            Delivery::Latest => Owed::Latest(event),
+            Delivery::Every { .. } => Owed::Every(VecDeque::from([event])),
+        }
+    }
+
+    /// Adds a later event. Returns true when an `every` backlog was full and its two oldest
+    /// events were coalesced.
+    pub fn push(&mut self, delivery: Delivery, event: PendingEvent) -> bool {
+        match self {
+            Owed::Latest(current) => {
+                let earlier = current.clone();
+                *current = earlier.merge(event);
+                false
+            }
+            Owed::Every(events) => {
+                events.push_back(event);
+                let backlog = match delivery {
+                    Delivery::Every { backlog } => backlog.max(1),
+                    Delivery::Latest => 1,
+                };
+                let overflow = events.len() > backlog;
+                if overflow
+                    && let (Some(first), Some(second)) = (events.pop_front(), events.pop_front())
+                {
+                    events.push_front(first.merge(second));
+                }
+                overflow
+            }
+        }
+    }
+
+    /// Takes the next event to deliver: the coalesced one, or the oldest.
+    pub fn take_next(&mut self) -> Option<PendingEvent> {
+        match self {
+            Owed::Latest(_) => {
+                let Owed::Latest(event) = std::mem::replace(self, Owed::Every(VecDeque::new()))
+                else {
+                    unreachable!("matched Latest above")
+                };
+                Some(event)
+            }
+            Owed::Every(events) => events.pop_front(),
+        }
+    }
+
+    /// Puts a failed event back in front of whatever arrived meanwhile (in `latest` mode,
+    /// merged with it).
+    pub fn put_back(&mut self, event: PendingEvent) {
+        match self {
+            Owed::Latest(current) => *current = event.merge(current.clone()),
+            Owed::Every(events) => events.push_front(event),
+        }
+    }
+
+    /// Events owed.
+    pub fn len(&self) -> usize {
+        match self {
+            Owed::Latest(_) => 1,
+            Owed::Every(events) => events.len(),
+        }
+    }
+
+    /// Whether nothing is owed.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }
 
@@ -94,16 +198,16 @@ mod tests {
         PendingEvent::from_delta(&delta)
     }
 
+    fn updated(old: &str, new: &str) -> PendingEvent {
+        ev(Delta::Updated {
+            old: obj(old),
+            new: obj(new),
+        })
+    }
+
     #[test]
     fn updates_coalesce_into_one_from_the_first_old_to_the_newest() {
-        let merged = ev(Delta::Updated {
-            old: obj("1"),
-            new: obj("2"),
-        })
-        .merge(ev(Delta::Updated {
-            old: obj("2"),
-            new: obj("3"),
-        }));
+        let merged = updated("1", "2").merge(updated("2", "3"));
         assert_eq!(merged.kind, ChangeKind::Updated);
         assert_eq!(merged.old.unwrap().resource_version(), "1");
         assert_eq!(merged.object.resource_version(), "3");
@@ -111,10 +215,7 @@ mod tests {
 
     #[test]
     fn an_added_object_stays_added_with_its_newest_state() {
-        let merged = ev(Delta::Added(obj("1"))).merge(ev(Delta::Updated {
-            old: obj("1"),
-            new: obj("2"),
-        }));
+        let merged = ev(Delta::Added(obj("1"))).merge(updated("1", "2"));
         assert_eq!(merged.kind, ChangeKind::Added);
         assert!(merged.old.is_none());
         assert_eq!(merged.object.resource_version(), "2");
@@ -122,15 +223,45 @@ mod tests {
 
     #[test]
     fn a_deletion_wins_over_earlier_changes() {
-        let merged = ev(Delta::Updated {
-            old: obj("1"),
-            new: obj("2"),
-        })
-        .merge(ev(Delta::Deleted {
+        let merged = updated("1", "2").merge(ev(Delta::Deleted {
             last_known: obj("3"),
             final_state_unknown: true,
         }));
         assert_eq!(merged.kind, ChangeKind::Deleted);
         assert!(merged.final_state_unknown);
+    }
+
+    #[test]
+    fn every_mode_keeps_order_and_coalesces_the_oldest_on_overflow() {
+        let delivery = Delivery::Every { backlog: 3 };
+        let mut owed = Owed::new(delivery, ev(Delta::Added(obj("1"))));
+        assert!(!owed.push(delivery, updated("1", "2")));
+        assert!(!owed.push(delivery, updated("2", "3")));
+        assert!(
+            owed.push(delivery, updated("3", "4")),
+            "the fourth overflows"
+        );
+        let versions: Vec<(ChangeKind, String)> = std::iter::from_fn(|| owed.take_next())
+            .map(|e| (e.kind, e.object.resource_version().to_string()))
+            .collect();
+        assert_eq!(
+            versions,
+            [
+                (ChangeKind::Added, "2".to_string()),
+                (ChangeKind::Updated, "3".to_string()),
+                (ChangeKind::Updated, "4".to_string()),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_failed_event_goes_back_before_later_ones() {
+        let delivery = Delivery::Every { backlog: 10 };
+        let mut owed = Owed::new(delivery, updated("1", "2"));
+        let failed = owed.take_next().unwrap();
+        owed.push(delivery, updated("2", "3"));
+        owed.put_back(failed);
+        assert_eq!(owed.take_next().unwrap().object.resource_version(), "2");
+        assert_eq!(owed.take_next().unwrap().object.resource_version(), "3");
     }
 }

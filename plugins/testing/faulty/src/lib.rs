@@ -1,0 +1,79 @@
+//! A plugin for tests that misbehaves as the object's annotations ask:
+//!
+//! - `faulty/error: MESSAGE` returns an error with that message;
+//! - `faulty/fail-attempts: N` returns an error while the attempt number is at most N;
+//! - `faulty/trap: "true"` panics (a trap);
+//! - `faulty/loop: "true"` loops forever;
+//! - `faulty/allocate-mib: N` allocates and touches N MiB;
+//! - `faulty/requeue-ms: N` asks to be called again after N ms on its first attempt.
+//!
+//! Every call that gets past those logs `handled KIND NAMESPACE/NAME rv=RV attempt=N`.
+
+use serde_json::Value;
+use switchyard_sdk::{Event, EventKind, Handler, Level, Outcome, export_handler, log};
+
+struct Faulty;
+
+fn annotation<'a>(object: &'a Value, name: &str) -> Option<&'a str> {
+    object["metadata"]["annotations"][name].as_str()
+}
+
+impl Handler for Faulty {
+    fn handle(event: Event) -> Result<Outcome, String> {
+        let object: Value = serde_json::from_str(&event.object).map_err(|e| e.to_string())?;
+        if let Some(message) = annotation(&object, "faulty/error") {
+            return Err(message.to_string());
+        }
+        if let Some(n) =
+            annotation(&object, "faulty/fail-attempts").and_then(|n| n.parse::<u32>().ok())
+            && event.attempt <= n
+        {
+            return Err(format!("failing attempt {} of {n}", event.attempt));
+        }
+        if annotation(&object, "faulty/trap") == Some("true") {
+            panic!("faulty plugin asked to trap");
+        }
+        if annotation(&object, "faulty/loop") == Some("true") {
+            let mut x: u64 = 0;
+            loop {
+                x = std::hint::black_box(x.wrapping_add(1));
+            }
+        }
+        if let Some(mib) =
+            annotation(&object, "faulty/allocate-mib").and_then(|n| n.parse::<usize>().ok())
+        {
+            let block = vec![1u8; mib << 20];
+            log(
+                Level::Info,
+                &format!("allocated {} bytes", std::hint::black_box(block).len()),
+            );
+        }
+        let meta = &object["metadata"];
+        let kind = match event.kind {
+            EventKind::Added => "added",
+            EventKind::Updated => "updated",
+            EventKind::Deleted => "deleted",
+            EventKind::Sync => "sync",
+        };
+        log(
+            Level::Info,
+            &format!(
+                "handled {kind} {}/{} rv={} attempt={}",
+                meta["namespace"].as_str().unwrap_or_default(),
+                meta["name"].as_str().unwrap_or_default(),
+                meta["resourceVersion"].as_str().unwrap_or_default(),
+                event.attempt
+            ),
+        );
+        if let Some(ms) =
+            annotation(&object, "faulty/requeue-ms").and_then(|n| n.parse::<u64>().ok())
+            && event.attempt == 1
+            && event.kind != EventKind::Deleted
+        {
+            return Ok(Outcome::RequeueAfter(ms));
+        }
+        Ok(Outcome::Done)
+    }
+}
+
+export_handler!(Faulty);

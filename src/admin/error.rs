@@ -1,0 +1,38 @@
+//! Errors of the admin API: a status code and a JSON body that says what was wrong.
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+/// An error answered as `{"error": "...", "status": N}`.
+#[derive(Debug, Clone)]
+pub struct ApiError {
+    status: StatusCode,
+    message: String,
+}
+
+impl ApiError {
+    /// 404: no such endpoint or object.
+    pub fn not_found(message: String) -> Self {
+        Self {
+            status: StatusCode::NOT_FOUND,
+            message,
+        }
+    }
+
+    /// 400: the request is malformed.
+    pub fn bad_request(message: String) -> Self {
+        Self {
+            status: StatusCode::BAD_REQUEST,
+            message,
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = json!({"error": self.message, "status": self.status.as_u16()});
+        (self.status, Json(body)).into_response()
+    }
+}

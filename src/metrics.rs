@@ -1,0 +1,164 @@
+//! The Prometheus registry behind `/metrics`. Work queue metrics carry client-go's names
+//! (`workqueue_depth`, `workqueue_adds_total`, ...) with a `name` label per handler, so
+//! dashboards built for client-go controllers work unchanged.
+
+use std::sync::Mutex;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+/// The label every per-handler metric has.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct NameLabel {
+    /// The handler's name.
+    pub name: String,
+}
+
+type HistogramFamily = Family<NameLabel, Histogram, fn() -> Histogram>;
+
+/// Latency buckets from 1 µs to about 17 minutes, as client-go's work queue uses.
+fn latency_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(1e-6, 10.0, 10))
+}
+
+/// The work queue metric families, one series per handler.
+#[derive(Clone)]
+pub struct WorkqueueFamilies {
+    depth: Family<NameLabel, Gauge>,
+    adds: Family<NameLabel, Counter>,
+    queue_duration: HistogramFamily,
+    work_duration: HistogramFamily,
+    retries: Family<NameLabel, Counter>,
+    unfinished_work: Family<NameLabel, Gauge<f64, std::sync::atomic::AtomicU64>>,
+    longest_running: Family<NameLabel, Gauge<f64, std::sync::atomic::AtomicU64>>,
+}
+
+/// The metric handles of one work queue.
+#[derive(Clone)]
+pub struct QueueMetrics {
+    /// Keys waiting.
+    pub depth: Gauge,
+    /// Keys added.
+    pub adds: Counter,
+    /// Seconds keys waited before a worker took them.
+    pub queue_duration: Histogram,
+    /// Seconds workers spent on keys.
+    pub work_duration: Histogram,
+    /// Rate-limited re-adds after failures.
+    pub retries: Counter,
+    /// Seconds of work in progress not yet done, summed over workers.
+    pub unfinished_work: Gauge<f64, std::sync::atomic::AtomicU64>,
+    /// Seconds the longest-running worker has been on its key.
+    pub longest_running: Gauge<f64, std::sync::atomic::AtomicU64>,
+}
+
+/// The daemon's metrics registry.
+pub struct Metrics {
+    registry: Mutex<Registry>,
+    workqueue: WorkqueueFamilies,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// A registry with every family registered.
+    pub fn new() -> Self {
+        let mut registry = Registry::default();
+        let workqueue = WorkqueueFamilies {
+            depth: Family::default(),
+            adds: Family::default(),
+            queue_duration: Family::new_with_constructor(latency_histogram),
+            work_duration: Family::new_with_constructor(latency_histogram),
+            retries: Family::default(),
+            unfinished_work: Family::default(),
+            longest_running: Family::default(),
+        };
+        let w = &workqueue;
+        registry.register(
+            "workqueue_depth",
+            "Current depth of the work queue",
+            w.depth.clone(),
+        );
+        registry.register(
+            "workqueue_adds",
+            "Total number of adds handled by the work queue",
+            w.adds.clone(),
+        );
+        registry.register(
+            "workqueue_queue_duration_seconds",
+            "How long in seconds an item stays in the work queue before being requested",
+            w.queue_duration.clone(),
+        );
+        registry.register(
+            "workqueue_work_duration_seconds",
+            "How long in seconds processing an item from the work queue takes",
+            w.work_duration.clone(),
+        );
+        registry.register(
+            "workqueue_retries",
+            "Total number of retries handled by the work queue",
+            w.retries.clone(),
+        );
+        registry.register(
+            "workqueue_unfinished_work_seconds",
+            "How many seconds of work has been done that is in progress and hasn't been observed by work_duration",
+            w.unfinished_work.clone(),
+        );
+        registry.register(
+            "workqueue_longest_running_processor_seconds",
+            "How many seconds has the longest running processor for the work queue been running",
+            w.longest_running.clone(),
+        );
+        Self {
+            registry: Mutex::new(registry),
+            workqueue,
+        }
+    }
+
+    /// The work queue metric handles for the handler `name`.
+    pub fn queue(&self, name: &str) -> QueueMetrics {
+        let label = NameLabel {
+            name: name.to_string(),
+        };
+        let w = &self.workqueue;
+        QueueMetrics {
+            depth: w.depth.get_or_create_owned(&label),
+            adds: w.adds.get_or_create_owned(&label),
+            queue_duration: w.queue_duration.get_or_create_owned(&label),
+            work_duration: w.work_duration.get_or_create_owned(&label),
+            retries: w.retries.get_or_create_owned(&label),
+            unfinished_work: w.unfinished_work.get_or_create_owned(&label),
+            longest_running: w.longest_running.get_or_create_owned(&label),
+        }
+    }
+
+    /// Registers a metric family of another stage.
+    pub fn register(
+        &self,
+        name: &str,
+        help: &str,
+        metric: impl prometheus_client::registry::Metric,
+    ) {
+        self.registry
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .register(name, help, metric);
+    }
+
+    /// Every metric in the Prometheus text format.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        let registry = self.registry.lock().unwrap_or_else(|e| e.into_inner());
+        // Writing into a String cannot fail.
+        prometheus_client::encoding::text::encode(&mut out, &registry).expect("encode metrics");
+        out
+    }
+}

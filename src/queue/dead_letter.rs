@@ -1,0 +1,119 @@
+//! Dead letters: events a handler gave up on after `max_retries`, kept with why, so an
+//! operator can see them and retry or purge them.
+
+use std::collections::BTreeMap;
+use std::time::SystemTime;
+
+use serde::Serialize;
+
+use super::{Delivery, PendingEvent};
+
+/// One event given up on.
+#[derive(Debug, Clone)]
+pub struct DeadLetter {
+    /// The route that delivered it.
+    pub route: String,
+    /// The object's key.
+    pub object: String,
+    /// The route's delivery mode.
+    pub delivery: Delivery,
+    /// The event, to deliver again on retry.
+    pub event: PendingEvent,
+    /// The last error.
+    pub last_error: String,
+    /// Delivery attempts made.
+    pub attempts: u32,
+    /// When the first attempt failed.
+    pub first_failure: SystemTime,
+    /// When the last attempt failed.
+    pub last_failure: SystemTime,
+}
+
+/// A dead letter as the admin API shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct DeadLetterView {
+    /// `route/object-key`: what to name in a retry or purge.
+    pub id: String,
+    /// The route that delivered it.
+    pub route: String,
+    /// The object's key.
+    pub object: String,
+    /// The kind of change.
+    pub kind: String,
+    /// The object's resourceVersion in the event.
+    pub resource_version: String,
+    /// The last error.
+    pub last_error: String,
+    /// Delivery attempts made.
+    pub attempts: u32,
+    /// When the first attempt failed (RFC 3339).
+    pub first_failure: String,
+    /// When the last attempt failed (RFC 3339).
+    pub last_failure: String,
+}
+
+/// A handler's dead letters, by `route/object` id. At most one per id: a later give-up on
+/// the same object replaces the earlier one (it carries a newer state of the object).
+#[derive(Debug, Default)]
+pub struct DeadLetters {
+    letters: BTreeMap<String, DeadLetter>,
+}
+
+impl DeadLetters {
+    /// The id of a dead letter.
+    pub fn id(route: &str, object: &str) -> String {
+        format!("{route}/{object}")
+    }
+
+    /// Records a dead letter.
+    pub fn insert(&mut self, letter: DeadLetter) {
+        self.letters
+            .insert(Self::id(&letter.route, &letter.object), letter);
+    }
+
+    /// Removes and returns the letters with these ids (all when `ids` is `None`).
+    pub fn take(&mut self, ids: Option<&[String]>) -> Vec<DeadLetter> {
+        match ids {
+            None => std::mem::take(&mut self.letters).into_values().collect(),
+            Some(ids) => ids
+                .iter()
+                .filter_map(|id| self.letters.remove(id))
+                .collect(),
+        }
+    }
+
+    /// How many letters there are.
+    pub fn len(&self) -> usize {
+        self.letters.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.letters.is_empty()
+    }
+
+    /// Every letter, for display.
+    pub fn views(&self) -> Vec<DeadLetterView> {
+        self.letters
+            .iter()
+            .map(|(id, l)| DeadLetterView {
+                id: id.clone(),
+                route: l.route.clone(),
+                object: l.object.clone(),
+                kind: format!("{:?}", l.event.kind).to_lowercase(),
+                resource_version: l.event.object.resource_version().to_string(),
+                last_error: l.last_error.clone(),
+                attempts: l.attempts,
+                first_failure: rfc3339(l.first_failure),
+                last_failure: rfc3339(l.last_failure),
+            })
+            .collect()
+    }
+}
+
+/// A time as RFC 3339 (UTC, seconds).
+pub fn rfc3339(time: SystemTime) -> String {
+    jiff::Timestamp::try_from(time)
+        .map(|t| t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string())
+        .unwrap_or_default()
+}

@@ -1,0 +1,218 @@
+//! A bad plugin never hurts the daemon or another handler: traps, endless loops, memory
+//! bombs, components of the wrong world, garbage and half-written files each get a clear
+//! error.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, PostParams};
+use serde_json::json;
+use switchyard::plugin::{CallLimits, Event, EventKind, PluginHost, PluginLogs, loader};
+
+fn event(annotations: serde_json::Value) -> Event {
+    let object = json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "x", "namespace": "default", "resourceVersion": "7", "annotations": annotations},
+    });
+    Event {
+        kind: EventKind::Added,
+        route: "test".into(),
+        object: object.to_string(),
+        old_object: None,
+        attempt: 1,
+        final_state_unknown: false,
+    }
+}
+
+fn limits() -> CallLimits {
+    CallLimits {
+        timeout: Duration::from_millis(500),
+        memory: 16 << 20,
+    }
+}
+
+async fn call(
+    annotations: serde_json::Value,
+) -> Result<switchyard::plugin::Outcome, switchyard::plugin::Error> {
+    let host = PluginHost::new().unwrap();
+    let plugin = loader::load(&host, &common::plugins_dir(), "faulty")
+        .await
+        .unwrap();
+    plugin
+        .call(
+            Arc::from("faulty"),
+            &PluginLogs::default(),
+            &limits(),
+            "null",
+            &event(annotations),
+        )
+        .await
+}
+
+#[tokio::test]
+async fn a_panicking_plugin_is_a_trap_error() {
+    let err = call(json!({"faulty/trap": "true"})).await.unwrap_err();
+    let text = err.to_string();
+    assert!(text.starts_with("plugin trapped in handle"), "{text}");
+}
+
+#[tokio::test]
+async fn an_endless_loop_is_stopped_at_the_deadline() {
+    let started = std::time::Instant::now();
+    let err = call(json!({"faulty/loop": "true"})).await.unwrap_err();
+    assert!(
+        matches!(err, switchyard::plugin::Error::Timeout(_)),
+        "{err}"
+    );
+    assert_eq!(
+        err.to_string(),
+        "deadline of 500ms exceeded; the call was stopped"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "the call must end soon after its deadline"
+    );
+}
+
+#[tokio::test]
+async fn memory_past_the_cap_is_refused() {
+    let err = call(json!({"faulty/allocate-mib": "64"}))
+        .await
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(text.starts_with("plugin trapped in handle"), "{text}");
+    // Within the cap, the same plugin allocates fine.
+    call(json!({"faulty/allocate-mib": "4"})).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_plugin_error_is_returned_as_is() {
+    let err = call(json!({"faulty/error": "quota exceeded"}))
+        .await
+        .unwrap_err();
+    assert_eq!(err.to_string(), "quota exceeded");
+}
+
+#[tokio::test]
+async fn files_that_are_not_handler_components_get_a_clear_error() {
+    let host = PluginHost::new().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let good = std::fs::read(common::plugins_dir().join("log-events.wasm")).unwrap();
+    std::fs::write(
+        dir.path().join("garbage.wasm"),
+        b"\x00asm garbage that is not wasm",
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("half.wasm"), &good[..good.len() / 2]).unwrap();
+    std::fs::copy(
+        common::plugins_dir().join("wrongworld.wasm"),
+        dir.path().join("wrongworld.wasm"),
+    )
+    .unwrap();
+
+    let err = loader::load(&host, dir.path(), "garbage")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("plugin \"garbage\" is invalid: not a WebAssembly component"),
+        "{err}"
+    );
+    let err = loader::load(&host, dir.path(), "half")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("plugin \"half\" is invalid: not a WebAssembly component"),
+        "{err}"
+    );
+    let err = loader::load(&host, dir.path(), "wrongworld")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with(
+            "plugin \"wrongworld\" is invalid: does not export the switchyard:plugin handler world"
+        ),
+        "{err}"
+    );
+    assert!(
+        err.contains("handle"),
+        "the error names what is missing: {err}"
+    );
+    let err = loader::load(&host, dir.path(), "absent")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("cannot read plugin") && err.contains("absent.wasm"),
+        "{err}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_looping_plugin_does_not_stall_another_handler() {
+    let sim = common::start_sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = "
+handlers:
+  faulty:
+    concurrency: 2
+    timeout: 300ms
+    max_retries: 1
+    backoff_base: 10ms
+  log-events: {}
+routes:
+  - name: to-faulty
+    resource: configmaps
+    labels: app=loop
+    handler: faulty
+  - name: to-log
+    resource: configmaps
+    handler: log-events
+";
+    let daemon = common::start_daemon(&sim, dir.path(), yaml).await;
+    let mut logs = daemon.plugin_logs().subscribe();
+    daemon.wait_until_synced().await;
+    let api: Api<ConfigMap> = Api::namespaced(sim.client().unwrap(), "default");
+    for i in 0..4 {
+        let cm: ConfigMap = serde_json::from_value(json!({
+            "metadata": {"name": format!("loop-{i}"), "labels": {"app": "loop"}, "annotations": {"faulty/loop": "true"}},
+        }))
+        .unwrap();
+        api.create(&PostParams::default(), &cm).await.unwrap();
+    }
+    let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "normal"}})).unwrap();
+    api.create(&PostParams::default(), &cm).await.unwrap();
+    common::wait_for_log(&mut logs, Duration::from_secs(30), |l| {
+        l.handler == "log-events" && l.message.contains("default/normal")
+    })
+    .await;
+
+    let letters = common::eventually(
+        "the looping events to be given up on",
+        Duration::from_secs(60),
+        async || {
+            let letters = daemon.handler("faulty").unwrap().dead_letters();
+            (letters.len() == 4).then_some(letters)
+        },
+    )
+    .await;
+    for letter in letters {
+        assert_eq!(letter.attempts, 2);
+        assert!(
+            letter.last_error.contains("deadline of 300ms exceeded"),
+            "{}",
+            letter.last_error
+        );
+    }
+    let live = reqwest::get(format!("{}/livez", daemon.admin_url()))
+        .await
+        .unwrap();
+    assert_eq!(live.status().as_u16(), 200);
+    daemon.shut_down(Duration::from_secs(5)).await;
+}
