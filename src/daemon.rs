@@ -13,7 +13,9 @@ use tokio::task::JoinHandle;
 
 use crate::config::Config;
 use crate::handler::{Handler, HandlerStatus};
-use crate::informer::{InformerFactory, WatchHealth, WatchKey};
+use crate::informer::{
+    CacheOptions, IndexFn, Indexers, InformerFactory, Transform, WatchHealth, WatchKey,
+};
 use crate::metrics::Metrics;
 use crate::plugin::{PluginHost, PluginLogs, loader};
 use crate::router::Route;
@@ -180,24 +182,21 @@ impl Daemon {
         }
         let informers = InformerFactory::new(client);
         for route in &config.routes {
+            let key = watch_key(route);
+            let options = cache_options(&config, &key);
             let handler = handlers
                 .iter()
                 .find(|h| h.name() == route.handler)
                 .expect("validation checked every route's handler")
                 .clone();
-            let key = WatchKey {
-                resource: route.resource.clone(),
-                namespace: route.namespace.clone(),
-                label_selector: route.label_selector.clone(),
-                field_selector: route.field_selector.clone(),
-            };
-            let informer = informers
-                .informer(key)
-                .await
-                .map_err(|source| Error::Route {
-                    route: route.name.clone(),
-                    source,
-                })?;
+            let informer =
+                informers
+                    .informer(key, options)
+                    .await
+                    .map_err(|source| Error::Route {
+                        route: route.name.clone(),
+                        source,
+                    })?;
             informer.subscribe(Arc::new(Route::new(
                 &route.name,
                 route.events,
@@ -284,6 +283,48 @@ impl Daemon {
         }
         let _ = (&mut self.admin_task).await;
         tracing::info!("switchyard stopped");
+    }
+}
+
+fn watch_key(route: &crate::config::RouteSpec) -> WatchKey {
+    WatchKey {
+        resource: route.resource.clone(),
+        namespace: route.namespace.clone(),
+        label_selector: route.label_selector.clone(),
+        field_selector: route.field_selector.clone(),
+    }
+}
+
+/// The cache options of a shared watch: the union of what its routes ask for. Managed
+/// fields are kept if any route keeps them.
+fn cache_options(config: &Config, key: &WatchKey) -> CacheOptions {
+    let routes: Vec<_> = config
+        .routes
+        .iter()
+        .filter(|r| watch_key(r) == *key)
+        .collect();
+    let indexes = routes
+        .iter()
+        .flat_map(|r| r.indexes.iter())
+        .map(|(name, path)| {
+            let f = match path.strip_prefix("label:") {
+                Some(label) => IndexFn::Label(label.to_string()),
+                None => IndexFn::Field(path.clone()),
+            };
+            (name.clone(), f)
+        });
+    let mut drop: Vec<String> = routes
+        .iter()
+        .flat_map(|r| r.drop_fields.iter().cloned())
+        .collect();
+    drop.sort();
+    drop.dedup();
+    CacheOptions {
+        indexers: Indexers::new(indexes),
+        transform: Transform {
+            strip_managed_fields: !routes.iter().any(|r| r.keep_managed_fields),
+            drop,
+        },
     }
 }
 

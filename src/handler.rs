@@ -149,11 +149,13 @@ impl Handler {
 
     /// Queues a delta delivered by `route` in its delivery mode.
     pub fn enqueue(&self, route: &Arc<str>, delivery: Delivery, delta: &Delta) {
+        let Some(event) = PendingEvent::from_delta(delta) else {
+            return;
+        };
         let key = WorkKey {
             route: route.clone(),
-            object: delta.key().clone(),
+            object: event.object.key().clone(),
         };
-        let event = PendingEvent::from_delta(delta);
         let overflowed = {
             let mut pending = lock(&self.pending);
             match pending.get_mut(&key) {
@@ -312,6 +314,7 @@ impl Handler {
                 ChangeKind::Added => EventKind::Added,
                 ChangeKind::Updated => EventKind::Updated,
                 ChangeKind::Deleted => EventKind::Deleted,
+                ChangeKind::Sync => EventKind::Sync,
             },
             route: key.route.to_string(),
             object: event.object.json().to_string(),

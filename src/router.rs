@@ -32,12 +32,15 @@ impl Route {
         &self.name
     }
 
-    /// Whether the route delivers this delta.
+    /// Whether the route delivers this delta. Resyncs go to handlers that asked for them;
+    /// `Replaced` only announces a list and carries no object.
     pub fn selects(&self, delta: &Delta) -> bool {
         match delta {
             Delta::Added(_) => self.events.added,
             Delta::Updated { .. } => self.events.updated,
             Delta::Deleted { .. } => self.events.deleted,
+            Delta::Sync(_) => true,
+            Delta::Replaced { .. } => false,
         }
     }
 }
@@ -47,5 +50,9 @@ impl DeltaSink for Route {
         if self.selects(delta) {
             self.handler.enqueue(&self.name, self.delivery, delta);
         }
+    }
+
+    fn resync_period(&self) -> Option<std::time::Duration> {
+        self.handler.spec().resync
     }
 }

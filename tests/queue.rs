@@ -167,6 +167,7 @@ mod every_mode {
             old: object(from),
             new: object(to),
         })
+        .unwrap()
     }
 
     proptest! {

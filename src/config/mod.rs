@@ -98,6 +98,8 @@ pub struct HandlerSpec {
     pub backoff_base: Duration,
     /// Longest retry delay.
     pub backoff_cap: Duration,
+    /// How often every cached object is delivered again as `sync`; `None` for never.
+    pub resync: Option<Duration>,
     /// Retries per second (token bucket); `None` for no bucket.
     pub qps: Option<f64>,
     /// Retries that may go at once.
@@ -119,6 +121,12 @@ pub struct RouteSpec {
     pub label_selector: Option<String>,
     /// Field selector of the watch.
     pub field_selector: Option<String>,
+    /// Cache indexes by name: a field path or `label:KEY`.
+    pub indexes: Vec<(String, String)>,
+    /// Keep `metadata.managedFields` in the cache.
+    pub keep_managed_fields: bool,
+    /// JSON pointers dropped before caching.
+    pub drop_fields: Vec<String>,
     /// Kinds of change delivered.
     pub events: EventFilter,
     /// How changes are delivered.

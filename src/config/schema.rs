@@ -72,6 +72,9 @@ pub struct HandlerFile {
     /// Retries that may go at once before `qps` applies. Default 100.
     #[serde(default)]
     pub burst: Option<u32>,
+    /// Deliver a `sync` event for every cached object this often (`10m`). Default: never.
+    #[serde(default)]
+    pub resync: Option<HumanDuration>,
     /// Free-form settings passed to the plugin's `init` as JSON.
     #[serde(default)]
     pub config: Option<serde_json::Value>,
@@ -97,6 +100,15 @@ pub struct RouteFile {
     /// Only these kinds of change; default all.
     #[serde(default)]
     pub events: Option<Vec<EventKindFile>>,
+    /// Cache indexes by name: a field path (`spec.nodeName`) or `label:KEY`.
+    #[serde(default)]
+    pub indexes: Option<std::collections::BTreeMap<String, String>>,
+    /// Keep `metadata.managedFields` in the cache (dropped by default).
+    #[serde(default)]
+    pub keep_managed_fields: Option<bool>,
+    /// JSON pointers dropped from objects before caching.
+    #[serde(default)]
+    pub drop_fields: Option<Vec<Spanned<String>>>,
     /// `latest` (default: coalesce per object) or `every` (each change, in order).
     #[serde(default)]
     pub delivery: Option<DeliveryFile>,

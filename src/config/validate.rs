@@ -141,6 +141,7 @@ fn build(file: &Path, parsed: ConfigFile, errors: &mut Errors) -> Config {
             None => Some(10.0),
         };
         handlers.push(HandlerSpec {
+            resync: h.resync.map(|d| d.0).filter(|d| !d.is_zero()),
             qps,
             burst: h.burst.unwrap_or(100).max(1),
             plugin,
@@ -250,6 +251,24 @@ fn build_route(
         }
         (_, None) => Delivery::Latest,
     };
+    let mut drop_fields = Vec::new();
+    for (j, pointer) in r.drop_fields.iter().flatten().enumerate() {
+        match crate::informer::transform::validate_pointer(&pointer.value) {
+            Ok(()) => drop_fields.push(pointer.value.clone()),
+            Err(e) => errors.at(pointer, at(&format!("drop_fields[{j}]")), e),
+        }
+    }
+    let mut indexes = Vec::new();
+    for (name, path) in r.indexes.iter().flatten() {
+        if name == crate::informer::store::NAMESPACE_INDEX || path.trim().is_empty() {
+            errors.nowhere(
+                at(&format!("indexes.{name}")),
+                format!("index {name:?} needs a field path such as spec.nodeName or label:KEY, and `namespace` is built in"),
+            );
+        } else {
+            indexes.push((name.clone(), path.clone()));
+        }
+    }
     let events = match &r.events {
         None => EventFilter::default(),
         Some(kinds) => EventFilter {
@@ -267,6 +286,9 @@ fn build_route(
         namespace: r.namespace,
         label_selector: r.labels.map(|s| s.value),
         field_selector: r.fields.map(|s| s.value),
+        indexes,
+        keep_managed_fields: r.keep_managed_fields.unwrap_or(false),
+        drop_fields,
         events,
         delivery,
         handler: r.handler.value,

@@ -24,20 +24,30 @@ pub enum Delta {
         /// delete), so `last_known` may be older than the object's final state.
         final_state_unknown: bool,
     },
+    /// A periodic resync of an unchanged object.
+    Sync(Arc<CachedObject>),
+    /// A list replaced the cache (the first list, or a relist after the watch broke). The
+    /// per-object differences were delivered just before, as Added, Updated and Deleted.
+    Replaced {
+        /// Objects the list returned.
+        objects: usize,
+    },
 }
 
 impl Delta {
-    /// The key of the object the delta is about.
-    pub fn key(&self) -> &ObjectKey {
-        self.object().key()
+    /// The key of the object the delta is about; `None` for [`Delta::Replaced`].
+    pub fn key(&self) -> Option<&ObjectKey> {
+        self.object().map(|o| o.key())
     }
 
-    /// The newest state the delta carries (for deletions, the last known one).
-    pub fn object(&self) -> &Arc<CachedObject> {
+    /// The newest state the delta carries (for deletions, the last known one); `None` for
+    /// [`Delta::Replaced`].
+    pub fn object(&self) -> Option<&Arc<CachedObject>> {
         match self {
-            Delta::Added(o) => o,
-            Delta::Updated { new, .. } => new,
-            Delta::Deleted { last_known, .. } => last_known,
+            Delta::Added(o) | Delta::Sync(o) => Some(o),
+            Delta::Updated { new, .. } => Some(new),
+            Delta::Deleted { last_known, .. } => Some(last_known),
+            Delta::Replaced { .. } => None,
         }
     }
 }
@@ -46,4 +56,10 @@ impl Delta {
 pub trait DeltaSink: Send + Sync {
     /// Takes one delta.
     fn deliver(&self, delta: &Delta);
+
+    /// How often this subscriber wants a [`Delta::Sync`] for every cached object; `None`
+    /// for never.
+    fn resync_period(&self) -> Option<std::time::Duration> {
+        None
+    }
 }

@@ -9,7 +9,7 @@ use kube::core::GroupVersion;
 use kube::discovery::Scope;
 use kube::runtime::watcher;
 
-use super::{Error, Informer, Result, WatchKey, reflector};
+use super::{CacheOptions, Error, Informer, Result, WatchKey, reflector};
 
 /// Creates informers on demand and shares them by watch key.
 pub struct InformerFactory {
@@ -26,9 +26,10 @@ impl InformerFactory {
         }
     }
 
-    /// The informer for `key`, started if it was not running yet. The resource is resolved
-    /// through API discovery the first time.
-    pub async fn informer(&self, key: WatchKey) -> Result<Arc<Informer>> {
+    /// The informer for `key`, started with `options` if it was not running yet (a running
+    /// one keeps the options it was started with). The resource is resolved through API
+    /// discovery the first time.
+    pub async fn informer(&self, key: WatchKey, options: CacheOptions) -> Result<Arc<Informer>> {
         if let Some(existing) = self.lock().get(&key) {
             return Ok(existing.clone());
         }
@@ -54,7 +55,7 @@ impl InformerFactory {
         if let Some(existing) = informers.get(&key) {
             return Ok(existing.clone());
         }
-        let informer = Informer::new(key.clone(), resource);
+        let informer = Informer::new(key.clone(), resource, options);
         let task = tokio::spawn(reflector::run(informer.clone(), api, config));
         informer.set_task(task);
         informers.insert(key, informer.clone());

@@ -9,11 +9,12 @@ pub mod factory;
 pub mod object;
 mod reflector;
 pub mod store;
+pub mod transform;
 
 use std::collections::HashSet;
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use kube::api::{ApiResource, DynamicObject, TypeMeta};
 use serde::Serialize;
@@ -24,7 +25,8 @@ use crate::config::ResourceName;
 pub use delta::{Delta, DeltaSink};
 pub use factory::InformerFactory;
 pub use object::{CachedObject, ObjectKey};
-pub use store::Store;
+pub use store::{IndexFn, Indexers, Store};
+pub use transform::Transform;
 
 /// Errors starting an informer.
 #[derive(Debug, thiserror::Error)]
@@ -86,6 +88,15 @@ impl fmt::Display for WatchKey {
     }
 }
 
+/// How an informer caches: its indexes and the transform applied before caching.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CacheOptions {
+    /// Indexes besides the namespace index.
+    pub indexers: Indexers,
+    /// What is dropped from objects before caching.
+    pub transform: Transform,
+}
+
 /// The health of an informer's watch, as /status shows it.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct WatchHealth {
@@ -102,25 +113,33 @@ pub struct WatchHealth {
     pub listed: Option<usize>,
 }
 
+/// A subscriber and when its next resync is due.
+struct Subscription {
+    sink: Arc<dyn DeltaSink>,
+    next_resync: Option<tokio::time::Instant>,
+}
+
 /// One shared watch and its cache.
 pub struct Informer {
     key: WatchKey,
     resource: ApiResource,
     store: Store,
+    transform: Transform,
     /// Subscribers; held while the store changes and deltas go out, so a new subscriber
     /// sees either the old state and the delta, or the new state.
-    sinks: Mutex<Vec<Arc<dyn DeltaSink>>>,
+    sinks: Mutex<Vec<Subscription>>,
     health: Mutex<WatchHealth>,
     synced: watch::Sender<bool>,
     task: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl Informer {
-    fn new(key: WatchKey, resource: ApiResource) -> Arc<Self> {
+    fn new(key: WatchKey, resource: ApiResource, options: CacheOptions) -> Arc<Self> {
         Arc::new(Self {
             key,
             resource,
-            store: Store::default(),
+            store: Store::new(options.indexers),
+            transform: options.transform,
             sinks: Mutex::new(Vec::new()),
             health: Mutex::new(WatchHealth::default()),
             synced: watch::channel(false).0,
@@ -167,7 +186,41 @@ impl Informer {
         for object in self.store.list() {
             sink.deliver(&Delta::Added(object));
         }
-        sinks.push(sink);
+        let next_resync = sink
+            .resync_period()
+            .map(|p| tokio::time::Instant::now() + p);
+        sinks.push(Subscription { sink, next_resync });
+    }
+
+    /// The smallest resync period any subscriber wants: how often the reflector ticks.
+    pub fn resync_tick(&self) -> Option<Duration> {
+        lock(&self.sinks)
+            .iter()
+            .filter_map(|s| s.sink.resync_period())
+            .min()
+    }
+
+    /// Delivers a [`Delta::Sync`] for every cached object to each subscriber whose resync
+    /// period has passed.
+    fn resync_due(&self) {
+        if !self.is_synced() {
+            return;
+        }
+        let now = tokio::time::Instant::now();
+        let mut sinks = lock(&self.sinks);
+        let mut objects: Option<Vec<Arc<CachedObject>>> = None;
+        for sub in sinks.iter_mut() {
+            let (Some(due), Some(period)) = (sub.next_resync, sub.sink.resync_period()) else {
+                continue;
+            };
+            if due > now {
+                continue;
+            }
+            sub.next_resync = Some(now + period);
+            for object in objects.get_or_insert_with(|| self.store.list()) {
+                sub.sink.deliver(&Delta::Sync(object.clone()));
+            }
+        }
     }
 
     fn health_mut(&self) -> MutexGuard<'_, WatchHealth> {
@@ -194,18 +247,26 @@ impl Informer {
         health.last_event = Some(SystemTime::now());
     }
 
-    /// Stores an added or changed object and delivers the delta; returns its key.
-    fn apply(&self, mut object: DynamicObject) -> ObjectKey {
+    /// Turns a received object into its cached form: kind filled in, transform applied,
+    /// index values computed, serialized once.
+    fn cache_form(&self, mut object: DynamicObject) -> Arc<CachedObject> {
         // Lists carry no kind on their items; handlers always get one.
         object.types.get_or_insert_with(|| TypeMeta {
             api_version: self.resource.api_version.clone(),
             kind: self.resource.kind.clone(),
         });
-        let new = Arc::new(CachedObject::new(object));
+        self.transform.apply(&mut object);
+        let index_values = self.store.indexers().values(&object);
+        Arc::new(CachedObject::with_index_values(object, index_values))
+    }
+
+    /// Stores an added or changed object and delivers the delta; returns its key.
+    fn apply(&self, object: DynamicObject) -> ObjectKey {
+        let new = self.cache_form(object);
         let key = new.key().clone();
         self.note_event(&new);
         let sinks = lock(&self.sinks);
-        let old = self.store.write().insert(key.clone(), new.clone());
+        let old = self.store.write().insert(new.clone());
         let delta = match old {
             None => Delta::Added(new),
             Some(old) if old.resource_version() == new.resource_version() => return key,
@@ -216,12 +277,8 @@ impl Informer {
     }
 
     /// Removes a deleted object and delivers the delta.
-    fn delete(&self, mut object: DynamicObject) {
-        object.types.get_or_insert_with(|| TypeMeta {
-            api_version: self.resource.api_version.clone(),
-            kind: self.resource.kind.clone(),
-        });
-        let last_known = Arc::new(CachedObject::new(object));
+    fn delete(&self, object: DynamicObject) {
+        let last_known = self.cache_form(object);
         self.note_event(&last_known);
         let sinks = lock(&self.sinks);
         self.store.write().remove(last_known.key());
@@ -234,7 +291,8 @@ impl Informer {
         );
     }
 
-    /// After a list: deletes every cached object the list did not contain.
+    /// After a list: deletes every cached object the list did not contain, then announces
+    /// the list with [`Delta::Replaced`].
     fn remove_unlisted(&self, listed: &HashSet<ObjectKey>) {
         let sinks = lock(&self.sinks);
         let gone: Vec<Arc<CachedObject>> = {
@@ -255,6 +313,12 @@ impl Informer {
                 },
             );
         }
+        deliver(
+            &sinks,
+            &Delta::Replaced {
+                objects: listed.len(),
+            },
+        );
     }
 }
 
@@ -264,9 +328,9 @@ impl Drop for Informer {
     }
 }
 
-fn deliver(sinks: &[Arc<dyn DeltaSink>], delta: &Delta) {
-    for sink in sinks {
-        sink.deliver(delta);
+fn deliver(sinks: &[Subscription], delta: &Delta) {
+    for sub in sinks {
+        sub.sink.deliver(delta);
     }
 }
 

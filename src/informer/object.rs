@@ -1,7 +1,10 @@
-//! Cached objects and their keys: one copy per object, its JSON serialized at most once.
+//! Cached objects and their keys. The cache holds each object once, as its JSON text (what
+//! plugins get, shared by every handler without copying) plus the few fields the informer
+//! reads: key, resourceVersion and index values. A parsed object tree costs several times
+//! its JSON size; the text costs about its size.
 
 use std::fmt;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use kube::api::DynamicObject;
 
@@ -47,17 +50,31 @@ impl fmt::Display for ObjectKey {
 #[derive(Debug)]
 pub struct CachedObject {
     key: ObjectKey,
-    object: DynamicObject,
-    json: OnceLock<Arc<str>>,
+    resource_version: Box<str>,
+    json: Arc<str>,
+    /// `(index number, value)` for every index the object is in.
+    index_values: Box<[(u16, Box<str>)]>,
 }
 
 impl CachedObject {
-    /// Wraps an object received from the API server.
+    /// Serializes an object received from the API server into its cached form.
     pub fn new(object: DynamicObject) -> Self {
+        Self::with_index_values(object, Vec::new())
+    }
+
+    /// Like [`CachedObject::new`], remembering the object's index values.
+    pub fn with_index_values(object: DynamicObject, index_values: Vec<(u16, Box<str>)>) -> Self {
+        let json = serde_json::to_string(&object)
+            .expect("an object received as JSON serializes back to JSON");
         Self {
             key: ObjectKey::of(&object),
-            object,
-            json: OnceLock::new(),
+            resource_version: object
+                .metadata
+                .resource_version
+                .unwrap_or_default()
+                .into_boxed_str(),
+            json: json.into(),
+            index_values: index_values.into_boxed_slice(),
         }
     }
 
@@ -66,28 +83,23 @@ impl CachedObject {
         &self.key
     }
 
-    /// The object.
-    pub fn object(&self) -> &DynamicObject {
-        &self.object
-    }
-
     /// The object's resourceVersion (empty if the server sent none).
     pub fn resource_version(&self) -> &str {
-        self.object
-            .metadata
-            .resource_version
-            .as_deref()
-            .unwrap_or_default()
+        &self.resource_version
     }
 
-    /// The object as JSON, serialized on first use and shared by every handler after.
+    /// The object as JSON, shared by every handler.
     pub fn json(&self) -> Arc<str> {
-        self.json
-            .get_or_init(|| {
-                serde_json::to_string(&self.object)
-                    .expect("an object received as JSON serializes back to JSON")
-                    .into()
-            })
-            .clone()
+        self.json.clone()
+    }
+
+    /// The object, parsed again from its JSON.
+    pub fn parse(&self) -> serde_json::Result<DynamicObject> {
+        serde_json::from_str(&self.json)
+    }
+
+    /// The index values the object was stored under.
+    pub(crate) fn index_values(&self) -> &[(u16, Box<str>)] {
+        &self.index_values
     }
 }

@@ -18,7 +18,26 @@ pub(super) async fn run(informer: Arc<Informer>, api: Api<DynamicObject>, config
     // Keys seen in the list in progress: whatever the cache holds beyond them at the end of
     // the list was deleted while the watch was down.
     let mut listing: Option<HashSet<ObjectKey>> = None;
-    while let Some(event) = events.next().await {
+    let mut next_resync: Option<tokio::time::Instant> = None;
+    loop {
+        // The resync tick runs at the smallest period any subscriber wants.
+        let tick = informer.resync_tick();
+        if tick.is_none() {
+            next_resync = None;
+        } else if next_resync.is_none() {
+            next_resync = tick.map(|t| tokio::time::Instant::now() + t);
+        }
+        let event = tokio::select! {
+            event = events.next() => match event {
+                Some(event) => event,
+                None => return,
+            },
+            _ = sleep_until_or_forever(next_resync) => {
+                informer.resync_due();
+                next_resync = tick.map(|t| tokio::time::Instant::now() + t);
+                continue;
+            }
+        };
         match event {
             Ok(Event::Init) => {
                 listing = Some(HashSet::new());
@@ -29,6 +48,9 @@ pub(super) async fn run(informer: Arc<Informer>, api: Api<DynamicObject>, config
                 if let Some(seen) = listing.as_mut() {
                     seen.insert(key);
                     informer.health_mut().listed = Some(seen.len());
+                    if seen.len().is_multiple_of(10_000) {
+                        tracing::info!(informer = %informer.key(), objects = seen.len(), "listing");
+                    }
                 }
             }
             Ok(Event::InitDone) => {
@@ -50,5 +72,12 @@ pub(super) async fn run(informer: Arc<Informer>, api: Api<DynamicObject>, config
                 health.last_error = Some(error.to_string());
             }
         }
+    }
+}
+
+async fn sleep_until_or_forever(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }

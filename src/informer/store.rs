@@ -1,43 +1,306 @@
-//! The informer's cache: the current state of every watched object, safe for concurrent
-//! readers while the reflector writes.
+//! The informer's cache: the current state of every watched object, with indexes, safe for
+//! concurrent readers while the reflector writes.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use kube::api::DynamicObject;
 
 use super::object::{CachedObject, ObjectKey};
 
-/// A cache of objects by key. Cloning gives another handle to the same cache.
+/// The built-in index of objects by namespace.
+pub const NAMESPACE_INDEX: &str = "namespace";
+
+/// How an index computes an object's values.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum IndexFn {
+    /// By `metadata.namespace`.
+    Namespace,
+    /// By the value of one label.
+    Label(String),
+    /// By the string (or number, or bool) at a dotted field path, such as `spec.nodeName`.
+    Field(String),
+}
+
+impl IndexFn {
+    /// The value an object has for this index, if any.
+    pub fn value(&self, object: &DynamicObject) -> Option<String> {
+        match self {
+            IndexFn::Namespace => object.metadata.namespace.clone(),
+            IndexFn::Label(key) => object.metadata.labels.as_ref()?.get(key).cloned(),
+            IndexFn::Field(path) => field_value(object, path),
+        }
+    }
+}
+
+fn field_value(object: &DynamicObject, path: &str) -> Option<String> {
+    let mut parts = path.split('.');
+    let first = parts.next()?;
+    let root = match first {
+        "metadata" => {
+            let meta = serde_json::to_value(&object.metadata).ok()?;
+            return lookup(&meta, parts);
+        }
+        _ => object.data.get(first)?,
+    };
+    lookup(root, parts)
+}
+
+fn lookup<'a>(
+    mut value: &serde_json::Value,
+    parts: impl Iterator<Item = &'a str>,
+) -> Option<String> {
+    for part in parts {
+        value = value.get(part)?;
+    }
+    match value {
+        serde_json::Value::String(s) => Some(s.clone()),
+        serde_json::Value::Number(n) => Some(n.to_string()),
+        serde_json::Value::Bool(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
+/// The indexes an informer keeps: name and function, in a fixed order.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct Indexers(Vec<(String, IndexFn)>);
+
+impl Indexers {
+    /// The namespace index, and `more`.
+    pub fn new(more: impl IntoIterator<Item = (String, IndexFn)>) -> Self {
+        let mut all = vec![(NAMESPACE_INDEX.to_string(), IndexFn::Namespace)];
+        for (name, f) in more {
+            if !all.iter().any(|(n, _)| *n == name) {
+                all.push((name, f));
+            }
+        }
+        Self(all)
+    }
+
+    /// The values of every index for an object, numbered by index position.
+    pub fn values(&self, object: &DynamicObject) -> Vec<(u16, Box<str>)> {
+        self.0
+            .iter()
+            .enumerate()
+            .filter_map(|(i, (_, f))| Some((i as u16, f.value(object)?.into_boxed_str())))
+            .collect()
+    }
+
+    fn position(&self, name: &str) -> Option<u16> {
+        self.0.iter().position(|(n, _)| n == name).map(|i| i as u16)
+    }
+
+    /// The index names.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().map(|(n, _)| n.as_str())
+    }
+}
+
+#[derive(Debug, Default)]
+pub(super) struct Contents {
+    objects: HashMap<ObjectKey, Arc<CachedObject>>,
+    /// index number → value → keys.
+    indexes: HashMap<u16, HashMap<Box<str>, HashSet<ObjectKey>>>,
+}
+
+impl Contents {
+    /// Stores an object; returns the one it replaced.
+    pub(super) fn insert(&mut self, object: Arc<CachedObject>) -> Option<Arc<CachedObject>> {
+        let key = object.key().clone();
+        for (index, value) in object.index_values() {
+            self.indexes
+                .entry(*index)
+                .or_default()
+                .entry(value.clone())
+                .or_default()
+                .insert(key.clone());
+        }
+        let old = self.objects.insert(key, object);
+        if let Some(old) = &old {
+            self.unindex(old, true);
+        }
+        old
+    }
+
+    /// Removes an object; returns it.
+    pub(super) fn remove(&mut self, key: &ObjectKey) -> Option<Arc<CachedObject>> {
+        let old = self.objects.remove(key)?;
+        self.unindex(&old, false);
+        Some(old)
+    }
+
+    /// Takes `old`'s index entries out, except those the current object with its key still
+    /// has (when `replaced`).
+    fn unindex(&mut self, old: &CachedObject, replaced: bool) {
+        let current = if replaced {
+            self.objects.get(old.key()).cloned()
+        } else {
+            None
+        };
+        for (index, value) in old.index_values() {
+            if current.as_ref().is_some_and(|c| {
+                c.index_values()
+                    .iter()
+                    .any(|(i, v)| i == index && v == value)
+            }) {
+                continue;
+            }
+            if let Some(values) = self.indexes.get_mut(index)
+                && let Some(keys) = values.get_mut(value)
+            {
+                keys.remove(old.key());
+                if keys.is_empty() {
+                    values.remove(value);
+                }
+            }
+        }
+    }
+
+    pub(super) fn keys(&self) -> impl Iterator<Item = &ObjectKey> {
+        self.objects.keys()
+    }
+}
+
+/// A cache of objects by key, with indexes. Cloning gives another handle to the same cache.
 #[derive(Debug, Clone, Default)]
 pub struct Store {
-    objects: Arc<RwLock<HashMap<ObjectKey, Arc<CachedObject>>>>,
+    contents: Arc<RwLock<Contents>>,
+    indexers: Arc<Indexers>,
 }
 
 impl Store {
-    fn read(&self) -> RwLockReadGuard<'_, HashMap<ObjectKey, Arc<CachedObject>>> {
-        self.objects.read().unwrap_or_else(|e| e.into_inner())
+    /// An empty store keeping these indexes.
+    pub fn new(indexers: Indexers) -> Self {
+        Self {
+            contents: Arc::default(),
+            indexers: Arc::new(indexers),
+        }
     }
 
-    pub(super) fn write(&self) -> RwLockWriteGuard<'_, HashMap<ObjectKey, Arc<CachedObject>>> {
-        self.objects.write().unwrap_or_else(|e| e.into_inner())
+    fn read(&self) -> RwLockReadGuard<'_, Contents> {
+        self.contents.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(super) fn write(&self) -> RwLockWriteGuard<'_, Contents> {
+        self.contents.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The indexes this store keeps.
+    pub fn indexers(&self) -> &Indexers {
+        &self.indexers
     }
 
     /// The object with this key, if cached.
     pub fn get(&self, key: &ObjectKey) -> Option<Arc<CachedObject>> {
-        self.read().get(key).cloned()
+        self.read().objects.get(key).cloned()
     }
 
     /// Every cached object, in no particular order.
     pub fn list(&self) -> Vec<Arc<CachedObject>> {
-        self.read().values().cloned().collect()
+        self.read().objects.values().cloned().collect()
+    }
+
+    /// The objects whose value for the index `index` is `value`; `None` if there is no
+    /// such index.
+    pub fn list_by_index(&self, index: &str, value: &str) -> Option<Vec<Arc<CachedObject>>> {
+        let position = self.indexers.position(index)?;
+        let contents = self.read();
+        let keys = contents.indexes.get(&position).and_then(|v| v.get(value));
+        Some(
+            keys.into_iter()
+                .flatten()
+                .filter_map(|k| contents.objects.get(k).cloned())
+                .collect(),
+        )
     }
 
     /// How many objects are cached.
     pub fn len(&self) -> usize {
-        self.read().len()
+        self.read().objects.len()
     }
 
     /// Whether the cache is empty.
     pub fn is_empty(&self) -> bool {
-        self.read().is_empty()
+        self.read().objects.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::api::ApiResource;
+    use serde_json::json;
+
+    fn pod(name: &str, node: &str, app: &str) -> DynamicObject {
+        let ar = ApiResource::erase::<k8s_openapi::api::core::v1::Pod>(&());
+        let mut o = DynamicObject::new(name, &ar).within("default");
+        o.metadata.labels = Some([("app".to_string(), app.to_string())].into());
+        o.data = json!({"spec": {"nodeName": node}});
+        o
+    }
+
+    fn store_with(objects: &[DynamicObject]) -> Store {
+        let indexers = Indexers::new([
+            ("node".to_string(), IndexFn::Field("spec.nodeName".into())),
+            ("app".to_string(), IndexFn::Label("app".into())),
+        ]);
+        let store = Store::new(indexers.clone());
+        for o in objects {
+            let cached = CachedObject::with_index_values(o.clone(), indexers.values(o));
+            store.write().insert(Arc::new(cached));
+        }
+        store
+    }
+
+    fn names(objects: Option<Vec<Arc<CachedObject>>>) -> Vec<String> {
+        let mut names: Vec<String> = objects
+            .unwrap()
+            .iter()
+            .map(|o| o.key().to_string())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn list_by_index_finds_objects_by_field_label_and_namespace() {
+        let store = store_with(&[
+            pod("a", "n1", "web"),
+            pod("b", "n2", "web"),
+            pod("c", "n1", "db"),
+        ]);
+        assert_eq!(
+            names(store.list_by_index("node", "n1")),
+            ["default/a", "default/c"]
+        );
+        assert_eq!(
+            names(store.list_by_index("app", "web")),
+            ["default/a", "default/b"]
+        );
+        assert_eq!(
+            names(store.list_by_index(NAMESPACE_INDEX, "default")).len(),
+            3
+        );
+        assert!(store.list_by_index("missing", "x").is_none());
+    }
+
+    #[test]
+    fn an_update_moves_the_object_between_index_values_and_a_delete_removes_it() {
+        let store = store_with(&[pod("a", "n1", "web")]);
+        let moved = pod("a", "n2", "web");
+        let values = store.indexers().values(&moved);
+        store
+            .write()
+            .insert(Arc::new(CachedObject::with_index_values(moved, values)));
+        assert!(names(store.list_by_index("node", "n1")).is_empty());
+        assert_eq!(names(store.list_by_index("node", "n2")), ["default/a"]);
+        assert_eq!(
+            names(store.list_by_index("app", "web")),
+            ["default/a"],
+            "unchanged values stay"
+        );
+        store.write().remove(&ObjectKey::from_raw("default/a"));
+        assert!(names(store.list_by_index("node", "n2")).is_empty());
+        assert!(names(store.list_by_index("app", "web")).is_empty());
     }
 }

@@ -22,6 +22,8 @@ pub enum ChangeKind {
     Updated,
     /// The object went away.
     Deleted,
+    /// A periodic resync of an unchanged object.
+    Sync,
 }
 
 /// How a route delivers changes to its handler.
@@ -52,8 +54,8 @@ pub struct PendingEvent {
 }
 
 impl PendingEvent {
-    /// The event for one delta.
-    pub fn from_delta(delta: &Delta) -> Self {
+    /// The event for one delta about an object; `None` for [`Delta::Replaced`].
+    pub fn from_delta(delta: &Delta) -> Option<Self> {
         let (kind, old, final_state_unknown) = match delta {
             Delta::Added(_) => (ChangeKind::Added, None, false),
             Delta::Updated { old, .. } => (ChangeKind::Updated, Some(old.clone()), false),
@@ -61,20 +63,25 @@ impl PendingEvent {
                 final_state_unknown,
                 ..
             } => (ChangeKind::Deleted, None, *final_state_unknown),
+            Delta::Sync(_) => (ChangeKind::Sync, None, false),
+            Delta::Replaced { .. } => return None,
         };
-        Self {
+        Some(Self {
             kind,
-            object: delta.object().clone(),
+            object: delta.object()?.clone(),
             old,
             final_state_unknown,
             first_failure: None,
-        }
+        })
     }
 
     /// Folds a later event for the same key into this one.
     pub fn merge(self, later: PendingEvent) -> PendingEvent {
         use ChangeKind::*;
         let kind = match (self.kind, later.kind) {
+            // A resync says nothing changed: the other event stands.
+            (earlier, Sync) => earlier,
+            (Sync, later_kind) => later_kind,
             // Still new to the handler, whatever happened since.
             (Added, Updated) => Added,
             // Gone and back: the handler sees a new object.
@@ -85,6 +92,11 @@ impl PendingEvent {
             Updated => self.old.or(later.old),
             _ => None,
         };
+        let final_state_unknown = match (kind, later.kind) {
+            (Deleted, Deleted) => later.final_state_unknown,
+            (Deleted, _) => self.final_state_unknown,
+            _ => false,
+        };
         let first_failure = match (self.first_failure, later.first_failure) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -93,7 +105,7 @@ impl PendingEvent {
             kind,
             object: later.object,
             old,
-            final_state_unknown: kind == Deleted && later.final_state_unknown,
+            final_state_unknown,
             first_failure,
         }
     }
@@ -195,7 +207,7 @@ mod tests {
     }
 
     fn ev(delta: Delta) -> PendingEvent {
-        PendingEvent::from_delta(&delta)
+        PendingEvent::from_delta(&delta).unwrap()
     }
 
     fn updated(old: &str, new: &str) -> PendingEvent {
@@ -229,6 +241,20 @@ mod tests {
         }));
         assert_eq!(merged.kind, ChangeKind::Deleted);
         assert!(merged.final_state_unknown);
+    }
+
+    #[test]
+    fn a_resync_does_not_hide_a_real_change() {
+        let merged = updated("1", "2").merge(ev(Delta::Sync(obj("2"))));
+        assert_eq!(merged.kind, ChangeKind::Updated);
+        let merged = ev(Delta::Sync(obj("1"))).merge(updated("1", "2"));
+        assert_eq!(merged.kind, ChangeKind::Updated);
+        assert_eq!(merged.old.unwrap().resource_version(), "1");
+        let deleted = ev(Delta::Deleted {
+            last_known: obj("3"),
+            final_state_unknown: true,
+        });
+        assert!(deleted.merge(ev(Delta::Sync(obj("3")))).final_state_unknown);
     }
 
     #[test]
