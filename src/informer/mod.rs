@@ -131,6 +131,8 @@ pub struct Informer {
     health: Mutex<WatchHealth>,
     synced: watch::Sender<bool>,
     task: Mutex<Option<JoinHandle<()>>>,
+    /// Wakes the reflector when the subscribers' resync periods change.
+    resync_changed: tokio::sync::Notify,
 }
 
 impl Informer {
@@ -144,6 +146,7 @@ impl Informer {
             health: Mutex::new(WatchHealth::default()),
             synced: watch::channel(false).0,
             task: Mutex::new(None),
+            resync_changed: tokio::sync::Notify::new(),
         })
     }
 
@@ -189,6 +192,9 @@ impl Informer {
         let next_resync = sink
             .resync_period()
             .map(|p| tokio::time::Instant::now() + p);
+        if next_resync.is_some() {
+            self.resync_changed.notify_one();
+        }
         sinks.push(Subscription { sink, next_resync });
     }
 

@@ -37,6 +37,14 @@ pub(super) async fn run(informer: Arc<Informer>, api: Api<DynamicObject>, config
                 next_resync = tick.map(|t| tokio::time::Instant::now() + t);
                 continue;
             }
+            _ = informer.resync_changed.notified() => {
+                // A subscriber with a shorter period may have arrived: tick sooner.
+                next_resync = match (next_resync, informer.resync_tick()) {
+                    (Some(at), Some(t)) => Some(at.min(tokio::time::Instant::now() + t)),
+                    (_, t) => t.map(|t| tokio::time::Instant::now() + t),
+                };
+                continue;
+            }
         };
         match event {
             Ok(Event::Init) => {

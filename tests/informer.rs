@@ -1,0 +1,322 @@
+//! Shared informers against the simulator and its faults: after a dropped watch, a 410 on
+//! reconnect, an API server restart, or deletions while disconnected, the cache equals the
+//! simulator's state and subscribers got exactly the difference.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use proptest::prelude::*;
+use serde_json::json;
+use switchyard::config::ResourceName;
+use switchyard::informer::{CacheOptions, Delta, DeltaSink, Informer, InformerFactory, WatchKey};
+use switchyard::sim::{Cluster, ObjectRef, SimOptions, Simulator};
+
+/// What a subscriber saw, one line per delta: `added default/a 5`, `deleted? default/b 7`
+/// (`?` marks final state unknown), `replaced 3`, `sync default/a 5`.
+#[derive(Default)]
+struct Recorder {
+    seen: Mutex<Vec<String>>,
+    resync: Option<Duration>,
+}
+
+impl DeltaSink for Recorder {
+    fn deliver(&self, delta: &Delta) {
+        let line = match delta {
+            Delta::Added(o) => format!("added {} {}", o.key(), o.resource_version()),
+            Delta::Updated { old, new } => {
+                format!("updated {} {}->{}", new.key(), old.resource_version(), new.resource_version())
+            }
+            Delta::Deleted { last_known, final_state_unknown } => format!(
+                "deleted{} {} {}",
+                if *final_state_unknown { "?" } else { "" },
+                last_known.key(),
+                last_known.resource_version()
+            ),
+            Delta::Sync(o) => format!("sync {} {}", o.key(), o.resource_version()),
+            Delta::Replaced { objects } => format!("replaced {objects}"),
+        };
+        self.seen.lock().unwrap().push(line);
+    }
+
+    fn resync_period(&self) -> Option<Duration> {
+        self.resync
+    }
+}
+
+impl Recorder {
+    fn take(&self) -> Vec<String> {
+        std::mem::take(&mut *self.seen.lock().unwrap())
+    }
+
+    /// The state the deltas describe, applied to an empty map: key → resourceVersion.
+    fn replay(lines: &[String]) -> BTreeMap<String, String> {
+        let mut state = BTreeMap::new();
+        for line in lines {
+            let parts: Vec<&str> = line.split(' ').collect();
+            match parts[0] {
+                "added" => {
+                    state.insert(parts[1].to_string(), parts[2].to_string());
+                }
+                "updated" => {
+                    let new = parts[2].split("->").nth(1).unwrap();
+                    state.insert(parts[1].to_string(), new.to_string());
+                }
+                "deleted" | "deleted?" => {
+                    state.remove(parts[1]);
+                }
+                _ => {}
+            }
+        }
+        state
+    }
+}
+
+fn configmaps() -> WatchKey {
+    WatchKey {
+        resource: ResourceName::parse("configmaps").unwrap(),
+        namespace: Some("default".into()),
+        label_selector: None,
+        field_selector: None,
+    }
+}
+
+fn cm_index(cluster: &Cluster) -> usize {
+    cluster.find_resource("", "v1", "configmaps").unwrap()
+}
+
+fn at(cluster: &Cluster, name: &str) -> ObjectRef {
+    ObjectRef { resource: cm_index(cluster), namespace: "default".into(), name: name.into() }
+}
+
+fn create(cluster: &Cluster, name: &str) {
+    cluster
+        .create(cm_index(cluster), "default", json!({"metadata": {"name": name}, "data": {"v": "0"}}))
+        .unwrap();
+}
+
+fn update(cluster: &Cluster, name: &str, value: &str) {
+    let mut object = (*cluster.get(&at(cluster, name)).unwrap()).clone();
+    object["data"]["v"] = value.into();
+    cluster.update(&at(cluster, name), object).unwrap();
+}
+
+/// The simulator's ConfigMaps in `default`: key → resourceVersion.
+fn truth(cluster: &Cluster) -> BTreeMap<String, String> {
+    cluster
+        .list(cm_index(cluster), Some("default"))
+        .items
+        .iter()
+        .map(|o| {
+            let meta = &o["metadata"];
+            (
+                format!("default/{}", meta["name"].as_str().unwrap()),
+                meta["resourceVersion"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+fn cached(informer: &Informer) -> BTreeMap<String, String> {
+    informer
+        .store()
+        .list()
+        .iter()
+        .map(|o| (o.key().to_string(), o.resource_version().to_string()))
+        .collect()
+}
+
+async fn converge(informer: &Informer, cluster: &Cluster) {
+    common::eventually("the cache to equal the simulator", Duration::from_secs(30), async || {
+        (cached(informer) == truth(cluster)).then_some(())
+    })
+    .await;
+}
+
+struct Setup {
+    sim: Simulator,
+    factory: InformerFactory,
+    informer: Arc<Informer>,
+    recorder: Arc<Recorder>,
+}
+
+/// A simulator with ConfigMaps a, b, c, d and a synced informer with a recorder on it.
+async fn setup(history: usize) -> Setup {
+    let sim = Simulator::start(SimOptions { history, ..SimOptions::default() }).await.unwrap();
+    for name in ["a", "b", "c", "d"] {
+        create(sim.cluster(), name);
+    }
+    let factory = InformerFactory::new(sim.client().unwrap());
+    let informer = factory.informer(configmaps(), CacheOptions::default()).await.unwrap();
+    let recorder = Arc::new(Recorder::default());
+    informer.subscribe(recorder.clone());
+    informer.wait_until_synced().await;
+    converge(&informer, sim.cluster()).await;
+    recorder.take();
+    Setup { sim, factory, informer, recorder }
+}
+
+#[tokio::test]
+async fn a_watch_dropped_mid_stream_resumes_without_losing_changes() {
+    let s = setup(10_000).await;
+    s.sim.close_watches();
+    update(s.sim.cluster(), "a", "1");
+    s.sim.cluster().delete(&at(s.sim.cluster(), "b")).unwrap();
+    create(s.sim.cluster(), "e");
+    converge(&s.informer, s.sim.cluster()).await;
+    let seen = s.recorder.take();
+    let kinds: Vec<&str> = seen.iter().map(|l| l.split(' ').next().unwrap()).collect();
+    assert_eq!(kinds, ["updated", "deleted", "added"], "{seen:?}");
+    s.factory.shutdown();
+}
+
+#[tokio::test]
+async fn a_410_on_reconnect_relists_and_delivers_nothing_for_unchanged_objects() {
+    let s = setup(10_000).await;
+    s.sim.faults().expire_next_watches(1);
+    s.sim.close_watches();
+    common::eventually("a relist", Duration::from_secs(30), async || {
+        let seen = s.recorder.seen.lock().unwrap().clone();
+        (!seen.is_empty()).then_some(())
+    })
+    .await;
+    assert_eq!(s.recorder.take(), ["replaced 4"]);
+    assert!(s.informer.health().restarts >= 1);
+    let error = s.informer.health().last_error.unwrap();
+    assert!(error.contains("410") || error.contains("too old"), "the 410 is reported: {error}");
+    update(s.sim.cluster(), "c", "1");
+    converge(&s.informer, s.sim.cluster()).await;
+    s.factory.shutdown();
+}
+
+#[tokio::test]
+async fn deletions_while_the_api_server_was_down_arrive_as_deleted_after_a_relist() {
+    let Setup { sim, factory, informer, recorder } = setup(10_000).await;
+    let cluster = sim.cluster().clone();
+    let addr = sim.addr();
+    sim.stop().await;
+    cluster.delete(&at(&cluster, "a")).unwrap();
+    update(&cluster, "b", "1");
+    create(&cluster, "e");
+    // The history no longer reaches back to what the informer saw: it must relist.
+    cluster.compact();
+    let sim = Simulator::serve(cluster.clone(), SimOptions { listen: addr, ..SimOptions::default() })
+        .await
+        .unwrap();
+    converge(&informer, &cluster).await;
+    common::eventually("the relist to finish", Duration::from_secs(30), async || {
+        recorder.seen.lock().unwrap().iter().any(|l| l.starts_with("replaced")).then_some(())
+    })
+    .await;
+    let mut seen = recorder.take();
+    let last = seen.pop().unwrap();
+    assert_eq!(last, "replaced 4");
+    seen.sort();
+    let b_rv = truth(&cluster)["default/b"].clone();
+    let e_rv = truth(&cluster)["default/e"].clone();
+    assert_eq!(seen.len(), 3, "{seen:?}");
+    assert!(seen[0].starts_with("added default/e ") && seen[0].ends_with(&e_rv), "{seen:?}");
+    assert!(seen[1].starts_with("deleted? default/a "), "{seen:?}");
+    assert!(seen[2].starts_with("updated default/b ") && seen[2].ends_with(&b_rv), "{seen:?}");
+    factory.shutdown();
+    sim.stop().await;
+}
+
+#[tokio::test]
+async fn an_api_server_restart_with_history_kept_resumes_the_watch() {
+    let s = setup(10_000).await;
+    s.sim.restart(Duration::from_millis(300)).await.unwrap();
+    update(s.sim.cluster(), "d", "1");
+    converge(&s.informer, s.sim.cluster()).await;
+    let seen = s.recorder.take();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert!(seen[0].starts_with("updated default/d "), "{seen:?}");
+    s.factory.shutdown();
+}
+
+#[tokio::test(start_paused = false)]
+async fn a_subscriber_with_a_resync_period_gets_sync_for_every_object() {
+    let s = setup(10_000).await;
+    let resyncing = Arc::new(Recorder { seen: Mutex::default(), resync: Some(Duration::from_millis(300)) });
+    s.informer.subscribe(resyncing.clone());
+    assert_eq!(s.informer.resync_tick(), Some(Duration::from_millis(300)));
+    let first = resyncing.take();
+    assert_eq!(first.len(), 4, "a late subscriber first gets every cached object as added");
+    common::eventually("two resyncs", Duration::from_secs(20), async || {
+        let seen = resyncing.seen.lock().unwrap().clone();
+        (seen.iter().filter(|l| l.starts_with("sync ")).count() >= 8).then_some(())
+    })
+    .await;
+    assert!(s.recorder.take().is_empty(), "a subscriber without a resync period gets none");
+    s.factory.shutdown();
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Create(u8),
+    Update(u8),
+    Delete(u8),
+    CloseWatches,
+    ExpireAndClose,
+    CompactAndClose,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (0u8..8).prop_map(Op::Create),
+        4 => (0u8..8).prop_map(Op::Update),
+        3 => (0u8..8).prop_map(Op::Delete),
+        1 => Just(Op::CloseWatches),
+        1 => Just(Op::ExpireAndClose),
+        1 => Just(Op::CompactAndClose),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 8, ..ProptestConfig::default() })]
+
+    /// Whatever the operations and faults, every subscriber's deltas, applied to an empty
+    /// map, reproduce the simulator's state.
+    #[test]
+    fn deltas_replayed_reproduce_the_simulators_state(ops in prop::collection::vec(op(), 1..30)) {
+        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        runtime.block_on(async {
+            let sim = Simulator::start(SimOptions { history: 50, ..SimOptions::default() }).await.unwrap();
+            let cluster = sim.cluster().clone();
+            let factory = InformerFactory::new(sim.client().unwrap());
+            let informer = factory.informer(configmaps(), CacheOptions::default()).await.unwrap();
+            let recorder = Arc::new(Recorder::default());
+            informer.subscribe(recorder.clone());
+            informer.wait_until_synced().await;
+            for op in ops {
+                let name = |i: u8| format!("cm-{i}");
+                let exists = |i: u8| cluster.get(&at(&cluster, &name(i))).is_ok();
+                match op {
+                    Op::Create(i) if !exists(i) => create(&cluster, &name(i)),
+                    Op::Update(i) if exists(i) => update(&cluster, &name(i), "x"),
+                    Op::Delete(i) if exists(i) => {
+                        cluster.delete(&at(&cluster, &name(i))).unwrap();
+                    }
+                    Op::CloseWatches => sim.close_watches(),
+                    Op::ExpireAndClose => {
+                        sim.faults().expire_next_watches(1);
+                        sim.close_watches();
+                    }
+                    Op::CompactAndClose => {
+                        cluster.compact();
+                        sim.close_watches();
+                    }
+                    _ => {}
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            converge(&informer, &cluster).await;
+            let replayed = Recorder::replay(&recorder.seen.lock().unwrap());
+            factory.shutdown();
+            prop_assert_eq!(replayed, truth(&cluster));
+            Ok(())
+        })?;
+    }
+}
