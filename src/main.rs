@@ -68,6 +68,10 @@ enum Command {
         /// Churn: the kinds to change, comma-separated: configmaps, pods.
         #[arg(long, value_delimiter = ',', default_value = "configmaps")]
         churn_kinds: Vec<ChurnKind>,
+        /// Create this many ConfigMaps (`prefill-N` in `default`, `--churn-size` bytes of
+        /// data each) before serving, for load and memory tests.
+        #[arg(long, default_value_t = 0)]
+        prefill: usize,
         /// Simulator config (YAML): custom resources (CRDs) and objects to start with.
         #[arg(long)]
         config: Option<PathBuf>,
@@ -100,6 +104,7 @@ fn main() -> ExitCode {
                 churn_size,
                 churn_kinds,
                 config,
+                prefill,
             } => {
                 let churn = ChurnConfig {
                     rate: churn_rate,
@@ -108,7 +113,7 @@ fn main() -> ExitCode {
                     kinds: churn_kinds,
                     ..ChurnConfig::default()
                 };
-                sim(listen, kubeconfig_out, churn, config).await
+                sim(listen, kubeconfig_out, churn, config, prefill).await
             }
         }
     });
@@ -300,6 +305,7 @@ async fn sim(
     kubeconfig: Option<PathBuf>,
     churn: ChurnConfig,
     config: Option<PathBuf>,
+    prefill: usize,
 ) -> Result<ExitCode> {
     init_logging(&format!("info,{QUIET_DEPENDENCIES}"));
     let config = match &config {
@@ -314,6 +320,7 @@ async fn sim(
     let sim = Simulator::start(options)
         .await
         .with_context(|| format!("cannot start the simulator on {listen}"))?;
+    prefill_configmaps(&sim, prefill, churn.object_size)?;
     println!("simulator: {}", sim.url());
     println!("faults:    {}/_switchyard/faults", sim.url());
     if let Some(path) = &kubeconfig {
@@ -328,6 +335,23 @@ async fn sim(
     }
     sim.stop().await;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Creates `count` ConfigMaps `prefill-N` in `default` with `size` bytes of data each.
+fn prefill_configmaps(sim: &Simulator, count: usize, size: usize) -> Result<()> {
+    let cluster = sim.cluster();
+    let configmaps = cluster
+        .find_resource("", "v1", "configmaps")
+        .context("configmaps are served")?;
+    let payload = "x".repeat(size);
+    for i in 0..count {
+        cluster.create(
+            configmaps,
+            "default",
+            json!({"metadata": {"name": format!("prefill-{i}"), "labels": {"app": "prefill"}}, "data": {"payload": payload}}),
+        )?;
+    }
+    Ok(())
 }
 
 /// Resolves on Ctrl-C or SIGTERM.

@@ -27,9 +27,17 @@ impl DeltaSink for Recorder {
         let line = match delta {
             Delta::Added(o) => format!("added {} {}", o.key(), o.resource_version()),
             Delta::Updated { old, new } => {
-                format!("updated {} {}->{}", new.key(), old.resource_version(), new.resource_version())
+                format!(
+                    "updated {} {}->{}",
+                    new.key(),
+                    old.resource_version(),
+                    new.resource_version()
+                )
             }
-            Delta::Deleted { last_known, final_state_unknown } => format!(
+            Delta::Deleted {
+                last_known,
+                final_state_unknown,
+            } => format!(
                 "deleted{} {} {}",
                 if *final_state_unknown { "?" } else { "" },
                 last_known.key(),
@@ -88,12 +96,20 @@ fn cm_index(cluster: &Cluster) -> usize {
 }
 
 fn at(cluster: &Cluster, name: &str) -> ObjectRef {
-    ObjectRef { resource: cm_index(cluster), namespace: "default".into(), name: name.into() }
+    ObjectRef {
+        resource: cm_index(cluster),
+        namespace: "default".into(),
+        name: name.into(),
+    }
 }
 
 fn create(cluster: &Cluster, name: &str) {
     cluster
-        .create(cm_index(cluster), "default", json!({"metadata": {"name": name}, "data": {"v": "0"}}))
+        .create(
+            cm_index(cluster),
+            "default",
+            json!({"metadata": {"name": name}, "data": {"v": "0"}}),
+        )
         .unwrap();
 }
 
@@ -129,9 +145,11 @@ fn cached(informer: &Informer) -> BTreeMap<String, String> {
 }
 
 async fn converge(informer: &Informer, cluster: &Cluster) {
-    common::eventually("the cache to equal the simulator", Duration::from_secs(30), async || {
-        (cached(informer) == truth(cluster)).then_some(())
-    })
+    common::eventually(
+        "the cache to equal the simulator",
+        Duration::from_secs(30),
+        async || (cached(informer) == truth(cluster)).then_some(()),
+    )
     .await;
 }
 
@@ -144,18 +162,31 @@ struct Setup {
 
 /// A simulator with ConfigMaps a, b, c, d and a synced informer with a recorder on it.
 async fn setup(history: usize) -> Setup {
-    let sim = Simulator::start(SimOptions { history, ..SimOptions::default() }).await.unwrap();
+    let sim = Simulator::start(SimOptions {
+        history,
+        ..SimOptions::default()
+    })
+    .await
+    .unwrap();
     for name in ["a", "b", "c", "d"] {
         create(sim.cluster(), name);
     }
     let factory = InformerFactory::new(sim.client().unwrap());
-    let informer = factory.informer(configmaps(), CacheOptions::default()).await.unwrap();
+    let informer = factory
+        .informer(configmaps(), CacheOptions::default())
+        .await
+        .unwrap();
     let recorder = Arc::new(Recorder::default());
     informer.subscribe(recorder.clone());
     informer.wait_until_synced().await;
     converge(&informer, sim.cluster()).await;
     recorder.take();
-    Setup { sim, factory, informer, recorder }
+    Setup {
+        sim,
+        factory,
+        informer,
+        recorder,
+    }
 }
 
 #[tokio::test]
@@ -185,7 +216,10 @@ async fn a_410_on_reconnect_relists_and_delivers_nothing_for_unchanged_objects()
     assert_eq!(s.recorder.take(), ["replaced 4"]);
     assert!(s.informer.health().restarts >= 1);
     let error = s.informer.health().last_error.unwrap();
-    assert!(error.contains("410") || error.contains("too old"), "the 410 is reported: {error}");
+    assert!(
+        error.contains("410") || error.contains("too old"),
+        "the 410 is reported: {error}"
+    );
     update(s.sim.cluster(), "c", "1");
     converge(&s.informer, s.sim.cluster()).await;
     s.factory.shutdown();
@@ -193,7 +227,12 @@ async fn a_410_on_reconnect_relists_and_delivers_nothing_for_unchanged_objects()
 
 #[tokio::test]
 async fn deletions_while_the_api_server_was_down_arrive_as_deleted_after_a_relist() {
-    let Setup { sim, factory, informer, recorder } = setup(10_000).await;
+    let Setup {
+        sim,
+        factory,
+        informer,
+        recorder,
+    } = setup(10_000).await;
     let cluster = sim.cluster().clone();
     let addr = sim.addr();
     sim.stop().await;
@@ -202,13 +241,29 @@ async fn deletions_while_the_api_server_was_down_arrive_as_deleted_after_a_relis
     create(&cluster, "e");
     // The history no longer reaches back to what the informer saw: it must relist.
     cluster.compact();
-    let sim = Simulator::serve(cluster.clone(), SimOptions { listen: addr, ..SimOptions::default() })
-        .await
-        .unwrap();
+    let sim = Simulator::serve(
+        cluster.clone(),
+        SimOptions {
+            listen: addr,
+            ..SimOptions::default()
+        },
+    )
+    .await
+    .unwrap();
     converge(&informer, &cluster).await;
-    common::eventually("the relist to finish", Duration::from_secs(30), async || {
-        recorder.seen.lock().unwrap().iter().any(|l| l.starts_with("replaced")).then_some(())
-    })
+    common::eventually(
+        "the relist to finish",
+        Duration::from_secs(30),
+        async || {
+            recorder
+                .seen
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|l| l.starts_with("replaced"))
+                .then_some(())
+        },
+    )
     .await;
     let mut seen = recorder.take();
     let last = seen.pop().unwrap();
@@ -217,9 +272,15 @@ async fn deletions_while_the_api_server_was_down_arrive_as_deleted_after_a_relis
     let b_rv = truth(&cluster)["default/b"].clone();
     let e_rv = truth(&cluster)["default/e"].clone();
     assert_eq!(seen.len(), 3, "{seen:?}");
-    assert!(seen[0].starts_with("added default/e ") && seen[0].ends_with(&e_rv), "{seen:?}");
+    assert!(
+        seen[0].starts_with("added default/e ") && seen[0].ends_with(&e_rv),
+        "{seen:?}"
+    );
     assert!(seen[1].starts_with("deleted? default/a "), "{seen:?}");
-    assert!(seen[2].starts_with("updated default/b ") && seen[2].ends_with(&b_rv), "{seen:?}");
+    assert!(
+        seen[2].starts_with("updated default/b ") && seen[2].ends_with(&b_rv),
+        "{seen:?}"
+    );
     factory.shutdown();
     sim.stop().await;
 }
@@ -239,17 +300,27 @@ async fn an_api_server_restart_with_history_kept_resumes_the_watch() {
 #[tokio::test(start_paused = false)]
 async fn a_subscriber_with_a_resync_period_gets_sync_for_every_object() {
     let s = setup(10_000).await;
-    let resyncing = Arc::new(Recorder { seen: Mutex::default(), resync: Some(Duration::from_millis(300)) });
+    let resyncing = Arc::new(Recorder {
+        seen: Mutex::default(),
+        resync: Some(Duration::from_millis(300)),
+    });
     s.informer.subscribe(resyncing.clone());
     assert_eq!(s.informer.resync_tick(), Some(Duration::from_millis(300)));
     let first = resyncing.take();
-    assert_eq!(first.len(), 4, "a late subscriber first gets every cached object as added");
+    assert_eq!(
+        first.len(),
+        4,
+        "a late subscriber first gets every cached object as added"
+    );
     common::eventually("two resyncs", Duration::from_secs(20), async || {
         let seen = resyncing.seen.lock().unwrap().clone();
         (seen.iter().filter(|l| l.starts_with("sync ")).count() >= 8).then_some(())
     })
     .await;
-    assert!(s.recorder.take().is_empty(), "a subscriber without a resync period gets none");
+    assert!(
+        s.recorder.take().is_empty(),
+        "a subscriber without a resync period gets none"
+    );
     s.factory.shutdown();
 }
 
