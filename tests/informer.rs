@@ -391,3 +391,59 @@ proptest! {
         })?;
     }
 }
+
+#[tokio::test]
+async fn the_cache_drops_managed_fields_and_configured_pointers_and_keeps_indexes() {
+    use switchyard::informer::{IndexFn, Indexers, Transform};
+    let sim = common::start_sim().await;
+    let cluster = sim.cluster().clone();
+    cluster
+        .create(
+            cm_index(&cluster),
+            "default",
+            json!({
+                "metadata": {
+                    "name": "big",
+                    "labels": {"app": "web"},
+                    "managedFields": [{"manager": "kubectl", "operation": "Apply"}],
+                    "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{\"huge\":1}", "keep": "me"},
+                },
+                "data": {"v": "1"},
+            }),
+        )
+        .unwrap();
+    let factory = InformerFactory::new(sim.client().unwrap());
+    let options = CacheOptions {
+        indexers: Indexers::new([("by-app".to_string(), IndexFn::Label("app".into()))]),
+        transform: Transform {
+            strip_managed_fields: true,
+            drop: vec![
+                "/metadata/annotations/kubectl.kubernetes.io~1last-applied-configuration".into(),
+            ],
+        },
+    };
+    let informer = factory.informer(configmaps(), options).await.unwrap();
+    informer.wait_until_synced().await;
+    let cached: serde_json::Value =
+        serde_json::from_str(&informer.store().list()[0].json()).unwrap();
+    assert!(
+        cached["metadata"].get("managedFields").is_none(),
+        "{cached}"
+    );
+    assert_eq!(cached["metadata"]["annotations"], json!({"keep": "me"}));
+    assert_eq!(
+        cached["kind"], "ConfigMap",
+        "list items get their kind back"
+    );
+    let by_app = informer.store().list_by_index("by-app", "web").unwrap();
+    assert_eq!(by_app.len(), 1);
+    assert_eq!(
+        informer
+            .store()
+            .list_by_index("namespace", "default")
+            .unwrap()
+            .len(),
+        1
+    );
+    factory.shutdown();
+}

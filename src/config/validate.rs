@@ -408,6 +408,52 @@ routes:
     }
 
     #[test]
+    fn informer_and_delivery_settings_are_checked() {
+        let text = "\
+handlers:
+  h:
+    resync: 1m
+routes:
+  - name: a
+    resource: configmaps
+    handler: h
+    backlog: 5
+  - name: b
+    resource: configmaps
+    handler: h
+    delivery: every
+    drop_fields: [metadata/annotations/x]
+    indexes:
+      by-node: spec.nodeName
+";
+        let errors = validate(Path::new("c.yaml"), text).unwrap_err().0;
+        let found: Vec<(&str, &str)> = errors
+            .iter()
+            .map(|e| (e.path.as_str(), e.message.as_str()))
+            .collect();
+        assert_eq!(found.len(), 2, "{found:?}");
+        assert_eq!(found[0].0, "routes[0].backlog");
+        assert!(found[0].1.contains("only to `delivery: every`"));
+        assert_eq!(found[1].0, "routes[1].drop_fields[0]");
+        assert!(found[1].1.contains("must start with '/'"));
+        let good = text
+            .replace("    backlog: 5\n", "")
+            .replace("[metadata/", "[/metadata/");
+        let config = validate(Path::new("c.yaml"), &good).unwrap();
+        assert_eq!(config.handlers[0].resync, Some(Duration::from_secs(60)));
+        assert_eq!(
+            config.routes[1].delivery,
+            Delivery::Every {
+                backlog: DEFAULT_BACKLOG
+            }
+        );
+        assert_eq!(
+            config.routes[1].indexes,
+            vec![("by-node".to_string(), "spec.nodeName".to_string())]
+        );
+    }
+
+    #[test]
     fn nearest_suggests_only_close_names() {
         assert_eq!(
             nearest("log-event", &["log-events", "x"]),
