@@ -11,7 +11,9 @@ use std::time::Duration;
 use proptest::prelude::*;
 use serde_json::json;
 use switchyard::config::ResourceName;
-use switchyard::informer::{CacheOptions, Delta, DeltaSink, Informer, InformerFactory, WatchKey};
+use switchyard::informer::{
+    CacheOptions, Delta, DeltaSink, Informer, InformerFactory, SubscriptionId, WatchKey,
+};
 use switchyard::sim::{Cluster, ObjectRef, SimOptions, Simulator};
 
 /// What a subscriber saw, one line per delta: `added default/a 5`, `deleted? default/b 7`
@@ -158,6 +160,7 @@ struct Setup {
     factory: InformerFactory,
     informer: Arc<Informer>,
     recorder: Arc<Recorder>,
+    subscription: SubscriptionId,
 }
 
 /// A simulator with ConfigMaps a, b, c, d and a synced informer with a recorder on it.
@@ -177,7 +180,7 @@ async fn setup(history: usize) -> Setup {
         .await
         .unwrap();
     let recorder = Arc::new(Recorder::default());
-    informer.subscribe(recorder.clone());
+    let subscription = informer.subscribe(recorder.clone());
     informer.wait_until_synced().await;
     converge(&informer, sim.cluster()).await;
     recorder.take();
@@ -186,6 +189,7 @@ async fn setup(history: usize) -> Setup {
         factory,
         informer,
         recorder,
+        subscription,
     }
 }
 
@@ -232,6 +236,7 @@ async fn deletions_while_the_api_server_was_down_arrive_as_deleted_after_a_relis
         factory,
         informer,
         recorder,
+        ..
     } = setup(10_000).await;
     let cluster = sim.cluster().clone();
     let addr = sim.addr();
@@ -446,4 +451,52 @@ async fn the_cache_drops_managed_fields_and_configured_pointers_and_keeps_indexe
         1
     );
     factory.shutdown();
+}
+
+#[tokio::test]
+async fn routes_share_an_informer_and_it_stops_when_the_last_one_goes() {
+    let s = setup(10_000).await;
+    let same = s
+        .factory
+        .informer(configmaps(), CacheOptions::default())
+        .await
+        .unwrap();
+    assert!(
+        Arc::ptr_eq(&same, &s.informer),
+        "an equal watch key shares the informer"
+    );
+    let other = Arc::new(Recorder::default());
+    let second = s.informer.subscribe(other.clone());
+    assert_eq!(
+        other.take().len(),
+        4,
+        "a new subscriber starts from the cache"
+    );
+    assert!(!s.factory.release(&configmaps()), "still in use");
+    assert_eq!(s.informer.unsubscribe(second), 1);
+    create(s.sim.cluster(), "late");
+    converge(&s.informer, s.sim.cluster()).await;
+    assert!(
+        other.take().is_empty(),
+        "an ended subscription gets nothing"
+    );
+    assert_eq!(s.recorder.take().len(), 1);
+    assert_eq!(s.informer.unsubscribe(s.subscription), 0);
+    assert!(
+        s.factory.release(&configmaps()),
+        "the last route went: the informer stops"
+    );
+    assert!(s.factory.informers().is_empty());
+    let fresh = s
+        .factory
+        .informer(configmaps(), CacheOptions::default())
+        .await
+        .unwrap();
+    assert!(
+        !Arc::ptr_eq(&fresh, &s.informer),
+        "asking again starts a new informer"
+    );
+    fresh.wait_until_synced().await;
+    assert_eq!(fresh.store().len(), 5);
+    s.factory.shutdown();
 }

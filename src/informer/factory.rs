@@ -69,6 +69,20 @@ impl InformerFactory {
         all
     }
 
+    /// Stops the informer for `key` if nobody subscribes to it any more; returns whether it
+    /// was stopped. Its watch and cache go away; asking for the key again starts afresh.
+    pub fn release(&self, key: &WatchKey) -> bool {
+        let mut informers = self.lock();
+        match informers.get(key) {
+            Some(informer) if informer.subscribers() == 0 => {
+                informer.stop();
+                informers.remove(key);
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Stops every informer.
     pub fn shutdown(&self) {
         for informer in self.lock().drain().map(|(_, i)| i) {

@@ -113,8 +113,13 @@ pub struct WatchHealth {
     pub listed: Option<usize>,
 }
 
+/// Names one subscription, to end it with [`Informer::unsubscribe`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SubscriptionId(u64);
+
 /// A subscriber and when its next resync is due.
 struct Subscription {
+    id: SubscriptionId,
     sink: Arc<dyn DeltaSink>,
     next_resync: Option<tokio::time::Instant>,
 }
@@ -133,6 +138,7 @@ pub struct Informer {
     task: Mutex<Option<JoinHandle<()>>>,
     /// Wakes the reflector when the subscribers' resync periods change.
     resync_changed: tokio::sync::Notify,
+    next_subscription: std::sync::atomic::AtomicU64,
 }
 
 impl Informer {
@@ -147,6 +153,7 @@ impl Informer {
             synced: watch::channel(false).0,
             task: Mutex::new(None),
             resync_changed: tokio::sync::Notify::new(),
+            next_subscription: std::sync::atomic::AtomicU64::new(1),
         })
     }
 
@@ -184,7 +191,11 @@ impl Informer {
 
     /// Adds a subscriber. It first gets an `Added` delta for every cached object, then
     /// every delta after.
-    pub fn subscribe(&self, sink: Arc<dyn DeltaSink>) {
+    pub fn subscribe(&self, sink: Arc<dyn DeltaSink>) -> SubscriptionId {
+        let id = SubscriptionId(
+            self.next_subscription
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        );
         let mut sinks = lock(&self.sinks);
         for object in self.store.list() {
             sink.deliver(&Delta::Added(object));
@@ -195,7 +206,24 @@ impl Informer {
         if next_resync.is_some() {
             self.resync_changed.notify_one();
         }
-        sinks.push(Subscription { sink, next_resync });
+        sinks.push(Subscription {
+            id,
+            sink,
+            next_resync,
+        });
+        id
+    }
+
+    /// Ends a subscription; returns how many remain.
+    pub fn unsubscribe(&self, id: SubscriptionId) -> usize {
+        let mut sinks = lock(&self.sinks);
+        sinks.retain(|s| s.id != id);
+        sinks.len()
+    }
+
+    /// How many subscribers the informer has.
+    pub fn subscribers(&self) -> usize {
+        lock(&self.sinks).len()
     }
 
     /// The smallest resync period any subscriber wants: how often the reflector ticks.
