@@ -18,7 +18,7 @@ use crate::informer::{
 };
 use crate::metrics::Metrics;
 use crate::plugin::{PluginHost, PluginLogs, loader};
-use crate::router::Route;
+use crate::router::{Route, RouteStatus};
 
 /// Errors starting the daemon.
 #[derive(Debug, thiserror::Error)]
@@ -67,6 +67,8 @@ pub struct Shared {
     pub informers: InformerFactory,
     /// Handlers by config order.
     pub handlers: Vec<Arc<Handler>>,
+    /// Routes by config order.
+    pub routes: Vec<Arc<Route>>,
     /// Where plugins are loaded from.
     pub plugins_dir: PathBuf,
     /// The metrics registry.
@@ -81,6 +83,8 @@ pub struct Status {
     pub uptime_seconds: u64,
     /// Every informer.
     pub informers: Vec<InformerStatus>,
+    /// Every route.
+    pub routes: Vec<RouteStatus>,
     /// Every handler.
     pub handlers: Vec<HandlerStatus>,
 }
@@ -148,6 +152,7 @@ impl Shared {
         Status {
             uptime_seconds: self.started.elapsed().as_secs(),
             informers,
+            routes: self.routes.iter().map(|r| r.status()).collect(),
             handlers: self.handlers.iter().map(|h| h.status()).collect(),
         }
     }
@@ -181,6 +186,7 @@ impl Daemon {
             handlers.push(handler);
         }
         let informers = InformerFactory::new(client);
+        let mut routes = Vec::new();
         for route in &config.routes {
             let key = watch_key(route);
             let options = cache_options(&config, &key);
@@ -197,16 +203,19 @@ impl Daemon {
                         route: route.name.clone(),
                         source,
                     })?;
-            informer.subscribe(Arc::new(Route::new(
+            let route = Arc::new(Route::new(
                 &route.name,
                 route.events,
                 route.delivery,
                 handler,
-            )));
+            ));
+            informer.subscribe(route.clone());
+            routes.push(route);
         }
         let shared = Arc::new(Shared {
             informers,
             handlers,
+            routes,
             plugins_dir: config.plugins_dir.clone(),
             metrics,
             started: Instant::now(),

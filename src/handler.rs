@@ -205,6 +205,15 @@ impl Handler {
         }
     }
 
+    /// Events owed to keys delivered by `route`.
+    pub fn pending_for_route(&self, route: &str) -> usize {
+        lock(&self.pending)
+            .iter()
+            .filter(|(k, _)| &*k.route == route)
+            .map(|(_, (_, owed))| owed.len())
+            .sum()
+    }
+
     /// The dead letters waiting now.
     pub fn dead_letters(&self) -> Vec<DeadLetterView> {
         lock(&self.dead_letters).views()

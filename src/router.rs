@@ -2,6 +2,9 @@
 //! handler's queue.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde::Serialize;
 
 use crate::config::EventFilter;
 use crate::handler::Handler;
@@ -14,6 +17,25 @@ pub struct Route {
     events: EventFilter,
     delivery: Delivery,
     handler: Arc<Handler>,
+    delivered: AtomicU64,
+    skipped: AtomicU64,
+}
+
+/// A route's state as /status shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct RouteStatus {
+    /// Route name.
+    pub name: String,
+    /// The handler it feeds.
+    pub handler: String,
+    /// `latest` or `every`.
+    pub delivery: &'static str,
+    /// Deltas handed to the handler's queue.
+    pub delivered: u64,
+    /// Deltas the route's event filter left out.
+    pub skipped: u64,
+    /// Events from this route waiting in the handler's queue: the route's buffer.
+    pub pending: usize,
 }
 
 impl Route {
@@ -24,6 +46,23 @@ impl Route {
             events,
             delivery,
             handler,
+            delivered: AtomicU64::new(0),
+            skipped: AtomicU64::new(0),
+        }
+    }
+
+    /// The route's counters and buffer.
+    pub fn status(&self) -> RouteStatus {
+        RouteStatus {
+            name: self.name.to_string(),
+            handler: self.handler.name().to_string(),
+            delivery: match self.delivery {
+                Delivery::Latest => "latest",
+                Delivery::Every { .. } => "every",
+            },
+            delivered: self.delivered.load(Ordering::Relaxed),
+            skipped: self.skipped.load(Ordering::Relaxed),
+            pending: self.handler.pending_for_route(&self.name),
         }
     }
 
@@ -48,7 +87,10 @@ impl Route {
 impl DeltaSink for Route {
     fn deliver(&self, delta: &Delta) {
         if self.selects(delta) {
+            self.delivered.fetch_add(1, Ordering::Relaxed);
             self.handler.enqueue(&self.name, self.delivery, delta);
+        } else if !matches!(delta, Delta::Replaced { .. }) {
+            self.skipped.fetch_add(1, Ordering::Relaxed);
         }
     }
 

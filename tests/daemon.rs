@@ -53,6 +53,10 @@ async fn a_configmap_created_in_the_simulator_reaches_the_wasm_plugin() {
     assert_eq!(handler["name"], "log-events");
     assert!(handler["processed"].as_u64().unwrap() >= 1, "{status:#}");
     assert_eq!(handler["failed"], 0);
+    let route = &status["routes"][0];
+    assert_eq!(route["name"], "configmaps");
+    assert_eq!(route["delivered"], 1);
+    assert_eq!(route["pending"], 0);
     let informer = &status["informers"][0];
     assert_eq!(informer["resource"], "v1/configmaps");
     assert_eq!(informer["synced"], true);
