@@ -117,10 +117,51 @@ impl Shared {
         self.handlers.iter().find(|h| h.name() == name)
     }
 
-    /// Every metric in the Prometheus text format.
+    /// Every metric in the Prometheus text format, stage gauges read now.
     pub fn metrics_text(&self) -> String {
+        use crate::metrics::{InformerLabel, NameLabel, RouteLabel};
+        let to_i64 = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
         for handler in &self.handlers {
             handler.update_time_metrics();
+        }
+        let status = self.status();
+        let st = &self.metrics.stages;
+        for (informer, s) in self.informers.informers().iter().zip(&status.informers) {
+            let label = InformerLabel {
+                informer: informer.key().to_string(),
+            };
+            st.informer_objects
+                .get_or_create(&label)
+                .set(s.objects as i64);
+            st.informer_synced
+                .get_or_create(&label)
+                .set(i64::from(s.synced));
+            st.informer_restarts
+                .get_or_create(&label)
+                .set(to_i64(s.health.restarts));
+        }
+        for r in &status.routes {
+            let label = RouteLabel {
+                route: r.name.clone(),
+            };
+            st.route_delivered
+                .get_or_create(&label)
+                .set(to_i64(r.delivered));
+            st.route_pending.get_or_create(&label).set(r.pending as i64);
+        }
+        for h in &status.handlers {
+            let label = NameLabel {
+                name: h.name.clone(),
+            };
+            st.handler_processed
+                .get_or_create(&label)
+                .set(to_i64(h.processed));
+            st.handler_failed
+                .get_or_create(&label)
+                .set(to_i64(h.failed));
+            st.handler_dead_letters
+                .get_or_create(&label)
+                .set(h.dead_letters as i64);
         }
         self.metrics.encode()
     }

@@ -56,10 +56,47 @@ pub struct QueueMetrics {
     pub longest_running: Gauge<f64, std::sync::atomic::AtomicU64>,
 }
 
+/// The label of per-route metrics.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RouteLabel {
+    /// The route's name.
+    pub route: String,
+}
+
+/// The label of per-informer metrics.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct InformerLabel {
+    /// The watch: resource, and namespace and selectors when set.
+    pub informer: String,
+}
+
+/// Gauges and counters read from the stages' own state when metrics are scraped.
+#[derive(Clone, Default)]
+pub struct StageFamilies {
+    /// Objects in an informer's cache.
+    pub informer_objects: Family<InformerLabel, Gauge>,
+    /// 1 once an informer has listed its resource.
+    pub informer_synced: Family<InformerLabel, Gauge>,
+    /// Watch restarts after failures.
+    pub informer_restarts: Family<InformerLabel, Gauge>,
+    /// Deltas a route handed to its handler.
+    pub route_delivered: Family<RouteLabel, Gauge>,
+    /// Events from a route waiting in its handler's queue.
+    pub route_pending: Family<RouteLabel, Gauge>,
+    /// Handler calls that succeeded.
+    pub handler_processed: Family<NameLabel, Gauge>,
+    /// Handler calls that failed.
+    pub handler_failed: Family<NameLabel, Gauge>,
+    /// Dead letters waiting.
+    pub handler_dead_letters: Family<NameLabel, Gauge>,
+}
+
 /// The daemon's metrics registry.
 pub struct Metrics {
     registry: Mutex<Registry>,
     workqueue: WorkqueueFamilies,
+    /// Stage state, set at scrape time.
+    pub stages: StageFamilies,
 }
 
 impl Default for Metrics {
@@ -117,9 +154,52 @@ impl Metrics {
             "How many seconds has the longest running processor for the work queue been running",
             w.longest_running.clone(),
         );
+        let stages = StageFamilies::default();
+        let st = &stages;
+        registry.register(
+            "switchyard_informer_objects",
+            "Objects in the informer's cache",
+            st.informer_objects.clone(),
+        );
+        registry.register(
+            "switchyard_informer_synced",
+            "1 once the informer has listed its resource",
+            st.informer_synced.clone(),
+        );
+        registry.register(
+            "switchyard_informer_watch_restarts",
+            "Times the informer's watch failed and was restarted",
+            st.informer_restarts.clone(),
+        );
+        registry.register(
+            "switchyard_route_delivered",
+            "Deltas the route handed to its handler",
+            st.route_delivered.clone(),
+        );
+        registry.register(
+            "switchyard_route_pending",
+            "Events from the route waiting in its handler's queue",
+            st.route_pending.clone(),
+        );
+        registry.register(
+            "switchyard_handler_processed",
+            "Handler calls that succeeded",
+            st.handler_processed.clone(),
+        );
+        registry.register(
+            "switchyard_handler_failed",
+            "Handler calls that failed",
+            st.handler_failed.clone(),
+        );
+        registry.register(
+            "switchyard_handler_dead_letters",
+            "Events given up on, waiting for a retry or purge",
+            st.handler_dead_letters.clone(),
+        );
         Self {
             registry: Mutex::new(registry),
             workqueue,
+            stages,
         }
     }
 

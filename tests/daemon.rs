@@ -370,6 +370,12 @@ async fn metrics_use_client_go_workqueue_names_per_handler() {
         "workqueue_work_duration_seconds_count{name=\"log-events\"} 1",
         "workqueue_unfinished_work_seconds{name=\"log-events\"} 0",
         "workqueue_longest_running_processor_seconds{name=\"log-events\"} 0",
+        "switchyard_informer_objects{informer=\"v1/configmaps\"} 1",
+        "switchyard_informer_synced{informer=\"v1/configmaps\"} 1",
+        "switchyard_route_delivered{route=\"configmaps\"} 1",
+        "switchyard_route_pending{route=\"configmaps\"} 0",
+        "switchyard_handler_processed{name=\"log-events\"} 1",
+        "switchyard_handler_failed{name=\"log-events\"} 0",
     ] {
         assert!(
             text.lines().any(|l| l.starts_with(line)),
