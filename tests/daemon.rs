@@ -384,3 +384,33 @@ async fn metrics_use_client_go_workqueue_names_per_handler() {
     }
     daemon.shut_down(Duration::from_secs(5)).await;
 }
+
+#[tokio::test]
+async fn a_requeue_after_outcome_hands_the_object_to_the_plugin_again_later() {
+    let sim = common::start_sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = common::start_daemon(&sim, dir.path(), FAULTY).await;
+    let mut logs = daemon.plugin_logs().subscribe();
+    daemon.wait_until_synced().await;
+    let api: Api<ConfigMap> = Api::namespaced(sim.client().unwrap(), "default");
+    let created = api
+        .create(
+            &PostParams::default(),
+            &configmap("later", json!({"faulty/requeue-ms": "100"})),
+        )
+        .await
+        .unwrap();
+    let rv = created.metadata.resource_version.unwrap();
+    let wanted = format!("handled added default/later rv={rv} attempt=1");
+    common::wait_for_log(&mut logs, Duration::from_secs(30), |l| l.message == wanted).await;
+    // Asked to come back: the same event again, not counted as a failure.
+    let again = common::wait_for_log(&mut logs, Duration::from_secs(30), |l| {
+        l.message.contains("default/later")
+    })
+    .await;
+    assert_eq!(again.message, wanted);
+    let status = daemon.status();
+    assert_eq!(status.handlers[0].failed, 0);
+    assert!(status.handlers[0].processed >= 2);
+    daemon.shut_down(Duration::from_secs(5)).await;
+}

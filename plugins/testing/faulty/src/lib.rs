@@ -5,7 +5,8 @@
 //! - `faulty/trap: "true"` panics (a trap);
 //! - `faulty/loop: "true"` loops forever;
 //! - `faulty/allocate-mib: N` allocates and touches N MiB;
-//! - `faulty/requeue-ms: N` asks to be called again after N ms on its first attempt.
+//! - `faulty/requeue-ms: N` asks to be called again after N ms whenever the attempt number
+//!   is 1 (a requeue is not a retry, so that is every call).
 //!
 //! Every call that gets past those logs `handled KIND NAMESPACE/NAME rv=RV attempt=N`.
 
