@@ -44,14 +44,37 @@ pub fn validate(file: &Path, text: &str) -> Result<Config, ConfigErrors> {
     }
 }
 
-/// The first line of a parser message (the rest repeats the location as a drawing).
+/// The parser's message, without what the error line already says (the word "error" and
+/// the location) and with the nearest valid name for an unknown field.
 fn first_line(message: &str) -> String {
-    message
-        .lines()
-        .next()
-        .unwrap_or_default()
-        .trim()
-        .to_string()
+    let mut text = message.lines().next().unwrap_or_default().trim();
+    text = text.strip_prefix("error:").unwrap_or(text).trim();
+    if let Some(rest) = text.strip_prefix("line ")
+        && let Some((_, after)) = rest.split_once(": ")
+    {
+        text = after;
+    }
+    let mut text = text.to_string();
+    if let Some(hint) = unknown_field_hint(&text) {
+        text.push_str(&hint);
+    }
+    text
+}
+
+/// For serde's "unknown field `x`, expected one of a, b, c": "; did you mean `b`?".
+fn unknown_field_hint(message: &str) -> Option<String> {
+    let rest = message.strip_prefix("unknown field `")?;
+    let (field, rest) = rest.split_once('`')?;
+    let expected = rest
+        .split_once("expected one of ")
+        .map(|(_, list)| list)
+        .or_else(|| rest.split_once("expected ").map(|(_, one)| one))?;
+    let candidates: Vec<&str> = expected
+        .split(',')
+        .map(|c| c.trim().trim_matches('`'))
+        .filter(|c| !c.is_empty())
+        .collect();
+    nearest(field, &candidates).map(|near| format!("; did you mean `{near}`?"))
 }
 
 struct Errors {
@@ -450,6 +473,20 @@ routes:
         assert_eq!(
             config.routes[1].indexes,
             vec![("by-node".to_string(), "spec.nodeName".to_string())]
+        );
+    }
+
+    #[test]
+    fn an_unknown_field_gets_the_nearest_valid_name() {
+        let text =
+            "handlers:\n  a: {}\nroutes:\n  - name: x\n    resource: configmaps\n    handlr: a\n";
+        let errors = validate(Path::new("c.yaml"), text).unwrap_err().0;
+        assert_eq!((errors[0].line, errors[0].column), (6, 5));
+        assert!(
+            errors[0].message.starts_with("unknown field `handlr`")
+                && errors[0].message.ends_with("did you mean `handler`?"),
+            "{}",
+            errors[0].message
         );
     }
 
