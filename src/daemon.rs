@@ -38,6 +38,10 @@ pub enum Error {
         #[source]
         source: crate::informer::Error,
     },
+    /// The admin API's access rule cannot be set up (no token beyond loopback, or an
+    /// unreadable token).
+    #[error("admin API: {0}")]
+    AdminAccess(String),
     /// The admin API could not bind its address.
     #[error("cannot listen on {addr} for the admin API: {source}")]
     AdminBind {
@@ -213,6 +217,16 @@ impl Daemon {
     /// Builds and starts every stage. Plugins that fail to load are reported in /status and
     /// their events wait in the queue; a route whose resource cannot be watched is an error.
     pub async fn start(config: Config, options: Options) -> Result<Self> {
+        // Refuse an unprotected admin API before starting anything.
+        let addr = options.admin_listen.unwrap_or(config.admin_listen);
+        let token = config
+            .admin_token
+            .as_ref()
+            .map(|source| source.read())
+            .transpose()
+            .map_err(Error::AdminAccess)?;
+        let policy =
+            crate::admin::auth::AccessPolicy::new(addr, token).map_err(Error::AdminAccess)?;
         let client = match options.client {
             Some(client) => client,
             None => client_for(&config).await?,
@@ -261,7 +275,6 @@ impl Daemon {
             metrics,
             started: Instant::now(),
         });
-        let addr = options.admin_listen.unwrap_or(config.admin_listen);
         let listener = TcpListener::bind(addr)
             .await
             .map_err(|source| Error::AdminBind { addr, source })?;
@@ -269,7 +282,7 @@ impl Daemon {
             .local_addr()
             .map_err(|source| Error::AdminBind { addr, source })?;
         let (admin_stop, stopped) = oneshot::channel::<()>();
-        let app = crate::admin::router(shared.clone());
+        let app = crate::admin::router(shared.clone(), policy);
         let admin_task = tokio::spawn(async move {
             let result = axum::serve(listener, app)
                 .with_graceful_shutdown(async {

@@ -296,8 +296,36 @@ async fn failures_retry_with_backoff_then_go_to_dead_letters_which_can_be_retrie
         switchyard::plugin::loader::load(&fixed, &common::plugins_dir(), "log-events").await;
     daemon.handler("faulty").unwrap().set_plugin(plugin);
     let client = reqwest::Client::new();
+    // Without the token, nothing changes.
     let response = client
         .post(format!("{base}/handlers/faulty/dead-letters/retry"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 401);
+    let error: serde_json::Value = response.json().await.unwrap();
+    assert!(
+        error["error"]
+            .as_str()
+            .unwrap()
+            .contains("Authorization: Bearer"),
+        "{error}"
+    );
+    let response = client
+        .post(format!("{base}/handlers/faulty/dead-letters/purge"))
+        .bearer_auth("wrong")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 401);
+    assert_eq!(
+        daemon.handler("faulty").unwrap().dead_letters().len(),
+        1,
+        "a refused request changes nothing"
+    );
+    let response = client
+        .post(format!("{base}/handlers/faulty/dead-letters/retry"))
+        .bearer_auth(common::TOKEN)
         .json(&json!({"ids": ["configmaps/default/broken"]}))
         .send()
         .await
@@ -317,6 +345,7 @@ async fn failures_retry_with_backoff_then_go_to_dead_letters_which_can_be_retrie
     // Purge: a bad body is refused and changes nothing; an empty body purges all.
     let response = client
         .post(format!("{base}/handlers/faulty/dead-letters/purge"))
+        .bearer_auth(common::TOKEN)
         .body("{\"id\": 1}")
         .send()
         .await
@@ -326,12 +355,14 @@ async fn failures_retry_with_backoff_then_go_to_dead_letters_which_can_be_retrie
     assert!(error["error"].as_str().unwrap().contains("ids"), "{error}");
     let response = client
         .post(format!("{base}/handlers/nope/dead-letters/purge"))
+        .bearer_auth(common::TOKEN)
         .send()
         .await
         .unwrap();
     assert_eq!(response.status().as_u16(), 404);
     let response = client
         .post(format!("{base}/handlers/faulty/dead-letters/purge"))
+        .bearer_auth(common::TOKEN)
         .send()
         .await
         .unwrap();
@@ -413,4 +444,33 @@ async fn a_requeue_after_outcome_hands_the_object_to_the_plugin_again_later() {
     assert_eq!(status.handlers[0].failed, 0);
     assert!(status.handlers[0].processed >= 2);
     daemon.shut_down(Duration::from_secs(5)).await;
+}
+
+#[tokio::test]
+async fn the_daemon_refuses_an_admin_api_beyond_loopback_without_a_token() {
+    let sim = common::start_sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.yaml");
+    std::fs::write(
+        &path,
+        format!(
+            "plugins_dir: {}\nadmin:\n  listen: 0.0.0.0:0\n{}",
+            common::plugins_dir().display(),
+            CONFIGMAPS_TO_LOG_EVENTS
+        ),
+    )
+    .unwrap();
+    let config = switchyard::config::load(&path).unwrap();
+    let options = switchyard::daemon::Options {
+        client: Some(sim.client().unwrap()),
+        admin_listen: None,
+    };
+    let err = switchyard::Daemon::start(config, options)
+        .await
+        .err()
+        .expect("refused");
+    assert!(
+        err.to_string().contains("beyond loopback, without a token"),
+        "{err}"
+    );
 }

@@ -21,6 +21,14 @@ impl ApiError {
         }
     }
 
+    /// 401: the request lacks a valid bearer token.
+    pub fn unauthorized(message: String) -> Self {
+        Self {
+            status: StatusCode::UNAUTHORIZED,
+            message,
+        }
+    }
+
     /// 400: the request is malformed.
     pub fn bad_request(message: String) -> Self {
         Self {

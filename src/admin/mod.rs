@@ -1,6 +1,7 @@
 //! The admin HTTP API: health probes, status, metrics and dead letters, served by axum on
 //! loopback.
 
+pub mod auth;
 mod error;
 
 use std::sync::Arc;
@@ -18,8 +19,15 @@ pub use error::ApiError;
 use crate::daemon::Shared;
 use crate::handler::Handler;
 
-/// The admin API's routes.
-pub fn router(shared: Arc<Shared>) -> axum::Router {
+/// The admin API's routes, guarded by `policy`.
+pub fn router(shared: Arc<Shared>, policy: auth::AccessPolicy) -> axum::Router {
+    routes(shared).layer(axum::middleware::from_fn_with_state(
+        Arc::new(policy),
+        auth::require_token,
+    ))
+}
+
+fn routes(shared: Arc<Shared>) -> axum::Router {
     axum::Router::new()
         .route("/livez", get(livez))
         .route("/readyz", get(readyz))

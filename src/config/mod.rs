@@ -73,10 +73,35 @@ pub struct Config {
     pub plugins_dir: PathBuf,
     /// Where the admin API listens.
     pub admin_listen: SocketAddr,
+    /// Where the admin API's bearer token comes from.
+    pub admin_token: Option<TokenSource>,
     /// Handlers, by name order.
     pub handlers: Vec<HandlerSpec>,
     /// Routes, in file order.
     pub routes: Vec<RouteSpec>,
+}
+
+/// Where a secret is read from when the daemon starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TokenSource {
+    /// A file (its content, trimmed).
+    File(PathBuf),
+    /// An environment variable.
+    Env(String),
+}
+
+impl TokenSource {
+    /// Reads the secret.
+    pub fn read(&self) -> Result<String, String> {
+        match self {
+            TokenSource::File(path) => std::fs::read_to_string(path)
+                .map(|t| t.trim().to_string())
+                .map_err(|e| format!("cannot read the admin token file {}: {e}", path.display())),
+            TokenSource::Env(var) => std::env::var(var)
+                .map(|t| t.trim().to_string())
+                .map_err(|_| format!("the admin token variable {var} is not set")),
+        }
+    }
 }
 
 /// A handler, with every default filled in.

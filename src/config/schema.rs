@@ -39,6 +39,12 @@ pub struct AdminFile {
     /// Address and port; default `127.0.0.1:9470`.
     #[serde(default)]
     pub listen: Option<SocketAddr>,
+    /// File holding the bearer token for the admin API.
+    #[serde(default)]
+    pub token_file: Option<PathBuf>,
+    /// Environment variable holding the bearer token for the admin API.
+    #[serde(default)]
+    pub token_env: Option<String>,
 }
 
 /// `handlers.NAME:` — a plugin and how it is run.

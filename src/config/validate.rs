@@ -192,8 +192,21 @@ fn build(file: &Path, parsed: ConfigFile, errors: &mut Errors) -> Config {
             "no routes: add at least one route from a resource to a handler".into(),
         );
     }
+    let admin_token = match (parsed.admin.token_file, parsed.admin.token_env) {
+        (Some(_), Some(_)) => {
+            errors.nowhere(
+                "admin".into(),
+                "set token_file or token_env, not both".into(),
+            );
+            None
+        }
+        (Some(path), None) => Some(super::TokenSource::File(relative(path))),
+        (None, Some(var)) => Some(super::TokenSource::Env(var)),
+        (None, None) => None,
+    };
     Config {
         source: file.to_path_buf(),
+        admin_token,
         kubeconfig: parsed.kubeconfig.map(relative),
         plugins_dir: relative(
             parsed

@@ -37,12 +37,20 @@ pub async fn start_sim() -> Simulator {
         .expect("start the simulator")
 }
 
+/// The admin token [`start_daemon`] configures.
+pub const TOKEN: &str = "test-admin-token";
+
 /// A daemon running `yaml` against `sim`, with its admin API on a free port. The config is
-/// written into `dir`; `plugins_dir` is set to the built example plugins unless `yaml` says.
+/// written into `dir`; `plugins_dir` is set to the built example plugins unless `yaml`
+/// says, and the admin token is [`TOKEN`] unless `yaml` has an `admin:` section.
 pub async fn start_daemon(sim: &Simulator, dir: &Path, yaml: &str) -> Daemon {
     let mut text = String::new();
     if !yaml.contains("plugins_dir:") {
         text.push_str(&format!("plugins_dir: {}\n", plugins_dir().display()));
+    }
+    if !yaml.contains("admin:") {
+        std::fs::write(dir.join("admin-token"), format!("{TOKEN}\n")).expect("write the token");
+        text.push_str("admin:\n  token_file: admin-token\n");
     }
     text.push_str(yaml);
     let path = dir.join("switchyard.yaml");
