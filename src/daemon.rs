@@ -15,7 +15,7 @@ use crate::config::Config;
 use crate::handler::{Handler, HandlerStatus};
 use crate::informer::{InformerFactory, WatchHealth, WatchKey};
 use crate::metrics::Metrics;
-use crate::plugin::{PluginHost, PluginLogs, loader};
+use crate::plugin::{PluginHost, PluginLogs, PluginRegistry, PluginWatcher};
 use crate::router::Route;
 
 /// Errors starting the daemon.
@@ -67,6 +67,8 @@ pub struct Shared {
     pub handlers: Vec<Arc<Handler>>,
     /// Where plugins are loaded from.
     pub plugins_dir: PathBuf,
+    /// The plugins in use: loading, swapping and their state.
+    pub plugins: Arc<PluginRegistry>,
     /// The metrics registry.
     pub metrics: Arc<Metrics>,
     started: Instant,
@@ -158,7 +160,7 @@ pub struct Daemon {
     admin_addr: SocketAddr,
     admin_stop: Option<oneshot::Sender<()>>,
     admin_task: JoinHandle<()>,
-    _host: Arc<PluginHost>,
+    watcher: Option<PluginWatcher>,
 }
 
 impl Daemon {
@@ -172,12 +174,25 @@ impl Daemon {
         let host = PluginHost::new()?;
         let logs = PluginLogs::default();
         let metrics = Arc::new(Metrics::new());
-        let mut handlers = Vec::new();
-        for spec in &config.handlers {
-            let handler = Handler::start(spec.clone(), logs.clone(), &metrics);
-            handler.set_plugin(loader::load(&host, &config.plugins_dir, &spec.plugin).await);
-            handlers.push(handler);
-        }
+        let handlers: Vec<Arc<Handler>> = config
+            .handlers
+            .iter()
+            .map(|spec| Handler::start(spec.clone(), logs.clone(), &metrics))
+            .collect();
+        let plugins = Arc::new(PluginRegistry::new(
+            host.clone(),
+            config.plugins_dir.clone(),
+            &handlers,
+        ));
+        // Watch before the first load, so a file changed meanwhile is loaded again.
+        let watcher = match PluginWatcher::start(plugins.clone()) {
+            Ok(watcher) => Some(watcher),
+            Err(e) => {
+                tracing::warn!(error = %e, "plugin files will not be reloaded when they change");
+                None
+            }
+        };
+        plugins.load_all().await;
         let informers = InformerFactory::new(client);
         for route in &config.routes {
             let handler = handlers
@@ -209,6 +224,7 @@ impl Daemon {
             informers,
             handlers,
             plugins_dir: config.plugins_dir.clone(),
+            plugins,
             metrics,
             started: Instant::now(),
         });
@@ -238,7 +254,7 @@ impl Daemon {
             admin_addr,
             admin_stop: Some(admin_stop),
             admin_task,
-            _host: host,
+            watcher,
         })
     }
 
@@ -274,9 +290,17 @@ impl Daemon {
         }
     }
 
-    /// Stops the watches, lets handlers finish queued work for up to `grace`, then stops the
-    /// admin API.
+    /// The plugins in use.
+    pub fn plugins(&self) -> &Arc<PluginRegistry> {
+        &self.shared.plugins
+    }
+
+    /// Stops the plugin folder watcher and the watches, lets handlers finish queued work
+    /// for up to `grace`, then stops the admin API.
     pub async fn shut_down(mut self, grace: Duration) {
+        if let Some(watcher) = self.watcher.take() {
+            watcher.stop().await;
+        }
         self.shared.informers.shutdown();
         futures::future::join_all(self.shared.handlers.iter().map(|h| h.shut_down(grace))).await;
         if let Some(stop) = self.admin_stop.take() {
