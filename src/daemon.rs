@@ -15,7 +15,10 @@ use crate::config::Config;
 use crate::handler::{Handler, HandlerStatus};
 use crate::informer::{InformerFactory, WatchHealth, WatchKey};
 use crate::metrics::Metrics;
-use crate::plugin::{PluginHost, PluginLogs, PluginRegistry, PluginWatcher};
+use crate::plugin::host::default_cache_dir;
+use crate::plugin::{
+    HostOptions, PluginHost, PluginLogs, PluginRegistry, PluginWatcher, PoolOptions,
+};
 use crate::router::Route;
 
 /// Errors starting the daemon.
@@ -171,7 +174,7 @@ impl Daemon {
             Some(client) => client,
             None => client_for(&config).await?,
         };
-        let host = PluginHost::new()?;
+        let host = PluginHost::with_options(host_options(&config))?;
         let logs = PluginLogs::default();
         let metrics = Arc::new(Metrics::new());
         let handlers: Vec<Arc<Handler>> = config
@@ -308,6 +311,27 @@ impl Daemon {
         }
         let _ = (&mut self.admin_task).await;
         tracing::info!("switchyard stopped");
+    }
+}
+
+/// The engine's settings for `config`: compiled plugins cached in the default folder, and a
+/// pooling allocator with a slot for every worker of every handler, each as large as the
+/// largest handler memory cap (see `plugin::host` for why).
+fn host_options(config: &Config) -> HostOptions {
+    const WASM_PAGE: u64 = 64 << 10;
+    let workers: usize = config.handlers.iter().map(|h| h.concurrency).sum();
+    HostOptions {
+        cache_dir: default_cache_dir(),
+        pool: Some(PoolOptions {
+            instances: u32::try_from(workers.max(1)).unwrap_or(u32::MAX),
+            // Whole wasm pages (64 KiB): the limiter enforces each handler's exact cap.
+            max_memory: config
+                .handlers
+                .iter()
+                .map(|h| h.memory.div_ceil(WASM_PAGE) * WASM_PAGE)
+                .max()
+                .unwrap_or(WASM_PAGE),
+        }),
     }
 }
 
