@@ -17,7 +17,10 @@ use crate::informer::{
     CacheOptions, IndexFn, Indexers, InformerFactory, Transform, WatchHealth, WatchKey,
 };
 use crate::metrics::Metrics;
-use crate::plugin::{PluginHost, PluginLogs, loader};
+use crate::plugin::host::default_cache_dir;
+use crate::plugin::{
+    HostOptions, PluginHost, PluginLogs, PluginRegistry, PluginWatcher, PoolOptions,
+};
 use crate::router::{Route, RouteStatus};
 
 /// Errors starting the daemon.
@@ -75,6 +78,8 @@ pub struct Shared {
     pub routes: Vec<Arc<Route>>,
     /// Where plugins are loaded from.
     pub plugins_dir: PathBuf,
+    /// The plugins in use: loading, swapping and their state.
+    pub plugins: Arc<PluginRegistry>,
     /// The metrics registry.
     pub metrics: Arc<Metrics>,
     started: Instant,
@@ -210,7 +215,7 @@ pub struct Daemon {
     admin_addr: SocketAddr,
     admin_stop: Option<oneshot::Sender<()>>,
     admin_task: JoinHandle<()>,
-    _host: Arc<PluginHost>,
+    watcher: Option<PluginWatcher>,
 }
 
 impl Daemon {
@@ -231,15 +236,28 @@ impl Daemon {
             Some(client) => client,
             None => client_for(&config).await?,
         };
-        let host = PluginHost::new()?;
+        let host = PluginHost::with_options(host_options(&config))?;
         let logs = PluginLogs::default();
         let metrics = Arc::new(Metrics::new());
-        let mut handlers = Vec::new();
-        for spec in &config.handlers {
-            let handler = Handler::start(spec.clone(), logs.clone(), &metrics);
-            handler.set_plugin(loader::load(&host, &config.plugins_dir, &spec.plugin).await);
-            handlers.push(handler);
-        }
+        let handlers: Vec<Arc<Handler>> = config
+            .handlers
+            .iter()
+            .map(|spec| Handler::start(spec.clone(), logs.clone(), &metrics))
+            .collect();
+        let plugins = Arc::new(PluginRegistry::new(
+            host.clone(),
+            config.plugins_dir.clone(),
+            &handlers,
+        ));
+        // Watch before the first load, so a file changed meanwhile is loaded again.
+        let watcher = match PluginWatcher::start(plugins.clone()) {
+            Ok(watcher) => Some(watcher),
+            Err(e) => {
+                tracing::warn!(error = %e, "plugin files will not be reloaded when they change");
+                None
+            }
+        };
+        plugins.load_all().await;
         let informers = InformerFactory::new(client);
         let mut routes = Vec::new();
         for route in &config.routes {
@@ -272,6 +290,7 @@ impl Daemon {
             handlers,
             routes,
             plugins_dir: config.plugins_dir.clone(),
+            plugins,
             metrics,
             started: Instant::now(),
         });
@@ -300,7 +319,7 @@ impl Daemon {
             admin_addr,
             admin_stop: Some(admin_stop),
             admin_task,
-            _host: host,
+            watcher,
         })
     }
 
@@ -336,9 +355,17 @@ impl Daemon {
         }
     }
 
-    /// Stops the watches, lets handlers finish queued work for up to `grace`, then stops the
-    /// admin API.
+    /// The plugins in use.
+    pub fn plugins(&self) -> &Arc<PluginRegistry> {
+        &self.shared.plugins
+    }
+
+    /// Stops the plugin folder watcher and the watches, lets handlers finish queued work
+    /// for up to `grace`, then stops the admin API.
     pub async fn shut_down(mut self, grace: Duration) {
+        if let Some(watcher) = self.watcher.take() {
+            watcher.stop().await;
+        }
         self.shared.informers.shutdown();
         futures::future::join_all(self.shared.handlers.iter().map(|h| h.shut_down(grace))).await;
         if let Some(stop) = self.admin_stop.take() {
@@ -388,6 +415,27 @@ fn cache_options(config: &Config, key: &WatchKey) -> CacheOptions {
             strip_managed_fields: !routes.iter().any(|r| r.keep_managed_fields),
             drop,
         },
+    }
+}
+
+/// The engine's settings for `config`: compiled plugins cached in the default folder, and a
+/// pooling allocator with a slot for every worker of every handler, each as large as the
+/// largest handler memory cap (see `plugin::host` for why).
+fn host_options(config: &Config) -> HostOptions {
+    const WASM_PAGE: u64 = 64 << 10;
+    let workers: usize = config.handlers.iter().map(|h| h.concurrency).sum();
+    HostOptions {
+        cache_dir: default_cache_dir(),
+        pool: Some(PoolOptions {
+            instances: u32::try_from(workers.max(1)).unwrap_or(u32::MAX),
+            // Whole wasm pages (64 KiB): the limiter enforces each handler's exact cap.
+            max_memory: config
+                .handlers
+                .iter()
+                .map(|h| h.memory.div_ceil(WASM_PAGE) * WASM_PAGE)
+                .max()
+                .unwrap_or(WASM_PAGE),
+        }),
     }
 }
 

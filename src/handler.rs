@@ -136,15 +136,23 @@ impl Handler {
     /// running stays in place).
     pub fn set_plugin(&self, loaded: plugin::Result<Plugin>) {
         match loaded {
-            Ok(plugin) => {
-                *lock(&self.plugin_error) = None;
-                self.plugin.send_replace(Some(Arc::new(plugin)));
-            }
-            Err(e) => {
-                tracing::error!(handler = %self.name, error = %e, "plugin not loaded");
-                *lock(&self.plugin_error) = Some(e.to_string());
-            }
+            Ok(plugin) => self.install_plugin(Arc::new(plugin)),
+            Err(e) => self.report_plugin_problem(e.to_string()),
         }
+    }
+
+    /// Swaps `plugin` in and clears any recorded problem. Calls already running finish on
+    /// the version they started with; every call that starts afterwards uses `plugin`.
+    pub fn install_plugin(&self, plugin: Arc<Plugin>) {
+        *lock(&self.plugin_error) = None;
+        self.plugin.send_replace(Some(plugin));
+    }
+
+    /// Records a problem with the plugin's file (shown in /status as `plugin_error`); the
+    /// plugin running now, if any, stays in place.
+    pub fn report_plugin_problem(&self, problem: String) {
+        tracing::error!(handler = %self.name, error = %problem, "plugin problem");
+        *lock(&self.plugin_error) = Some(problem);
     }
 
     /// Queues a delta delivered by `route` in its delivery mode.
@@ -269,16 +277,22 @@ impl Handler {
         let mut plugin_rx = self.plugin.subscribe();
         loop {
             // Wait for a plugin before taking work, so events queue up meanwhile.
-            let plugin = tokio::select! {
-                p = plugin_rx.wait_for(Option::is_some) => match p {
-                    Ok(p) => p.clone().expect("waited for a plugin"),
-                    Err(_) => return,
+            tokio::select! {
+                p = plugin_rx.wait_for(Option::is_some) => if p.is_err() {
+                    return;
                 },
                 _ = self.wait_for_shutdown() => return,
-            };
+            }
             let Some(key) = self.queue.get().await else {
                 return;
             };
+            // The newest plugin, taken after the wait for work: a swap made while this
+            // worker waited applies to the event it now handles. A plugin once set is only
+            // ever replaced, never removed.
+            let plugin = plugin_rx
+                .borrow_and_update()
+                .clone()
+                .expect("a plugin once set is never removed");
             if let Some((delivery, event)) = self.take_next(&key) {
                 self.handle(&plugin, &key, delivery, event).await;
             }

@@ -29,6 +29,15 @@ impl ApiError {
         }
     }
 
+    /// 422: the request is understood but what it refers to cannot be used (a plugin file
+    /// that does not compile).
+    pub fn unprocessable(message: String) -> Self {
+        Self {
+            status: StatusCode::UNPROCESSABLE_ENTITY,
+            message,
+        }
+    }
+
     /// 400: the request is malformed.
     pub fn bad_request(message: String) -> Self {
         Self {

@@ -1,5 +1,5 @@
-//! The admin HTTP API: health probes, status, metrics and dead letters, served by axum on
-//! loopback.
+//! The admin HTTP API: health probes, status, metrics, dead letters and plugins, served by
+//! axum on loopback.
 
 pub mod auth;
 mod error;
@@ -33,6 +33,8 @@ fn routes(shared: Arc<Shared>) -> axum::Router {
         .route("/readyz", get(readyz))
         .route("/status", get(status))
         .route("/metrics", get(metrics))
+        .route("/plugins", get(plugins))
+        .route("/plugins/{name}/reload", post(reload_plugin))
         .route("/handlers/{name}/dead-letters", get(dead_letters))
         .route(
             "/handlers/{name}/dead-letters/retry",
@@ -83,6 +85,31 @@ async fn metrics(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
         )],
         shared.metrics_text(),
     )
+}
+
+/// Every plugin in use: file, running version, last error, handlers using it.
+async fn plugins(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
+    Json(json!({
+        "plugins_dir": shared.plugins.dir().display().to_string(),
+        "watching": shared.plugins.is_watched(),
+        "plugins": shared.plugins.views(),
+    }))
+}
+
+/// Loads a plugin from its file now. 404 for a plugin no handler uses; 422 with the error
+/// when the file cannot be read or compiled (the running version stays).
+async fn reload_plugin(
+    State(shared): State<Arc<Shared>>,
+    Path(name): Path<String>,
+) -> Result<impl IntoResponse, ApiError> {
+    match shared.plugins.load(&name, true).await {
+        Ok(outcome) => Ok(Json(json!({
+            "reloaded": outcome,
+            "plugin": shared.plugins.view(&name),
+        }))),
+        Err(e @ crate::plugin::Error::Unknown(_)) => Err(ApiError::not_found(e.to_string())),
+        Err(e) => Err(ApiError::unprocessable(e.to_string())),
+    }
 }
 
 fn find_handler<'a>(shared: &'a Shared, name: &str) -> Result<&'a Arc<Handler>, ApiError> {

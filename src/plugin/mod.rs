@@ -2,18 +2,24 @@
 //! a deadline per call.
 //!
 //! [`PluginHost`] owns the engine; [`loader`] reads plugin files from the plugins folder;
-//! [`PluginLogs`] carries what plugins log.
+//! [`PluginRegistry`] knows which handlers use which plugin and swaps new versions into
+//! them; [`PluginWatcher`] reloads a plugin when its file changes; [`PluginLogs`] carries
+//! what plugins log.
 
 pub mod bindings;
 pub mod host;
 pub mod loader;
 pub mod logs;
+pub mod registry;
+pub mod watcher;
 
 use std::time::Duration;
 
 pub use bindings::switchyard::plugin::types::{Event, EventKind, Outcome};
-pub use host::{CallLimits, Plugin, PluginHost};
+pub use host::{CallLimits, HostOptions, Plugin, PluginHost, PluginInstance, PoolOptions};
 pub use logs::{PluginLog, PluginLogs};
+pub use registry::{PluginRegistry, PluginView, Reloaded};
+pub use watcher::PluginWatcher;
 
 /// Errors loading or calling a plugin.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -26,6 +32,17 @@ pub enum Error {
     Read {
         /// The file.
         path: String,
+        /// Why.
+        reason: String,
+    },
+    /// No handler uses a plugin of that name.
+    #[error("no handler uses a plugin named {0:?}")]
+    Unknown(String),
+    /// The plugins folder cannot be watched for changes.
+    #[error("cannot watch the plugins folder {dir}: {reason}")]
+    Watch {
+        /// The folder.
+        dir: String,
         /// Why.
         reason: String,
     },

@@ -1,0 +1,136 @@
+//! What a plugin call costs, in one run: the `noop` test plugin (returns `done` without
+//! parsing the event) called with a fresh instance per call and with one instance reused
+//! across calls, each on an engine that allocates instances on demand and on one with the
+//! pooling allocator; a native async Rust function doing the same work as the baseline; and
+//! instantiation (with `init`) alone.
+//!
+//! Run: `scripts/build-plugins.sh && cargo bench --bench plugin`
+
+// criterion's macros generate undocumented items.
+#![allow(missing_docs)]
+
+use std::hint::black_box;
+use std::sync::Arc;
+use std::time::Duration;
+
+use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use switchyard::plugin::{
+    CallLimits, Event, EventKind, HostOptions, Outcome, Plugin, PluginHost, PluginLogs,
+    PoolOptions, loader,
+};
+use tokio::runtime::Runtime;
+
+const MEMORY: u64 = 64 << 20;
+
+fn event() -> Event {
+    let object = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": "bench",
+            "namespace": "default",
+            "resourceVersion": "12345",
+            "uid": "0f6c6a0e-8f0d-4a53-9d43-0a4a5d3c2b11",
+            "labels": {"app": "web"},
+        },
+        "data": {"greeting": "hello", "target": "world"},
+    });
+    Event {
+        kind: EventKind::Updated,
+        route: "configmaps".into(),
+        object: object.to_string(),
+        old_object: Some(object.to_string()),
+        attempt: 1,
+        final_state_unknown: false,
+    }
+}
+
+/// The native baseline: what the `noop` plugin does, as a plain async function.
+async fn native_noop(event: &Event) -> Result<Outcome, String> {
+    black_box(event.object.len());
+    Ok(Outcome::Done)
+}
+
+fn limits() -> CallLimits {
+    CallLimits {
+        timeout: Duration::from_secs(5),
+        memory: MEMORY,
+    }
+}
+
+/// The `noop` plugin compiled on a host with `options`.
+fn noop_on(rt: &Runtime, options: HostOptions) -> (Arc<PluginHost>, Plugin) {
+    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("plugins");
+    assert!(
+        dir.join("noop.wasm").exists(),
+        "plugins/noop.wasm is missing: run scripts/build-plugins.sh first"
+    );
+    let host = PluginHost::with_options(options).expect("a plugin host");
+    let plugin = rt
+        .block_on(loader::load(&host, &dir, "noop"))
+        .expect("the noop plugin compiles");
+    (host, plugin)
+}
+
+fn engines(rt: &Runtime) -> Vec<(&'static str, Arc<PluginHost>, Plugin)> {
+    let (on_demand_host, on_demand) = noop_on(rt, HostOptions::default());
+    let (pooling_host, pooling) = noop_on(
+        rt,
+        HostOptions {
+            cache_dir: None,
+            pool: Some(PoolOptions {
+                instances: 16,
+                max_memory: MEMORY,
+            }),
+        },
+    );
+    vec![
+        ("on_demand", on_demand_host, on_demand),
+        ("pooling", pooling_host, pooling),
+    ]
+}
+
+fn per_call(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let event = event();
+    let logs = PluginLogs::default();
+    let handler: Arc<str> = Arc::from("bench");
+    let engines = engines(&rt);
+
+    let mut group = c.benchmark_group("plugin_call");
+    group.bench_function("native", |b| {
+        b.iter(|| rt.block_on(native_noop(black_box(&event))).unwrap());
+    });
+    for (engine, _host, plugin) in &engines {
+        group.bench_function(BenchmarkId::new("wasm_fresh_instance", engine), |b| {
+            b.iter(|| {
+                rt.block_on(plugin.call(handler.clone(), &logs, &limits(), "null", &event))
+                    .unwrap()
+            });
+        });
+        let mut instance = rt
+            .block_on(plugin.instantiate(handler.clone(), &logs, &limits(), "null"))
+            .unwrap();
+        group.bench_function(BenchmarkId::new("wasm_reused_instance", engine), |b| {
+            b.iter(|| rt.block_on(instance.handle(&event)).unwrap());
+        });
+    }
+    group.finish();
+
+    let mut group = c.benchmark_group("plugin_instantiate");
+    for (engine, _host, plugin) in &engines {
+        group.bench_function(BenchmarkId::new("instantiate_and_init", engine), |b| {
+            b.iter(|| {
+                rt.block_on(plugin.instantiate(handler.clone(), &logs, &limits(), "null"))
+                    .unwrap()
+            });
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, per_call);
+criterion_main!(benches);

@@ -1,0 +1,269 @@
+//! The plugins the daemon runs: for each plugin name, the handlers that use it, the file it
+//! comes from, the version running now and what went wrong last.
+//!
+//! A load reads `plugins_dir/NAME.wasm`, compiles it off the async runtime, checks it
+//! against the `handler` world and, only if all of that succeeds, swaps the new version into
+//! every handler that uses the plugin. Anything that fails (a missing, garbled, half-written
+//! or wrong-world file) leaves the running version in place and shows the reason in each
+//! handler's `plugin_error` and in the plugin's `last_error`. Loads of one plugin run one at
+//! a time, so versions are swapped in the order they were read.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::SystemTime;
+
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use super::loader::plugin_path;
+use super::{Error, PluginHost, Result};
+use crate::handler::Handler;
+use crate::queue::dead_letter::rfc3339;
+
+/// What a successful load did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reloaded {
+    /// A new version was compiled and swapped into every handler using the plugin.
+    Swapped,
+    /// The file holds the version already running, so nothing was swapped.
+    Unchanged,
+}
+
+/// The version of a plugin that is running.
+#[derive(Debug, Clone)]
+struct Running {
+    sha256: String,
+    size: usize,
+    loaded_at: SystemTime,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    running: Option<Running>,
+    file_present: bool,
+    last_error: Option<String>,
+    swaps: u64,
+}
+
+struct Entry {
+    handlers: Vec<Arc<Handler>>,
+    state: Mutex<State>,
+    /// Held for a whole load, so loads of one plugin never overlap.
+    loading: tokio::sync::Mutex<()>,
+}
+
+/// One plugin as `GET /plugins` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct PluginView {
+    /// The plugin's name.
+    pub name: String,
+    /// The file it is loaded from.
+    pub file: String,
+    /// Whether the file was there when last looked at.
+    pub file_present: bool,
+    /// Whether a version is running.
+    pub loaded: bool,
+    /// SHA-256 of the running version's file, in hex.
+    pub sha256: Option<String>,
+    /// Size of the running version's file, in bytes.
+    pub size: Option<usize>,
+    /// When the running version was swapped in (RFC 3339).
+    pub loaded_at: Option<String>,
+    /// Why the last load failed, if it did; cleared by a successful load.
+    pub last_error: Option<String>,
+    /// Versions swapped in since the daemon started (the first load counts).
+    pub swaps: u64,
+    /// The handlers that use the plugin.
+    pub handlers: Vec<String>,
+}
+
+/// Every plugin the handlers use, and loading them.
+pub struct PluginRegistry {
+    host: Arc<PluginHost>,
+    dir: PathBuf,
+    plugins: BTreeMap<String, Entry>,
+    watching: AtomicBool,
+}
+
+impl PluginRegistry {
+    /// A registry for the plugins `handlers` use, loaded from `dir` with `host`. Nothing is
+    /// loaded yet: see [`PluginRegistry::load_all`].
+    pub fn new(host: Arc<PluginHost>, dir: PathBuf, handlers: &[Arc<Handler>]) -> Self {
+        let mut plugins: BTreeMap<String, Entry> = BTreeMap::new();
+        for handler in handlers {
+            plugins
+                .entry(handler.spec().plugin.clone())
+                .or_insert_with(|| Entry {
+                    handlers: Vec::new(),
+                    state: Mutex::new(State::default()),
+                    loading: tokio::sync::Mutex::new(()),
+                })
+                .handlers
+                .push(handler.clone());
+        }
+        Self {
+            host,
+            dir,
+            plugins,
+            watching: AtomicBool::new(false),
+        }
+    }
+
+    /// The plugins folder.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Whether some handler uses the plugin `name`.
+    pub fn contains(&self, name: &str) -> bool {
+        self.plugins.contains_key(name)
+    }
+
+    /// The names of every plugin in use, sorted.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.plugins.keys().map(String::as_str)
+    }
+
+    /// Whether a [`super::PluginWatcher`] reloads plugins when their files change.
+    pub fn is_watched(&self) -> bool {
+        self.watching.load(Ordering::Relaxed)
+    }
+
+    /// Records whether a watcher reloads plugins when their files change.
+    pub fn set_watched(&self, watched: bool) {
+        self.watching.store(watched, Ordering::Relaxed);
+    }
+
+    /// Loads every plugin once; failures are recorded, not returned.
+    pub async fn load_all(&self) {
+        let names: Vec<String> = self.plugins.keys().cloned().collect();
+        futures::future::join_all(names.iter().map(|name| self.load(name, true))).await;
+    }
+
+    /// Loads the plugin `name` from its file and swaps it into every handler using it.
+    /// Unless `force`, a file whose content is the running version is not compiled again.
+    /// On failure the running version (if any) stays in place, and the error is both
+    /// recorded (for /status and `GET /plugins`) and returned.
+    pub async fn load(&self, name: &str, force: bool) -> Result<Reloaded> {
+        let entry = self
+            .plugins
+            .get(name)
+            .ok_or_else(|| Error::Unknown(name.to_string()))?;
+        let _loading = entry.loading.lock().await;
+        let path = plugin_path(&self.dir, name);
+        let bytes = match tokio::fs::read(&path).await {
+            Ok(bytes) => bytes,
+            Err(e) => {
+                let gone = e.kind() == std::io::ErrorKind::NotFound;
+                let error = Error::Read {
+                    path: path.display().to_string(),
+                    reason: if gone {
+                        "the file is gone".to_string()
+                    } else {
+                        e.to_string()
+                    },
+                };
+                self.record_failure(entry, &error, !gone);
+                return Err(error);
+            }
+        };
+        let sha256 = hex(&Sha256::digest(&bytes));
+        {
+            let mut state = lock(&entry.state);
+            state.file_present = true;
+            let same = state.running.as_ref().is_some_and(|r| r.sha256 == sha256);
+            if same && !force && state.last_error.is_none() {
+                return Ok(Reloaded::Unchanged);
+            }
+        }
+        let size = bytes.len();
+        match self.host.compile(name, bytes).await {
+            Ok(plugin) => {
+                let plugin = Arc::new(plugin);
+                for handler in &entry.handlers {
+                    handler.install_plugin(plugin.clone());
+                }
+                let mut state = lock(&entry.state);
+                state.running = Some(Running {
+                    sha256,
+                    size,
+                    loaded_at: SystemTime::now(),
+                });
+                state.last_error = None;
+                state.swaps += 1;
+                tracing::info!(plugin = name, size, sha256 = %state.running.as_ref().map_or("", |r| &r.sha256), "plugin loaded");
+                Ok(Reloaded::Swapped)
+            }
+            Err(error) => {
+                self.record_failure(entry, &error, true);
+                Err(error)
+            }
+        }
+    }
+
+    /// Records a failed load in the plugin's state and in each handler using it.
+    fn record_failure(&self, entry: &Entry, error: &Error, file_present: bool) {
+        let problem = {
+            let mut state = lock(&entry.state);
+            state.file_present = file_present;
+            state.last_error = Some(error.to_string());
+            match &state.running {
+                Some(running) => format!(
+                    "{error}; still running the version loaded at {} (sha256 {})",
+                    rfc3339(running.loaded_at),
+                    running.sha256
+                ),
+                None => error.to_string(),
+            }
+        };
+        for handler in &entry.handlers {
+            handler.report_plugin_problem(problem.clone());
+        }
+    }
+
+    /// Every plugin in use, by name.
+    pub fn views(&self) -> Vec<PluginView> {
+        self.plugins
+            .iter()
+            .map(|(name, entry)| self.view_of(name, entry))
+            .collect()
+    }
+
+    /// The plugin `name`, if some handler uses it.
+    pub fn view(&self, name: &str) -> Option<PluginView> {
+        self.plugins
+            .get(name)
+            .map(|entry| self.view_of(name, entry))
+    }
+
+    fn view_of(&self, name: &str, entry: &Entry) -> PluginView {
+        let state = lock(&entry.state);
+        PluginView {
+            name: name.to_string(),
+            file: plugin_path(&self.dir, name).display().to_string(),
+            file_present: state.file_present,
+            loaded: state.running.is_some(),
+            sha256: state.running.as_ref().map(|r| r.sha256.clone()),
+            size: state.running.as_ref().map(|r| r.size),
+            loaded_at: state.running.as_ref().map(|r| rfc3339(r.loaded_at)),
+            last_error: state.last_error.clone(),
+            swaps: state.swaps,
+            handlers: entry
+                .handlers
+                .iter()
+                .map(|h| h.name().to_string())
+                .collect(),
+        }
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
