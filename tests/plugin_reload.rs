@@ -260,6 +260,7 @@ async fn a_deleted_file_keeps_the_running_version_and_status_says_the_file_is_go
     // Reloading on demand says the same, as a JSON error.
     let response = reqwest::Client::new()
         .post(format!("{}/plugins/swap/reload", f.daemon.admin_url()))
+        .bearer_auth(common::TOKEN)
         .send()
         .await
         .unwrap();
@@ -313,6 +314,7 @@ async fn the_reload_endpoint_loads_now_and_answers_errors_as_json() {
 
     let response = client
         .post(format!("{base}/plugins/nope/reload"))
+        .bearer_auth(common::TOKEN)
         .send()
         .await
         .unwrap();
@@ -325,6 +327,7 @@ async fn the_reload_endpoint_loads_now_and_answers_errors_as_json() {
 
     let response = client
         .post(format!("{base}/plugins/swap/reload"))
+        .bearer_auth(common::TOKEN)
         .send()
         .await
         .unwrap();
@@ -338,6 +341,7 @@ async fn the_reload_endpoint_loads_now_and_answers_errors_as_json() {
     std::fs::copy(built("wrongworld"), f.plugins.join("swap.wasm")).unwrap();
     let response = client
         .post(format!("{base}/plugins/swap/reload"))
+        .bearer_auth(common::TOKEN)
         .send()
         .await
         .unwrap();
