@@ -67,6 +67,8 @@ pub struct HandlerStatus {
     pub dead_letters: usize,
     /// Times an `every` backlog was full and its two oldest events were coalesced.
     pub coalesced_overflow: u64,
+    /// Whether the handler is paused (events queue up; none are handed to the plugin).
+    pub paused: bool,
 }
 
 /// Events owed per key, with the delivery mode each key was queued in.
@@ -86,6 +88,65 @@ pub struct Handler {
     counters: Counters,
     workers: Mutex<Vec<JoinHandle<()>>>,
     stopping: watch::Sender<bool>,
+    paused: watch::Sender<bool>,
+    recent: Mutex<Recent>,
+}
+
+/// How many recent errors and call durations a handler remembers.
+const RECENT_ERRORS: usize = 10;
+const RECENT_CALLS: usize = 1024;
+
+/// Recent errors and call durations, for GET /handlers/{name}.
+#[derive(Debug, Default)]
+struct Recent {
+    errors: std::collections::VecDeque<RecentError>,
+    durations: std::collections::VecDeque<f64>,
+}
+
+/// One recent failure.
+#[derive(Debug, Clone, Serialize)]
+pub struct RecentError {
+    /// When (RFC 3339).
+    pub at: String,
+    /// `route/namespace/name`.
+    pub object: String,
+    /// The attempt that failed.
+    pub attempt: u32,
+    /// The error.
+    pub error: String,
+}
+
+/// Call latency over the recent calls, in milliseconds.
+#[derive(Debug, Clone, Serialize)]
+pub struct Latency {
+    /// Calls measured (the most recent ones).
+    pub calls: usize,
+    /// Median.
+    pub p50_ms: f64,
+    /// 90th percentile.
+    pub p90_ms: f64,
+    /// 99th percentile.
+    pub p99_ms: f64,
+}
+
+/// A handler in detail, for GET /handlers/{name}.
+#[derive(Debug, Clone, Serialize)]
+pub struct HandlerDetail {
+    /// Counters and queue state.
+    #[serde(flatten)]
+    pub status: HandlerStatus,
+    /// Workers.
+    pub concurrency: usize,
+    /// Deadline per call, in milliseconds.
+    pub timeout_ms: u128,
+    /// Memory cap per call, in bytes.
+    pub memory_bytes: u64,
+    /// Retries before dead letters.
+    pub max_retries: u32,
+    /// Latency of recent calls.
+    pub latency: Latency,
+    /// The most recent failures, newest last.
+    pub last_errors: Vec<RecentError>,
 }
 
 impl Handler {
@@ -111,6 +172,8 @@ impl Handler {
             counters: Counters::default(),
             workers: Mutex::new(Vec::new()),
             stopping: watch::channel(false).0,
+            paused: watch::channel(false).0,
+            recent: Mutex::new(Recent::default()),
         });
         let workers = (0..handler.spec.concurrency)
             .map(|worker| {
@@ -210,6 +273,7 @@ impl Handler {
             dead_lettered: c.dead_lettered.load(Ordering::Relaxed),
             dead_letters: lock(&self.dead_letters).len(),
             coalesced_overflow: c.coalesced_overflow.load(Ordering::Relaxed),
+            paused: *self.paused.borrow(),
         }
     }
 
@@ -220,6 +284,59 @@ impl Handler {
             .filter(|(k, _)| &*k.route == route)
             .map(|(_, (_, owed))| owed.len())
             .sum()
+    }
+
+    /// Stops handing events to the plugin; calls in flight finish, new events queue up.
+    /// Returns whether it was running.
+    pub fn pause(&self) -> bool {
+        !self.paused.send_replace(true)
+    }
+
+    /// Hands events to the plugin again. Returns whether it was paused.
+    pub fn resume(&self) -> bool {
+        self.paused.send_replace(false)
+    }
+
+    /// Everything GET /handlers/{name} shows.
+    pub fn detail(&self) -> HandlerDetail {
+        let recent = lock(&self.recent);
+        let mut sorted: Vec<f64> = recent.durations.iter().copied().collect();
+        sorted.sort_by(f64::total_cmp);
+        let quantile = |q: f64| {
+            if sorted.is_empty() {
+                return 0.0;
+            }
+            let index = ((sorted.len() - 1) as f64 * q).round() as usize;
+            (sorted[index] * 1000.0 * 1000.0).round() / 1000.0
+        };
+        HandlerDetail {
+            status: self.status(),
+            concurrency: self.spec.concurrency,
+            timeout_ms: self.spec.timeout.as_millis(),
+            memory_bytes: self.spec.memory,
+            max_retries: self.spec.max_retries,
+            latency: Latency {
+                calls: sorted.len(),
+                p50_ms: quantile(0.5),
+                p90_ms: quantile(0.9),
+                p99_ms: quantile(0.99),
+            },
+            last_errors: recent.errors.iter().cloned().collect(),
+        }
+    }
+
+    fn record_call(&self, seconds: f64, failure: Option<RecentError>) {
+        let mut recent = lock(&self.recent);
+        if recent.durations.len() == RECENT_CALLS {
+            recent.durations.pop_front();
+        }
+        recent.durations.push_back(seconds);
+        if let Some(failure) = failure {
+            if recent.errors.len() == RECENT_ERRORS {
+                recent.errors.pop_front();
+            }
+            recent.errors.push_back(failure);
+        }
     }
 
     /// The dead letters waiting now.
@@ -283,9 +400,22 @@ impl Handler {
                 },
                 _ = self.wait_for_shutdown() => return,
             }
+            let mut paused = self.paused.subscribe();
+            tokio::select! {
+                p = paused.wait_for(|paused| !*paused) => if p.is_err() {
+                    return;
+                },
+                _ = self.wait_for_shutdown() => return,
+            }
             let Some(key) = self.queue.get().await else {
                 return;
             };
+            if *self.paused.borrow() {
+                // Paused while this worker waited for work: leave the key for later.
+                self.queue.done(&key);
+                self.queue.add(key);
+                continue;
+            }
             // The newest plugin, taken after the wait for work: a swap made while this
             // worker waited applies to the event it now handles. A plugin once set is only
             // ever replaced, never removed.
@@ -349,6 +479,7 @@ impl Handler {
             timeout: self.spec.timeout,
             memory: self.spec.memory,
         };
+        let started = std::time::Instant::now();
         let result = plugin
             .call(
                 self.name.clone(),
@@ -358,6 +489,13 @@ impl Handler {
                 &call,
             )
             .await;
+        let failure = result.as_ref().err().map(|e| RecentError {
+            at: crate::queue::dead_letter::rfc3339(SystemTime::now()),
+            object: format!("{}/{}", key.route, key.object),
+            attempt,
+            error: e.to_string(),
+        });
+        self.record_call(started.elapsed().as_secs_f64(), failure);
         match result {
             Ok(Outcome::Done) => {
                 self.counters.processed.fetch_add(1, Ordering::Relaxed);

@@ -474,3 +474,103 @@ async fn the_daemon_refuses_an_admin_api_beyond_loopback_without_a_token() {
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn pause_holds_events_in_the_queue_and_resume_hands_them_over() {
+    let sim = common::start_sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = common::start_daemon(&sim, dir.path(), FAULTY).await;
+    let mut logs = daemon.plugin_logs().subscribe();
+    daemon.wait_until_synced().await;
+    let base = daemon.admin_url();
+    let client = reqwest::Client::new();
+
+    let refused = client
+        .post(format!("{base}/handlers/faulty/pause"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status().as_u16(), 401, "pausing needs the token");
+    let paused: serde_json::Value = client
+        .post(format!("{base}/handlers/faulty/pause"))
+        .bearer_auth(common::TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        paused,
+        json!({"handler": "faulty", "paused": true, "changed": true})
+    );
+
+    let api: Api<ConfigMap> = Api::namespaced(sim.client().unwrap(), "default");
+    api.create(&PostParams::default(), &configmap("held", json!({})))
+        .await
+        .unwrap();
+    api.create(
+        &PostParams::default(),
+        &configmap("failing", json!({"faulty/error": "boom"})),
+    )
+    .await
+    .unwrap();
+    let detail = common::eventually("both events to wait", Duration::from_secs(30), async || {
+        let (_, detail) = common::get_json(&format!("{base}/handlers/faulty")).await;
+        (detail["queue_depth"] == 2).then_some(detail)
+    })
+    .await;
+    assert_eq!(detail["paused"], true);
+    assert_eq!(detail["processed"], 0);
+    assert_eq!(detail["max_retries"], 2);
+
+    let resumed = client
+        .post(format!("{base}/handlers/faulty/resume"))
+        .bearer_auth(common::TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resumed.status().as_u16(), 200);
+    common::wait_for_log(&mut logs, Duration::from_secs(30), |l| {
+        l.message.contains("default/held")
+    })
+    .await;
+    let detail = common::eventually(
+        "the failure to be recorded",
+        Duration::from_secs(30),
+        async || {
+            let (_, detail) = common::get_json(&format!("{base}/handlers/faulty")).await;
+            (detail["last_errors"]
+                .as_array()
+                .is_some_and(|e| !e.is_empty()))
+            .then_some(detail)
+        },
+    )
+    .await;
+    let error = &detail["last_errors"][0];
+    assert_eq!(error["object"], "configmaps/default/failing");
+    assert_eq!(error["error"], "boom");
+    assert!(
+        detail["latency"]["calls"].as_u64().unwrap() >= 2,
+        "{detail:#}"
+    );
+
+    let (_, routes) = common::get_json(&format!("{base}/routes")).await;
+    assert_eq!(routes["routes"][0]["name"], "configmaps");
+    assert_eq!(routes["routes"][0]["handler"], "faulty");
+    let missing = client
+        .get(format!("{base}/handlers/nope"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status().as_u16(), 404);
+
+    let verbose = reqwest::get(format!("{base}/readyz?verbose"))
+        .await
+        .unwrap();
+    assert_eq!(verbose.status().as_u16(), 200);
+    let text = verbose.text().await.unwrap();
+    assert!(text.contains("[+]informer v1/configmaps synced"), "{text}");
+    assert!(text.ends_with("readyz check passed\n"), "{text}");
+    daemon.shut_down(Duration::from_secs(5)).await;
+}

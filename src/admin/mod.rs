@@ -7,7 +7,7 @@ mod error;
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
@@ -35,6 +35,10 @@ fn routes(shared: Arc<Shared>) -> axum::Router {
         .route("/metrics", get(metrics))
         .route("/plugins", get(plugins))
         .route("/plugins/{name}/reload", post(reload_plugin))
+        .route("/routes", get(routes_list))
+        .route("/handlers/{name}", get(handler_detail))
+        .route("/handlers/{name}/pause", post(pause_handler))
+        .route("/handlers/{name}/resume", post(resume_handler))
         .route("/handlers/{name}/dead-letters", get(dead_letters))
         .route(
             "/handlers/{name}/dead-letters/retry",
@@ -55,21 +59,48 @@ async fn livez() -> &'static str {
 }
 
 /// 200 once every informer has listed its resource; 503 naming those still listing.
-async fn readyz(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
-    let waiting: Vec<String> = shared
-        .informers
-        .informers()
+async fn readyz(
+    State(shared): State<Arc<Shared>>,
+    Query(query): Query<std::collections::HashMap<String, String>>,
+) -> impl IntoResponse {
+    let informers = shared.informers.informers();
+    let ready = informers.iter().all(|i| i.is_synced());
+    let code = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    if query.contains_key("verbose") {
+        // For people: one line per informer, then the verdict.
+        let mut text = String::new();
+        for i in &informers {
+            let mark = if i.is_synced() { "[+]" } else { "[-]" };
+            let state = if i.is_synced() {
+                "synced".to_string()
+            } else {
+                match i.health().listed {
+                    Some(n) => format!("listing ({n} objects so far)"),
+                    None => "not synced".to_string(),
+                }
+            };
+            text.push_str(&format!("{mark}informer {} {state}\n", i.key()));
+        }
+        text.push_str(if ready {
+            "readyz check passed\n"
+        } else {
+            "readyz check failed\n"
+        });
+        return (code, text);
+    }
+    let waiting: Vec<String> = informers
         .iter()
         .filter(|i| !i.is_synced())
         .map(|i| i.key().to_string())
         .collect();
     if waiting.is_empty() {
-        (StatusCode::OK, "ok\n".to_string())
+        (code, "ok\n".to_string())
     } else {
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("not synced: {}\n", waiting.join("; ")),
-        )
+        (code, format!("not synced: {}\n", waiting.join("; ")))
     }
 }
 
@@ -116,6 +147,37 @@ fn find_handler<'a>(shared: &'a Shared, name: &str) -> Result<&'a Arc<Handler>, 
     shared
         .handler(name)
         .ok_or_else(|| ApiError::not_found(format!("no handler named {name:?}")))
+}
+
+async fn routes_list(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
+    Json(json!({"routes": shared.status().routes}))
+}
+
+async fn handler_detail(
+    State(shared): State<Arc<Shared>>,
+    Path(name): Path<String>,
+) -> Result<impl IntoResponse, ApiError> {
+    Ok(Json(find_handler(&shared, &name)?.detail()))
+}
+
+async fn pause_handler(
+    State(shared): State<Arc<Shared>>,
+    Path(name): Path<String>,
+) -> Result<impl IntoResponse, ApiError> {
+    let was_running = find_handler(&shared, &name)?.pause();
+    Ok(Json(
+        json!({"handler": name, "paused": true, "changed": was_running}),
+    ))
+}
+
+async fn resume_handler(
+    State(shared): State<Arc<Shared>>,
+    Path(name): Path<String>,
+) -> Result<impl IntoResponse, ApiError> {
+    let was_paused = find_handler(&shared, &name)?.resume();
+    Ok(Json(
+        json!({"handler": name, "paused": false, "changed": was_paused}),
+    ))
 }
 
 async fn dead_letters(
