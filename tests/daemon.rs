@@ -574,3 +574,39 @@ async fn pause_holds_events_in_the_queue_and_resume_hands_them_over() {
     assert!(text.ends_with("readyz check passed\n"), "{text}");
     daemon.shut_down(Duration::from_secs(5)).await;
 }
+
+#[tokio::test]
+async fn the_openapi_description_lists_every_endpoint_the_api_serves() {
+    let sim = common::start_sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = common::start_daemon(&sim, dir.path(), CONFIGMAPS_TO_LOG_EVENTS).await;
+    let base = daemon.admin_url();
+    let (code, doc) = common::get_json(&format!("{base}/openapi.json")).await;
+    assert_eq!(code, 200);
+    assert_eq!(doc["openapi"], "3.0.3");
+    let client = reqwest::Client::new();
+    let mut listed = 0;
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for method in item.as_object().unwrap().keys() {
+            listed += 1;
+            let url = format!("{base}{}", path.replace("{name}", "log-events"));
+            let request = match method.as_str() {
+                "get" => client.get(&url),
+                _ => client.post(&url).bearer_auth(common::TOKEN),
+            };
+            let response = request.send().await.unwrap();
+            let status = response.status().as_u16();
+            let body = response.text().await.unwrap();
+            assert!(
+                !body.contains("no such endpoint"),
+                "{method} {path} is described but not served"
+            );
+            assert!(status < 500, "{method} {path}: {status} {body}");
+        }
+    }
+    assert_eq!(listed, switchyard::admin::openapi::ENDPOINTS.len());
+    let unknown = client.get(format!("{base}/nope")).send().await.unwrap();
+    assert_eq!(unknown.status().as_u16(), 404);
+    assert!(unknown.text().await.unwrap().contains("no such endpoint"));
+    daemon.shut_down(Duration::from_secs(5)).await;
+}

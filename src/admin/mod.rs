@@ -3,6 +3,7 @@
 
 pub mod auth;
 mod error;
+pub mod openapi;
 
 use std::sync::Arc;
 
@@ -33,6 +34,7 @@ fn routes(shared: Arc<Shared>) -> axum::Router {
         .route("/readyz", get(readyz))
         .route("/status", get(status))
         .route("/metrics", get(metrics))
+        .route("/openapi.json", get(|| async { Json(openapi::document()) }))
         .route("/plugins", get(plugins))
         .route("/plugins/{name}/reload", post(reload_plugin))
         .route("/routes", get(routes_list))
