@@ -369,6 +369,61 @@ impl Handler {
         lock(&self.dead_letters).take(ids).len()
     }
 
+    /// Hands this handler's work to `successor`, which replaces it after a config change:
+    /// no new call starts here, calls in flight finish (for up to `grace`), the workers
+    /// stop, and every event still owed, every dead letter and the counters move to
+    /// `successor`. Events it owes a key are delivered before those the key already owes
+    /// `successor`. Retry counts start again from the first attempt.
+    pub async fn hand_over(&self, successor: &Handler, grace: Duration) {
+        self.pause();
+        let deadline = tokio::time::Instant::now() + grace;
+        while self.queue.in_flight() > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        self.shut_down(Duration::ZERO).await;
+        let owed: Vec<(WorkKey, (Delivery, Owed))> = lock(&self.pending).drain().collect();
+        for (key, (delivery, mut earlier)) in owed {
+            {
+                let mut pending = lock(&successor.pending);
+                let merged = match pending.remove(&key) {
+                    Some((later_delivery, mut later)) => {
+                        while let Some(event) = later.take_next() {
+                            earlier.push(later_delivery, event);
+                        }
+                        (later_delivery, earlier)
+                    }
+                    None => (delivery, earlier),
+                };
+                pending.insert(key.clone(), merged);
+            }
+            successor.queue.add(key);
+        }
+        let letters = lock(&self.dead_letters).take(None);
+        let mut theirs = lock(&successor.dead_letters);
+        for letter in letters {
+            theirs.insert(letter);
+        }
+        drop(theirs);
+        let (from, to) = (&self.counters, &successor.counters);
+        for (a, b) in [
+            (&from.processed, &to.processed),
+            (&from.failed, &to.failed),
+            (&from.retries, &to.retries),
+            (&from.dead_lettered, &to.dead_lettered),
+            (&from.coalesced_overflow, &to.coalesced_overflow),
+        ] {
+            b.fetch_add(a.swap(0, Ordering::Relaxed), Ordering::Relaxed);
+        }
+        let recent = std::mem::take(&mut *lock(&self.recent));
+        let mut theirs = lock(&successor.recent);
+        let mut errors = recent.errors;
+        errors.extend(theirs.errors.drain(..));
+        while errors.len() > RECENT_ERRORS {
+            errors.pop_front();
+        }
+        theirs.errors = errors;
+    }
+
     /// Updates the time-based queue gauges before metrics are read.
     pub fn update_time_metrics(&self) {
         self.queue.update_time_metrics();

@@ -157,7 +157,10 @@ async fn run(path: &Path) -> Result<ExitCode> {
         Ok(c) => c,
         Err(code) => return Ok(code),
     };
-    let daemon = Daemon::start(config, daemon::Options::default()).await?;
+    let daemon = Daemon::start(config, daemon::Options {
+        watch_config: true,
+        ..daemon::Options::default()
+    }).await?;
     eprintln!("switchyard admin API: {}", daemon.admin_url());
     shutdown_signal().await;
     daemon.shut_down(Duration::from_secs(10)).await;
@@ -215,6 +218,7 @@ async fn demo(path: &Path, seconds: Option<u64>, rate: f64) -> Result<ExitCode> 
     let options = daemon::Options {
         client: Some(sim.client()?),
         admin_listen: None,
+        watch_config: true,
     };
     let daemon = match Daemon::start(config, options).await {
         Ok(d) => d,
@@ -224,6 +228,7 @@ async fn demo(path: &Path, seconds: Option<u64>, rate: f64) -> Result<ExitCode> 
             let options = daemon::Options {
                 client: Some(sim.client()?),
                 admin_listen: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
+                watch_config: true,
             };
             Daemon::start(config, options).await?
         }

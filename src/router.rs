@@ -1,8 +1,8 @@
 //! Routes: each subscribes to an informer and hands the deltas its rules select to its
 //! handler's queue.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock, RwLockReadGuard};
 
 use serde::Serialize;
 
@@ -16,7 +16,9 @@ pub struct Route {
     name: Arc<str>,
     events: EventFilter,
     delivery: Delivery,
-    handler: Arc<Handler>,
+    /// Swapped when a config reload replaces the handler; held for reading while a delta
+    /// is queued, so once a swap returns nothing more reaches the old handler.
+    handler: RwLock<Arc<Handler>>,
     delivered: AtomicU64,
     skipped: AtomicU64,
 }
@@ -45,7 +47,7 @@ impl Route {
             name: name.into(),
             events,
             delivery,
-            handler,
+            handler: RwLock::new(handler),
             delivered: AtomicU64::new(0),
             skipped: AtomicU64::new(0),
         }
@@ -53,17 +55,30 @@ impl Route {
 
     /// The route's counters and buffer.
     pub fn status(&self) -> RouteStatus {
+        let handler = self.handler();
         RouteStatus {
             name: self.name.to_string(),
-            handler: self.handler.name().to_string(),
+            handler: handler.name().to_string(),
             delivery: match self.delivery {
                 Delivery::Latest => "latest",
                 Delivery::Every { .. } => "every",
             },
             delivered: self.delivered.load(Ordering::Relaxed),
             skipped: self.skipped.load(Ordering::Relaxed),
-            pending: self.handler.pending_for_route(&self.name),
+            pending: handler.pending_for_route(&self.name),
         }
+    }
+
+    /// The handler the route feeds now.
+    pub fn handler(&self) -> RwLockReadGuard<'_, Arc<Handler>> {
+        self.handler.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Feeds `handler` from now on; returns the handler fed before. Once this returns, no
+    /// delta reaches the previous handler through this route.
+    pub fn set_handler(&self, handler: Arc<Handler>) -> Arc<Handler> {
+        let mut current = self.handler.write().unwrap_or_else(|e| e.into_inner());
+        std::mem::replace(&mut *current, handler)
     }
 
     /// The route's name.
@@ -88,13 +103,13 @@ impl DeltaSink for Route {
     fn deliver(&self, delta: &Delta) {
         if self.selects(delta) {
             self.delivered.fetch_add(1, Ordering::Relaxed);
-            self.handler.enqueue(&self.name, self.delivery, delta);
+            self.handler().enqueue(&self.name, self.delivery, delta);
         } else if !matches!(delta, Delta::Replaced { .. }) {
             self.skipped.fetch_add(1, Ordering::Relaxed);
         }
     }
 
     fn resync_period(&self) -> Option<std::time::Duration> {
-        self.handler.spec().resync
+        self.handler().spec().resync
     }
 }

@@ -464,6 +464,7 @@ async fn the_daemon_refuses_an_admin_api_beyond_loopback_without_a_token() {
     let options = switchyard::daemon::Options {
         client: Some(sim.client().unwrap()),
         admin_listen: None,
+        watch_config: true,
     };
     let err = switchyard::Daemon::start(config, options)
         .await

@@ -10,6 +10,7 @@ use serde_json::json;
 pub struct ApiError {
     status: StatusCode,
     message: String,
+    details: Option<serde_json::Value>,
 }
 
 impl ApiError {
@@ -18,6 +19,7 @@ impl ApiError {
         Self {
             status: StatusCode::NOT_FOUND,
             message,
+            details: None,
         }
     }
 
@@ -26,6 +28,7 @@ impl ApiError {
         Self {
             status: StatusCode::UNAUTHORIZED,
             message,
+            details: None,
         }
     }
 
@@ -35,6 +38,7 @@ impl ApiError {
         Self {
             status: StatusCode::UNPROCESSABLE_ENTITY,
             message,
+            details: None,
         }
     }
 
@@ -43,13 +47,27 @@ impl ApiError {
         Self {
             status: StatusCode::BAD_REQUEST,
             message,
+            details: None,
         }
+    }
+}
+
+impl ApiError {
+    /// Adds the fields of `details` (a JSON object) to the body.
+    pub fn with_details(mut self, details: serde_json::Value) -> Self {
+        self.details = Some(details);
+        self
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = json!({"error": self.message, "status": self.status.as_u16()});
+        let mut body = json!({"error": self.message, "status": self.status.as_u16()});
+        if let (Some(serde_json::Value::Object(extra)), Some(fields)) =
+            (self.details, body.as_object_mut())
+        {
+            fields.extend(extra);
+        }
         (self.status, Json(body)).into_response()
     }
 }

@@ -35,6 +35,7 @@ fn routes(shared: Arc<Shared>) -> axum::Router {
         .route("/status", get(status))
         .route("/metrics", get(metrics))
         .route("/openapi.json", get(|| async { Json(openapi::document()) }))
+        .route("/reload", post(reload_config))
         .route("/plugins", get(plugins))
         .route("/plugins/{name}/reload", post(reload_plugin))
         .route("/routes", get(routes_list))
@@ -120,6 +121,30 @@ async fn metrics(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
     )
 }
 
+/// Reads the config file again and applies the difference. 200 with what changed; 422 with
+/// every mistake (file, line, column, path) or the reason, the running config staying.
+async fn reload_config(State(shared): State<Arc<Shared>>) -> Result<impl IntoResponse, ApiError> {
+    match shared.reload().await {
+        Ok(plan) => Ok(Json(json!({"reloaded": true, "plan": plan}))),
+        Err(e) => {
+            let errors: Vec<serde_json::Value> = e
+                .config_errors()
+                .iter()
+                .map(|c| {
+                    json!({
+                        "file": c.file.display().to_string(),
+                        "line": c.line,
+                        "column": c.column,
+                        "path": c.path,
+                        "message": c.message,
+                    })
+                })
+                .collect();
+            Err(ApiError::unprocessable(e.to_string()).with_details(json!({"errors": errors})))
+        }
+    }
+}
+
 /// Every plugin in use: file, running version, last error, handlers using it.
 async fn plugins(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
     Json(json!({
@@ -145,7 +170,7 @@ async fn reload_plugin(
     }
 }
 
-fn find_handler<'a>(shared: &'a Shared, name: &str) -> Result<&'a Arc<Handler>, ApiError> {
+fn find_handler(shared: &Shared, name: &str) -> Result<Arc<Handler>, ApiError> {
     shared
         .handler(name)
         .ok_or_else(|| ApiError::not_found(format!("no handler named {name:?}")))

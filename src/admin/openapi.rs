@@ -52,6 +52,12 @@ pub const ENDPOINTS: &[Endpoint] = &[
         returns: JSON,
     },
     Endpoint {
+        method: "post",
+        path: "/reload",
+        summary: "Read the config file again and apply the difference; 422 lists every mistake and keeps the running config",
+        returns: JSON,
+    },
+    Endpoint {
         method: "get",
         path: "/plugins",
         summary: "The plugins in use and their state",

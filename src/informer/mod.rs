@@ -121,6 +121,8 @@ pub struct SubscriptionId(u64);
 struct Subscription {
     id: SubscriptionId,
     sink: Arc<dyn DeltaSink>,
+    /// The resync period `next_resync` was computed from.
+    period: Option<Duration>,
     next_resync: Option<tokio::time::Instant>,
 }
 
@@ -200,15 +202,15 @@ impl Informer {
         for object in self.store.list() {
             sink.deliver(&Delta::Added(object));
         }
-        let next_resync = sink
-            .resync_period()
-            .map(|p| tokio::time::Instant::now() + p);
+        let period = sink.resync_period();
+        let next_resync = period.map(|p| tokio::time::Instant::now() + p);
         if next_resync.is_some() {
             self.resync_changed.notify_one();
         }
         sinks.push(Subscription {
             id,
             sink,
+            period,
             next_resync,
         });
         id
@@ -219,6 +221,21 @@ impl Informer {
         let mut sinks = lock(&self.sinks);
         sinks.retain(|s| s.id != id);
         sinks.len()
+    }
+
+    /// Re-reads every subscriber's resync period after one changed (its handler was
+    /// replaced): each next resync is one new period from now, and the reflector
+    /// recomputes how often to tick.
+    pub fn resync_periods_changed(&self) {
+        let now = tokio::time::Instant::now();
+        for sub in lock(&self.sinks).iter_mut() {
+            let period = sub.sink.resync_period();
+            if period != sub.period {
+                sub.period = period;
+                sub.next_resync = period.map(|p| now + p);
+            }
+        }
+        self.resync_changed.notify_one();
     }
 
     /// How many subscribers the informer has.

@@ -11,14 +11,14 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::SystemTime;
 
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use super::loader::plugin_path;
-use super::{Error, PluginHost, Result};
+use super::{Error, Plugin, PluginHost, Result};
 use crate::handler::Handler;
 use crate::queue::dead_letter::rfc3339;
 
@@ -35,6 +35,7 @@ pub enum Reloaded {
 /// The version of a plugin that is running.
 #[derive(Debug, Clone)]
 struct Running {
+    plugin: Arc<Plugin>,
     sha256: String,
     size: usize,
     loaded_at: SystemTime,
@@ -49,7 +50,7 @@ struct State {
 }
 
 struct Entry {
-    handlers: Vec<Arc<Handler>>,
+    handlers: Mutex<Vec<Arc<Handler>>>,
     state: Mutex<State>,
     /// Held for a whole load, so loads of one plugin never overlap.
     loading: tokio::sync::Mutex<()>,
@@ -84,7 +85,7 @@ pub struct PluginView {
 pub struct PluginRegistry {
     host: Arc<PluginHost>,
     dir: PathBuf,
-    plugins: BTreeMap<String, Entry>,
+    plugins: RwLock<BTreeMap<String, Arc<Entry>>>,
     watching: AtomicBool,
 }
 
@@ -92,24 +93,67 @@ impl PluginRegistry {
     /// A registry for the plugins `handlers` use, loaded from `dir` with `host`. Nothing is
     /// loaded yet: see [`PluginRegistry::load_all`].
     pub fn new(host: Arc<PluginHost>, dir: PathBuf, handlers: &[Arc<Handler>]) -> Self {
-        let mut plugins: BTreeMap<String, Entry> = BTreeMap::new();
-        for handler in handlers {
-            plugins
-                .entry(handler.spec().plugin.clone())
-                .or_insert_with(|| Entry {
-                    handlers: Vec::new(),
-                    state: Mutex::new(State::default()),
-                    loading: tokio::sync::Mutex::new(()),
-                })
-                .handlers
-                .push(handler.clone());
-        }
-        Self {
+        let registry = Self {
             host,
             dir,
-            plugins,
+            plugins: RwLock::new(BTreeMap::new()),
             watching: AtomicBool::new(false),
+        };
+        registry.set_handlers(handlers);
+        registry
+    }
+
+    /// Makes `handlers` the handlers the registry serves, after a config reload. A plugin
+    /// still in use keeps its running version and state, and a handler that starts using it
+    /// gets the running version at once; a plugin no handler uses any more is forgotten.
+    /// Returns the plugins that are new, in name order: load them with
+    /// [`PluginRegistry::load`].
+    pub fn set_handlers(&self, handlers: &[Arc<Handler>]) -> Vec<String> {
+        let mut wanted: BTreeMap<String, Vec<Arc<Handler>>> = BTreeMap::new();
+        for handler in handlers {
+            wanted
+                .entry(handler.spec().plugin.clone())
+                .or_default()
+                .push(handler.clone());
         }
+        let mut plugins = self.plugins.write().unwrap_or_else(|e| e.into_inner());
+        plugins.retain(|name, _| wanted.contains_key(name));
+        let mut new = Vec::new();
+        for (name, users) in wanted {
+            match plugins.get(&name) {
+                Some(entry) => {
+                    let running = lock(&entry.state).running.as_ref().map(|r| r.plugin.clone());
+                    let mut current = lock(&entry.handlers);
+                    for handler in &users {
+                        let attached = current.iter().any(|h| Arc::ptr_eq(h, handler));
+                        if let (false, Some(plugin)) = (attached, &running) {
+                            handler.install_plugin(plugin.clone());
+                        }
+                    }
+                    *current = users;
+                }
+                None => {
+                    plugins.insert(
+                        name.clone(),
+                        Arc::new(Entry {
+                            handlers: Mutex::new(users),
+                            state: Mutex::new(State::default()),
+                            loading: tokio::sync::Mutex::new(()),
+                        }),
+                    );
+                    new.push(name);
+                }
+            }
+        }
+        new
+    }
+
+    fn entry(&self, name: &str) -> Option<Arc<Entry>> {
+        self.plugins
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            .cloned()
     }
 
     /// The plugins folder.
@@ -119,12 +163,17 @@ impl PluginRegistry {
 
     /// Whether some handler uses the plugin `name`.
     pub fn contains(&self, name: &str) -> bool {
-        self.plugins.contains_key(name)
+        self.entry(name).is_some()
     }
 
     /// The names of every plugin in use, sorted.
-    pub fn names(&self) -> impl Iterator<Item = &str> {
-        self.plugins.keys().map(String::as_str)
+    pub fn names(&self) -> Vec<String> {
+        self.plugins
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .keys()
+            .cloned()
+            .collect()
     }
 
     /// Whether a [`super::PluginWatcher`] reloads plugins when their files change.
@@ -139,7 +188,7 @@ impl PluginRegistry {
 
     /// Loads every plugin once; failures are recorded, not returned.
     pub async fn load_all(&self) {
-        let names: Vec<String> = self.plugins.keys().cloned().collect();
+        let names = self.names();
         futures::future::join_all(names.iter().map(|name| self.load(name, true))).await;
     }
 
@@ -149,8 +198,7 @@ impl PluginRegistry {
     /// recorded (for /status and `GET /plugins`) and returned.
     pub async fn load(&self, name: &str, force: bool) -> Result<Reloaded> {
         let entry = self
-            .plugins
-            .get(name)
+            .entry(name)
             .ok_or_else(|| Error::Unknown(name.to_string()))?;
         let _loading = entry.loading.lock().await;
         let path = plugin_path(&self.dir, name);
@@ -166,7 +214,7 @@ impl PluginRegistry {
                         e.to_string()
                     },
                 };
-                self.record_failure(entry, &error, !gone);
+                self.record_failure(&entry, &error, !gone);
                 return Err(error);
             }
         };
@@ -183,11 +231,12 @@ impl PluginRegistry {
         match self.host.compile(name, bytes).await {
             Ok(plugin) => {
                 let plugin = Arc::new(plugin);
-                for handler in &entry.handlers {
+                for handler in lock(&entry.handlers).iter() {
                     handler.install_plugin(plugin.clone());
                 }
                 let mut state = lock(&entry.state);
                 state.running = Some(Running {
+                    plugin,
                     sha256,
                     size,
                     loaded_at: SystemTime::now(),
@@ -198,7 +247,7 @@ impl PluginRegistry {
                 Ok(Reloaded::Swapped)
             }
             Err(error) => {
-                self.record_failure(entry, &error, true);
+                self.record_failure(&entry, &error, true);
                 Err(error)
             }
         }
@@ -219,7 +268,7 @@ impl PluginRegistry {
                 None => error.to_string(),
             }
         };
-        for handler in &entry.handlers {
+        for handler in lock(&entry.handlers).iter() {
             handler.report_plugin_problem(problem.clone());
         }
     }
@@ -227,6 +276,8 @@ impl PluginRegistry {
     /// Every plugin in use, by name.
     pub fn views(&self) -> Vec<PluginView> {
         self.plugins
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
             .iter()
             .map(|(name, entry)| self.view_of(name, entry))
             .collect()
@@ -234,9 +285,7 @@ impl PluginRegistry {
 
     /// The plugin `name`, if some handler uses it.
     pub fn view(&self, name: &str) -> Option<PluginView> {
-        self.plugins
-            .get(name)
-            .map(|entry| self.view_of(name, entry))
+        self.entry(name).map(|entry| self.view_of(name, &entry))
     }
 
     fn view_of(&self, name: &str, entry: &Entry) -> PluginView {
@@ -251,8 +300,7 @@ impl PluginRegistry {
             loaded_at: state.running.as_ref().map(|r| rfc3339(r.loaded_at)),
             last_error: state.last_error.clone(),
             swaps: state.swaps,
-            handlers: entry
-                .handlers
+            handlers: lock(&entry.handlers)
                 .iter()
                 .map(|h| h.name().to_string())
                 .collect(),

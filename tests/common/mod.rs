@@ -44,6 +44,22 @@ pub const TOKEN: &str = "test-admin-token";
 /// written into `dir`; `plugins_dir` is set to the built example plugins unless `yaml`
 /// says, and the admin token is [`TOKEN`] unless `yaml` has an `admin:` section.
 pub async fn start_daemon(sim: &Simulator, dir: &Path, yaml: &str) -> Daemon {
+    let path = write_config(dir, yaml);
+    let config = switchyard::config::load(&path).expect("a valid config");
+    let options = daemon::Options {
+        client: Some(sim.client().expect("a client for the simulator")),
+        admin_listen: Some("127.0.0.1:0".parse().unwrap()),
+        watch_config: true,
+    };
+    Daemon::start(config, options)
+        .await
+        .expect("start the daemon")
+}
+
+/// Writes `yaml` as `dir/switchyard.yaml` the way [`start_daemon`] does (plugins folder and
+/// admin token filled in unless `yaml` sets them), through a temporary file and a rename so
+/// a watcher never reads it half-written. Returns the path.
+pub fn write_config(dir: &Path, yaml: &str) -> PathBuf {
     let mut text = String::new();
     if !yaml.contains("plugins_dir:") {
         text.push_str(&format!("plugins_dir: {}\n", plugins_dir().display()));
@@ -54,15 +70,23 @@ pub async fn start_daemon(sim: &Simulator, dir: &Path, yaml: &str) -> Daemon {
     }
     text.push_str(yaml);
     let path = dir.join("switchyard.yaml");
-    std::fs::write(&path, text).expect("write the config");
-    let config = switchyard::config::load(&path).expect("a valid config");
-    let options = daemon::Options {
-        client: Some(sim.client().expect("a client for the simulator")),
-        admin_listen: Some("127.0.0.1:0".parse().unwrap()),
-    };
-    Daemon::start(config, options)
+    let temporary = dir.join(".switchyard.yaml.tmp");
+    std::fs::write(&temporary, text).expect("write the config");
+    std::fs::rename(&temporary, &path).expect("rename the config into place");
+    path
+}
+
+/// POSTs to `url` with the admin token and parses the JSON answer.
+pub async fn post_json(url: &str) -> (u16, serde_json::Value) {
+    let response = reqwest::Client::new()
+        .post(url)
+        .bearer_auth(TOKEN)
+        .send()
         .await
-        .expect("start the daemon")
+        .expect("POST");
+    let status = response.status().as_u16();
+    let body = response.json().await.expect("a JSON body");
+    (status, body)
 }
 
 /// Waits until a plugin logs a line that satisfies `wanted`; panics after `timeout`,

@@ -1,9 +1,13 @@
 //! The daemon: builds every stage from a [`Config`] (plugins, handlers, informers, routes,
 //! admin API), runs them, reports their status and shuts them down in order.
 
+mod config_watcher;
+mod reload;
+pub mod topology;
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -13,15 +17,18 @@ use tokio::task::JoinHandle;
 
 use crate::config::Config;
 use crate::handler::{Handler, HandlerStatus};
-use crate::informer::{
-    CacheOptions, IndexFn, Indexers, InformerFactory, Transform, WatchHealth, WatchKey,
-};
+use crate::informer::{InformerFactory, WatchHealth};
 use crate::metrics::Metrics;
 use crate::plugin::host::default_cache_dir;
 use crate::plugin::{
     HostOptions, PluginHost, PluginLogs, PluginRegistry, PluginWatcher, PoolOptions,
 };
 use crate::router::{Route, RouteStatus};
+
+pub use config_watcher::ConfigWatcher;
+pub use reload::{ReloadError, ReloadHistory, ReloadRecord};
+pub use topology::{Changes, Plan, Topology};
+use topology::Stages;
 
 /// Errors starting the daemon.
 #[derive(Debug, thiserror::Error)]
@@ -66,22 +73,25 @@ pub struct Options {
     pub client: Option<kube::Client>,
     /// Listen for the admin API here instead of the config's address.
     pub admin_listen: Option<SocketAddr>,
+    /// Reload the config when its file changes (`POST /reload` works either way).
+    pub watch_config: bool,
 }
 
 /// What the stages share with the admin API.
 pub struct Shared {
     /// The shared informers.
     pub informers: InformerFactory,
-    /// Handlers by config order.
-    pub handlers: Vec<Arc<Handler>>,
-    /// Routes by config order.
-    pub routes: Vec<Arc<Route>>,
     /// Where plugins are loaded from.
     pub plugins_dir: PathBuf,
     /// The plugins in use: loading, swapping and their state.
     pub plugins: Arc<PluginRegistry>,
     /// The metrics registry.
     pub metrics: Arc<Metrics>,
+    logs: PluginLogs,
+    topology: RwLock<Arc<Topology>>,
+    /// Held for a whole reload, so reloads apply one at a time.
+    reloading: tokio::sync::Mutex<()>,
+    reloads: Mutex<ReloadHistory>,
     started: Instant,
 }
 
@@ -96,6 +106,8 @@ pub struct Status {
     pub routes: Vec<RouteStatus>,
     /// Every handler.
     pub handlers: Vec<HandlerStatus>,
+    /// The config file and its reloads.
+    pub config: reload::ConfigStatus,
 }
 
 /// One informer in /status.
@@ -121,16 +133,47 @@ pub struct InformerStatus {
 }
 
 impl Shared {
+    /// The stages running now.
+    pub fn topology(&self) -> Arc<Topology> {
+        self.topology
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
     /// The handler named `name`.
-    pub fn handler(&self, name: &str) -> Option<&Arc<Handler>> {
-        self.handlers.iter().find(|h| h.name() == name)
+    pub fn handler(&self, name: &str) -> Option<Arc<Handler>> {
+        self.topology().handler(name).cloned()
+    }
+
+    /// Every handler, in config order.
+    pub fn handlers(&self) -> Vec<Arc<Handler>> {
+        self.topology().handlers.clone()
+    }
+
+    /// Every route, in config order.
+    pub fn routes(&self) -> Vec<Arc<Route>> {
+        self.topology()
+            .routes
+            .iter()
+            .map(|r| r.route.clone())
+            .collect()
+    }
+
+    fn stages(&self) -> Stages<'_> {
+        Stages {
+            informers: &self.informers,
+            logs: &self.logs,
+            metrics: &self.metrics,
+            plugins: &self.plugins,
+        }
     }
 
     /// Every metric in the Prometheus text format, stage gauges read now.
     pub fn metrics_text(&self) -> String {
         use crate::metrics::{InformerLabel, NameLabel, RouteLabel};
         let to_i64 = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
-        for handler in &self.handlers {
+        for handler in self.handlers() {
             handler.update_time_metrics();
         }
         let status = self.status();
@@ -202,8 +245,9 @@ impl Shared {
         Status {
             uptime_seconds: self.started.elapsed().as_secs(),
             informers,
-            routes: self.routes.iter().map(|r| r.status()).collect(),
-            handlers: self.handlers.iter().map(|h| h.status()).collect(),
+            routes: self.routes().iter().map(|r| r.status()).collect(),
+            handlers: self.handlers().iter().map(|h| h.status()).collect(),
+            config: self.config_status(),
         }
     }
 }
@@ -211,7 +255,7 @@ impl Shared {
 /// A running daemon.
 pub struct Daemon {
     shared: Arc<Shared>,
-    logs: PluginLogs,
+    config_watcher: Option<ConfigWatcher>,
     admin_addr: SocketAddr,
     admin_stop: Option<oneshot::Sender<()>>,
     admin_task: JoinHandle<()>,
@@ -237,17 +281,10 @@ impl Daemon {
             None => client_for(&config).await?,
         };
         let host = PluginHost::with_options(host_options(&config))?;
-        let logs = PluginLogs::default();
-        let metrics = Arc::new(Metrics::new());
-        let handlers: Vec<Arc<Handler>> = config
-            .handlers
-            .iter()
-            .map(|spec| Handler::start(spec.clone(), logs.clone(), &metrics))
-            .collect();
         let plugins = Arc::new(PluginRegistry::new(
             host.clone(),
             config.plugins_dir.clone(),
-            &handlers,
+            &[],
         ));
         // Watch before the first load, so a file changed meanwhile is loaded again.
         let watcher = match PluginWatcher::start(plugins.clone()) {
@@ -257,43 +294,32 @@ impl Daemon {
                 None
             }
         };
-        plugins.load_all().await;
-        let informers = InformerFactory::new(client);
-        let mut routes = Vec::new();
-        for route in &config.routes {
-            let key = watch_key(route);
-            let options = cache_options(&config, &key);
-            let handler = handlers
-                .iter()
-                .find(|h| h.name() == route.handler)
-                .expect("validation checked every route's handler")
-                .clone();
-            let informer =
-                informers
-                    .informer(key, options)
-                    .await
-                    .map_err(|source| Error::Route {
-                        route: route.name.clone(),
-                        source,
-                    })?;
-            let route = Arc::new(Route::new(
-                &route.name,
-                route.events,
-                route.delivery,
-                handler,
-            ));
-            informer.subscribe(route.clone());
-            routes.push(route);
-        }
         let shared = Arc::new(Shared {
-            informers,
-            handlers,
-            routes,
+            informers: InformerFactory::new(client),
             plugins_dir: config.plugins_dir.clone(),
             plugins,
-            metrics,
+            metrics: Arc::new(Metrics::new()),
+            logs: PluginLogs::default(),
+            topology: RwLock::new(Arc::new(Topology::empty(config.clone()))),
+            reloading: tokio::sync::Mutex::new(()),
+            reloads: Mutex::new(ReloadHistory::default()),
             started: Instant::now(),
         });
+        let (topology, _) = Topology::empty(config.clone())
+            .apply(config.clone(), &shared.stages())
+            .await?;
+        *shared.topology.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(topology);
+        let config_watcher = if options.watch_config {
+            match ConfigWatcher::start(shared.clone()) {
+                Ok(watcher) => Some(watcher),
+                Err(e) => {
+                    tracing::warn!(error = %e, "the config file will not be reloaded when it changes");
+                    None
+                }
+            }
+        } else {
+            None
+        };
         let listener = TcpListener::bind(addr)
             .await
             .map_err(|source| Error::AdminBind { addr, source })?;
@@ -312,10 +338,10 @@ impl Daemon {
                 tracing::error!(error = %e, "admin API stopped");
             }
         });
-        tracing::info!(admin = %admin_addr, handlers = shared.handlers.len(), routes = config.routes.len(), "switchyard started");
+        tracing::info!(admin = %admin_addr, handlers = config.handlers.len(), routes = config.routes.len(), "switchyard started");
         Ok(Self {
             shared,
-            logs,
+            config_watcher,
             admin_addr,
             admin_stop: Some(admin_stop),
             admin_task,
@@ -335,7 +361,7 @@ impl Daemon {
 
     /// What plugins log.
     pub fn plugin_logs(&self) -> &PluginLogs {
-        &self.logs
+        &self.shared.logs
     }
 
     /// A snapshot of every stage's state.
@@ -345,7 +371,12 @@ impl Daemon {
 
     /// The running handler named `name`.
     pub fn handler(&self, name: &str) -> Option<Arc<Handler>> {
-        self.shared.handler(name).cloned()
+        self.shared.handler(name)
+    }
+
+    /// Reads the config file again and applies the difference; see [`Shared::reload`].
+    pub async fn reload(&self) -> Result<Plan, ReloadError> {
+        self.shared.reload().await
     }
 
     /// Waits until every informer has listed its resource.
@@ -363,58 +394,22 @@ impl Daemon {
     /// Stops the plugin folder watcher and the watches, lets handlers finish queued work
     /// for up to `grace`, then stops the admin API.
     pub async fn shut_down(mut self, grace: Duration) {
+        if let Some(watcher) = self.config_watcher.take() {
+            watcher.stop().await;
+        }
         if let Some(watcher) = self.watcher.take() {
             watcher.stop().await;
         }
+        // A reload under way finishes first; none starts after.
+        let _reloading = self.shared.reloading.lock().await;
         self.shared.informers.shutdown();
-        futures::future::join_all(self.shared.handlers.iter().map(|h| h.shut_down(grace))).await;
+        let handlers = self.shared.handlers();
+        futures::future::join_all(handlers.iter().map(|h| h.shut_down(grace))).await;
         if let Some(stop) = self.admin_stop.take() {
             let _ = stop.send(());
         }
         let _ = (&mut self.admin_task).await;
         tracing::info!("switchyard stopped");
-    }
-}
-
-fn watch_key(route: &crate::config::RouteSpec) -> WatchKey {
-    WatchKey {
-        resource: route.resource.clone(),
-        namespace: route.namespace.clone(),
-        label_selector: route.label_selector.clone(),
-        field_selector: route.field_selector.clone(),
-    }
-}
-
-/// The cache options of a shared watch: the union of what its routes ask for. Managed
-/// fields are kept if any route keeps them.
-fn cache_options(config: &Config, key: &WatchKey) -> CacheOptions {
-    let routes: Vec<_> = config
-        .routes
-        .iter()
-        .filter(|r| watch_key(r) == *key)
-        .collect();
-    let indexes = routes
-        .iter()
-        .flat_map(|r| r.indexes.iter())
-        .map(|(name, path)| {
-            let f = match path.strip_prefix("label:") {
-                Some(label) => IndexFn::Label(label.to_string()),
-                None => IndexFn::Field(path.clone()),
-            };
-            (name.clone(), f)
-        });
-    let mut drop: Vec<String> = routes
-        .iter()
-        .flat_map(|r| r.drop_fields.iter().cloned())
-        .collect();
-    drop.sort();
-    drop.dedup();
-    CacheOptions {
-        indexers: Indexers::new(indexes),
-        transform: Transform {
-            strip_managed_fields: !routes.iter().any(|r| r.keep_managed_fields),
-            drop,
-        },
     }
 }
 

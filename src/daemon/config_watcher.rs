@@ -1,0 +1,108 @@
+//! Reloads the config when its file changes.
+//!
+//! `notify` watches the file's folder (editors and `kubectl`-style tools often replace a
+//! file by renaming a new one over it, which a watch on the file itself would lose). Events
+//! for the config file are debounced: the reload runs once the file has been quiet for
+//! [`QUIET`], and only if its content differs from what was last read, so saving an
+//! unchanged file does nothing.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use notify::{RecursiveMode, Watcher};
+use sha2::{Digest, Sha256};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+use super::Shared;
+
+/// How long the config file must stay unchanged before it is reloaded.
+pub const QUIET: Duration = Duration::from_millis(250);
+
+/// A running config file watcher. Stop it with [`ConfigWatcher::stop`].
+pub struct ConfigWatcher {
+    watcher: notify::RecommendedWatcher,
+    stop: oneshot::Sender<()>,
+    task: JoinHandle<()>,
+}
+
+impl ConfigWatcher {
+    /// Starts watching the running config's file.
+    pub fn start(shared: Arc<Shared>) -> Result<Self, String> {
+        let file = shared.topology().config.source.clone();
+        let file = std::fs::canonicalize(&file).unwrap_or(file);
+        let dir = file
+            .parent()
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("."));
+        let (events_tx, events) = mpsc::unbounded_channel();
+        let watched = file.clone();
+        let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+            if let Ok(event) = event
+                && event.paths.iter().any(|p| *p == watched)
+            {
+                // The receiver is gone only once the watcher is stopping.
+                let _ = events_tx.send(());
+            }
+        })
+        .map_err(|e| format!("cannot watch {}: {e}", dir.display()))?;
+        watcher
+            .watch(&dir, RecursiveMode::NonRecursive)
+            .map_err(|e| format!("cannot watch {}: {e}", dir.display()))?;
+        let (stop, stopped) = oneshot::channel();
+        let seen = std::fs::read(&file).ok().map(|b| Sha256::digest(&b).to_vec());
+        let task = tokio::spawn(debounce(shared, file.clone(), seen, events, stopped));
+        tracing::info!(file = %file.display(), "watching the config file");
+        Ok(Self {
+            watcher,
+            stop,
+            task,
+        })
+    }
+
+    /// Stops watching; a reload under way finishes first.
+    pub async fn stop(self) {
+        drop(self.watcher);
+        let _ = self.stop.send(());
+        let _ = self.task.await;
+    }
+}
+
+async fn debounce(
+    shared: Arc<Shared>,
+    file: PathBuf,
+    mut seen: Option<Vec<u8>>,
+    mut events: mpsc::UnboundedReceiver<()>,
+    mut stopped: oneshot::Receiver<()>,
+) {
+    loop {
+        tokio::select! {
+            _ = &mut stopped => return,
+            event = events.recv() => if event.is_none() {
+                return;
+            },
+        }
+        // Wait until the file has been quiet for QUIET.
+        loop {
+            tokio::select! {
+                _ = &mut stopped => return,
+                _ = tokio::time::sleep(QUIET) => break,
+                event = events.recv() => if event.is_none() {
+                    return;
+                },
+            }
+        }
+        let hash = match tokio::fs::read(&file).await {
+            Ok(bytes) => Some(Sha256::digest(&bytes).to_vec()),
+            // Gone for now (a rename under way, or deleted): the next event tells.
+            Err(_) => continue,
+        };
+        if hash == seen {
+            continue;
+        }
+        seen = hash;
+        // The outcome is logged and shown in /status by the reload itself.
+        let _ = shared.reload_from("file").await;
+    }
+}

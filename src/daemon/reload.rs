@@ -1,0 +1,176 @@
+//! Config reload: read the file again, validate it, refuse what cannot change while running,
+//! apply the difference ([`super::Topology::apply`]) and remember how each attempt went.
+//! A rejected reload changes nothing: the running config, handlers, queues and plugins stay.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use serde::Serialize;
+
+use super::{Plan, Shared};
+use crate::config::{self, Config, ConfigError, ConfigErrors};
+use crate::queue::dead_letter::rfc3339;
+
+/// Why a reload was rejected. The running config stays in place.
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    /// The file cannot be read or has mistakes.
+    #[error("the config has errors; the running config stays:\n{0}")]
+    Invalid(ConfigErrors),
+    /// The file changes settings that take effect only at start.
+    #[error("{} cannot change while running (restart to apply); the running config stays", .0.join(", "))]
+    NeedsRestart(Vec<String>),
+    /// A new stage could not be started (a resource that cannot be watched).
+    #[error("cannot apply the config: {0}; the running config stays")]
+    Apply(String),
+}
+
+impl ReloadError {
+    /// Each config mistake, when the file was invalid.
+    pub fn config_errors(&self) -> &[ConfigError] {
+        match self {
+            ReloadError::Invalid(errors) => &errors.0,
+            _ => &[],
+        }
+    }
+}
+
+/// One reload attempt.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReloadRecord {
+    /// When it finished (RFC 3339).
+    pub at: String,
+    /// What asked for it: `file` (the config file changed), `api` (POST /reload).
+    pub trigger: &'static str,
+    /// Whether it was applied.
+    pub applied: bool,
+    /// What changed, when applied.
+    pub plan: Option<Plan>,
+    /// Why it was rejected, when it was.
+    pub error: Option<String>,
+}
+
+/// Reload counts and the last attempt, for /status.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ReloadHistory {
+    /// Reloads applied since start.
+    pub applied: u64,
+    /// Reloads rejected since start.
+    pub rejected: u64,
+    /// The most recent attempt.
+    pub last: Option<ReloadRecord>,
+}
+
+/// The config section of /status.
+#[derive(Debug, Clone, Serialize)]
+pub struct ConfigStatus {
+    /// The config file.
+    pub file: String,
+    /// Reloads so far.
+    #[serde(flatten)]
+    pub reloads: ReloadHistory,
+}
+
+impl Shared {
+    /// Reads the config file again and applies it: see [`Shared::reload_from`].
+    pub async fn reload(&self) -> Result<Plan, ReloadError> {
+        self.reload_from("api").await
+    }
+
+    /// Reads the running config's file again, validates it and applies only the difference.
+    /// `trigger` names what asked (`api`, `file`) in /status. Reloads run one at a time.
+    pub async fn reload_from(&self, trigger: &'static str) -> Result<Plan, ReloadError> {
+        let _one_at_a_time = self.reloading.lock().await;
+        let running = self.topology();
+        let result = self.try_reload(&running).await;
+        let mut history = self.reloads.lock().unwrap_or_else(|e| e.into_inner());
+        let record = ReloadRecord {
+            at: rfc3339(SystemTime::now()),
+            trigger,
+            applied: result.is_ok(),
+            plan: result.as_ref().ok().cloned(),
+            error: result.as_ref().err().map(ToString::to_string),
+        };
+        match &result {
+            Ok(plan) => {
+                history.applied += 1;
+                tracing::info!(trigger, plan = %summary(plan), "config reloaded");
+            }
+            Err(e) => {
+                history.rejected += 1;
+                tracing::error!(trigger, error = %e, "config reload rejected");
+            }
+        }
+        history.last = Some(record);
+        result
+    }
+
+    async fn try_reload(&self, running: &Arc<super::Topology>) -> Result<Plan, ReloadError> {
+        let source = running.config.source.clone();
+        let config = config::load(&source).map_err(ReloadError::Invalid)?;
+        let fixed = fixed_at_start(&running.config, &config);
+        if !fixed.is_empty() {
+            return Err(ReloadError::NeedsRestart(fixed));
+        }
+        let (topology, plan) = running
+            .apply(config, &self.stages())
+            .await
+            .map_err(|e| ReloadError::Apply(e.to_string()))?;
+        *self.topology.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(topology);
+        Ok(plan)
+    }
+
+    /// The config section of /status.
+    pub fn config_status(&self) -> ConfigStatus {
+        ConfigStatus {
+            file: self.topology().config.source.display().to_string(),
+            reloads: self
+                .reloads
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
+        }
+    }
+}
+
+/// The settings that differ between `running` and `new` but take effect only at start.
+fn fixed_at_start(running: &Config, new: &Config) -> Vec<String> {
+    let mut fixed = Vec::new();
+    if running.admin_listen != new.admin_listen {
+        fixed.push("admin.listen");
+    }
+    if running.admin_token != new.admin_token {
+        fixed.push("admin.token_file/token_env");
+    }
+    if running.kubeconfig != new.kubeconfig {
+        fixed.push("kubeconfig");
+    }
+    if running.plugins_dir != new.plugins_dir {
+        fixed.push("plugins_dir");
+    }
+    fixed.into_iter().map(String::from).collect()
+}
+
+/// `handlers +a -b ~c; routes +x` for the log.
+fn summary(plan: &Plan) -> String {
+    let part = |what: &str, c: &super::Changes| {
+        let mut items: Vec<String> = Vec::new();
+        items.extend(c.added.iter().map(|n| format!("+{n}")));
+        items.extend(c.removed.iter().map(|n| format!("-{n}")));
+        items.extend(c.changed.iter().map(|n| format!("~{n}")));
+        (!items.is_empty()).then(|| format!("{what} {}", items.join(" ")))
+    };
+    let parts: Vec<String> = [
+        part("informers", &plan.informers),
+        part("handlers", &plan.handlers),
+        part("routes", &plan.routes),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if parts.is_empty() {
+        "no changes".into()
+    } else {
+        parts.join("; ")
+    }
+}
