@@ -1,6 +1,8 @@
 //! The routing config: the YAML schema ([`schema`]), its validation into a [`Config`] with
 //! errors that name file, line, column and path, and the units it is written in.
 
+mod document;
+pub mod field_path;
 pub mod resource;
 pub mod schema;
 pub mod units;
@@ -11,8 +13,9 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+pub use field_path::FieldPath;
 pub use resource::ResourceName;
-pub use validate::validate;
+pub use validate::{ROUTE_INFORMER_PREFIX, validate};
 
 /// Where the admin API listens when the config does not say.
 pub const DEFAULT_ADMIN_LISTEN: SocketAddr =
@@ -75,6 +78,8 @@ pub struct Config {
     pub admin_listen: SocketAddr,
     /// Where the admin API's bearer token comes from.
     pub admin_token: Option<TokenSource>,
+    /// Informers, by name order: those under `informers:`, then each route's own watch.
+    pub informers: Vec<InformerSpec>,
     /// Handlers, by name order.
     pub handlers: Vec<HandlerSpec>,
     /// Routes, in file order.
@@ -133,15 +138,88 @@ pub struct HandlerSpec {
     pub config: serde_json::Value,
 }
 
-/// A route, with every default filled in.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RouteSpec {
-    /// Route name.
+/// How an informer names its resource.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum ResourceRef {
+    /// By group, version and plural name.
+    Plural(ResourceName),
+    /// By group, version and kind; discovery finds the plural.
+    Kind {
+        /// API group; empty for the core group.
+        group: String,
+        /// API version.
+        version: String,
+        /// Kind, such as `Deployment`.
+        kind: String,
+    },
+}
+
+impl ResourceRef {
+    /// Whether `name` names this resource: its plural (`pods`), its full name
+    /// (`v1/pods`), its kind (`Pod`), or a kind whose usual plural it is.
+    pub fn answers_to(&self, name: &str) -> bool {
+        match self {
+            ResourceRef::Plural(r) => {
+                name == r.plural
+                    || name == r.to_string()
+                    || ResourceName::parse(name).is_ok_and(|n| n == *r)
+                    || plurals_of(name).contains(&r.plural)
+            }
+            ResourceRef::Kind {
+                group,
+                version,
+                kind,
+            } => {
+                name == kind
+                    || plurals_of(kind).iter().any(|p| {
+                        name == p
+                            || ResourceName::parse(name).is_ok_and(|n| {
+                                n.plural == *p && n.group == *group && n.version == *version
+                            })
+                    })
+            }
+        }
+    }
+}
+
+/// The plural spellings a kind usually has (`Pod` → pods, `Ingress` → ingresses, `Policy`
+/// → policies, `Endpoints` → endpoints).
+fn plurals_of(kind: &str) -> Vec<String> {
+    let lower = kind.to_ascii_lowercase();
+    let mut plurals = vec![lower.clone(), format!("{lower}s"), format!("{lower}es")];
+    if let Some(stem) = lower.strip_suffix('y') {
+        plurals.push(format!("{stem}ies"));
+    }
+    plurals
+}
+
+impl fmt::Display for ResourceRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ResourceRef::Plural(r) => write!(f, "{r}"),
+            ResourceRef::Kind {
+                group,
+                version,
+                kind,
+            } if group.is_empty() => write!(f, "{version} {kind}"),
+            ResourceRef::Kind {
+                group,
+                version,
+                kind,
+            } => write!(f, "{group}/{version} {kind}"),
+        }
+    }
+}
+
+/// An informer, with every default filled in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InformerSpec {
+    /// Its name under `informers:`, or `route:NAME` for a route's own watch.
     pub name: String,
     /// The resource watched.
-    pub resource: ResourceName,
-    /// Namespace watched; `None` for all.
-    pub namespace: Option<String>,
+    pub resource: ResourceRef,
+    /// Namespaces watched, one watch each; empty for all namespaces.
+    pub namespaces: Vec<String>,
     /// Label selector of the watch.
     pub label_selector: Option<String>,
     /// Field selector of the watch.
@@ -152,6 +230,59 @@ pub struct RouteSpec {
     pub keep_managed_fields: bool,
     /// JSON pointers dropped before caching.
     pub drop_fields: Vec<String>,
+}
+
+/// Where a route's changes come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RouteSource {
+    /// One informer, by name (a route's own watch is `route:NAME`).
+    Informer(String),
+    /// Every informer under `informers:` of these kinds.
+    Kinds(Vec<String>),
+}
+
+/// A test on the value at a field path.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Test {
+    /// The value equals this.
+    Equals(serde_json::Value),
+    /// The path has a value (`true`) or none (`false`).
+    Exists(bool),
+    /// An update changed the value (`true`) or left it alone (`false`).
+    Changed(bool),
+}
+
+/// A condition a route puts on the objects it delivers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Condition {
+    /// Where the value is.
+    pub path: FieldPath,
+    /// What it must be.
+    pub test: Test,
+}
+
+/// Which objects a route delivers, beyond what its informer watches.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RouteFilter {
+    /// Only objects in these namespaces; empty for all.
+    pub namespaces: Vec<String>,
+    /// Only objects whose labels match.
+    pub labels: Option<String>,
+    /// Only objects whose fields match (field selector syntax).
+    pub fields: Option<String>,
+    /// Only changes that meet every condition.
+    pub when: Vec<Condition>,
+}
+
+/// A route, with every default filled in.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RouteSpec {
+    /// Route name.
+    pub name: String,
+    /// Where its changes come from.
+    pub source: RouteSource,
+    /// Which objects it delivers.
+    pub filter: RouteFilter,
     /// Kinds of change delivered.
     pub events: EventFilter,
     /// How changes are delivered.

@@ -1,16 +1,18 @@
 //! The YAML schema of a switchyard config file, as serde types. Every struct rejects unknown
-//! fields; defaults are the ones the README's config reference states.
+//! fields; defaults are the ones the README's config reference states. Each informer,
+//! handler and route is read on its own (see `validate`), so the top level keeps them as
+//! plain values; where a value is in the file comes from [`super::document::Document`].
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use serde::Deserialize;
-use serde_saphyr::Spanned;
 
 use super::units::{ByteSize, HumanDuration};
 
-/// The whole config file.
+/// The whole config file: its sections, the items of `informers`, `handlers` and `routes`
+/// still unread.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ConfigFile {
@@ -23,13 +25,17 @@ pub struct ConfigFile {
     pub plugins_dir: Option<PathBuf>,
     /// The admin API.
     #[serde(default)]
-    pub admin: AdminFile,
-    /// Handlers by name.
+    pub admin: Option<serde_json::Value>,
+    /// Shared watches by name ([`InformerFile`]), for routes to name with `informer:` or
+    /// `kinds:`.
     #[serde(default)]
-    pub handlers: BTreeMap<String, HandlerFile>,
-    /// Routes, in order.
+    pub informers: Option<BTreeMap<String, serde_json::Value>>,
+    /// Handlers by name ([`HandlerFile`]).
     #[serde(default)]
-    pub routes: Vec<RouteFile>,
+    pub handlers: Option<BTreeMap<String, serde_json::Value>>,
+    /// Routes, in order ([`RouteFile`]).
+    #[serde(default)]
+    pub routes: Option<Vec<serde_json::Value>>,
 }
 
 /// `admin:` — where the admin API listens.
@@ -53,10 +59,10 @@ pub struct AdminFile {
 pub struct HandlerFile {
     /// Plugin name: the file `NAME.wasm` in the plugins folder. Default: the handler's name.
     #[serde(default)]
-    pub plugin: Option<Spanned<String>>,
+    pub plugin: Option<String>,
     /// Workers calling the plugin at once. Default 2.
     #[serde(default)]
-    pub concurrency: Option<Spanned<usize>>,
+    pub concurrency: Option<usize>,
     /// Deadline for one call. Default `5s`.
     #[serde(default)]
     pub timeout: Option<HumanDuration>,
@@ -74,7 +80,7 @@ pub struct HandlerFile {
     pub backoff_cap: Option<HumanDuration>,
     /// Retries per second across the handler's keys (token bucket). Default 10.
     #[serde(default)]
-    pub qps: Option<Spanned<f64>>,
+    pub qps: Option<f64>,
     /// Retries that may go at once before `qps` applies. Default 100.
     #[serde(default)]
     pub burst: Option<u32>,
@@ -86,43 +92,122 @@ pub struct HandlerFile {
     pub config: Option<serde_json::Value>,
 }
 
+/// `informers.NAME:` — one resource watched and cached, shared by the routes that name it.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InformerFile {
+    /// The resource by plural name: `configmaps`, `v1/pods`, `apps/v1/deployments`. Or set
+    /// `group`, `version` and `kind` instead.
+    #[serde(default)]
+    pub resource: Option<String>,
+    /// API group of `kind`; empty or absent for the core group.
+    #[serde(default)]
+    pub group: Option<String>,
+    /// API version of `kind`.
+    #[serde(default)]
+    pub version: Option<String>,
+    /// The resource by kind (`Deployment`), with `group` and `version`.
+    #[serde(default)]
+    pub kind: Option<String>,
+    /// Only these namespaces (one watch each); default all namespaces.
+    #[serde(default)]
+    pub namespaces: Option<Vec<String>>,
+    /// Label selector of the watch (`app=web,tier!=db`).
+    #[serde(default)]
+    pub labels: Option<String>,
+    /// Field selector of the watch (`spec.nodeName=n1`).
+    #[serde(default)]
+    pub fields: Option<String>,
+    /// What is dropped from objects before caching.
+    #[serde(default)]
+    pub transform: Option<TransformFile>,
+    /// Cache indexes by name: a field path (`spec.nodeName`) or `label:KEY`.
+    #[serde(default)]
+    pub indexes: Option<BTreeMap<String, String>>,
+}
+
+/// `informers.NAME.transform:` — what is dropped from objects before caching.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TransformFile {
+    /// Keep `metadata.managedFields` (dropped by default).
+    #[serde(default)]
+    pub keep_managed_fields: Option<bool>,
+    /// JSON pointers dropped from every object (`/metadata/annotations/big`).
+    #[serde(default)]
+    pub drop_fields: Option<Vec<String>>,
+}
+
+/// `routes[i].when[j]:` — a condition on the object's fields; `path` and one test.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConditionFile {
+    /// A dotted field path (`spec.replicas`, `metadata.labels.app`) or a JSON pointer
+    /// (`/metadata/labels/app.kubernetes.io~1name`).
+    pub path: String,
+    /// The value at `path` equals this.
+    #[serde(default)]
+    pub equals: Option<serde_json::Value>,
+    /// `true`: the path has a value; `false`: it has none.
+    #[serde(default)]
+    pub exists: Option<bool>,
+    /// `true`: an update changed the value at `path`; `false`: it did not.
+    #[serde(default)]
+    pub changed: Option<bool>,
+}
+
 /// `routes[i]:` — which changes go to which handler.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RouteFile {
     /// Route name, unique; shown to the plugin and in logs.
-    pub name: Spanned<String>,
-    /// The resource: `configmaps`, `v1/pods`, `apps/v1/deployments`.
-    pub resource: Spanned<String>,
+    pub name: String,
+    /// Where the changes come from, one of three: `informer` (a name under `informers:`),
+    /// `kinds` (every informer of these kinds), or `resource` (the route's own watch of
+    /// `configmaps`, `v1/pods`, `apps/v1/deployments`).
+    #[serde(default)]
+    pub informer: Option<String>,
+    /// Every informer of these kinds (`[Pod, Deployment]`).
+    #[serde(default)]
+    pub kinds: Option<Vec<String>>,
+    /// The route's own watch of this resource.
+    #[serde(default)]
+    pub resource: Option<String>,
     /// Only objects in this namespace; default all namespaces.
     #[serde(default)]
     pub namespace: Option<String>,
+    /// Only objects in these namespaces; default all namespaces.
+    #[serde(default)]
+    pub namespaces: Option<Vec<String>>,
     /// Only objects whose labels match this selector (`app=web,tier!=db`).
     #[serde(default)]
-    pub labels: Option<Spanned<String>>,
+    pub labels: Option<String>,
     /// Only objects whose fields match this selector (`metadata.name=x`).
     #[serde(default)]
-    pub fields: Option<Spanned<String>>,
+    pub fields: Option<String>,
     /// Only these kinds of change; default all.
     #[serde(default)]
     pub events: Option<Vec<EventKindFile>>,
-    /// Cache indexes by name: a field path (`spec.nodeName`) or `label:KEY`.
+    /// Only changes whose object meets every condition.
     #[serde(default)]
-    pub indexes: Option<std::collections::BTreeMap<String, String>>,
-    /// Keep `metadata.managedFields` in the cache (dropped by default).
+    pub when: Option<Vec<ConditionFile>>,
+    /// With `resource`: cache indexes by name, a field path (`spec.nodeName`) or `label:KEY`.
+    #[serde(default)]
+    pub indexes: Option<BTreeMap<String, String>>,
+    /// With `resource`: keep `metadata.managedFields` in the cache (dropped by default).
     #[serde(default)]
     pub keep_managed_fields: Option<bool>,
-    /// JSON pointers dropped from objects before caching.
+    /// With `resource`: JSON pointers dropped from objects before caching.
     #[serde(default)]
-    pub drop_fields: Option<Vec<Spanned<String>>>,
+    pub drop_fields: Option<Vec<String>>,
     /// `latest` (default: coalesce per object) or `every` (each change, in order).
     #[serde(default)]
     pub delivery: Option<DeliveryFile>,
     /// For `every`: events kept per object before the oldest two are coalesced. Default 100.
     #[serde(default)]
-    pub backlog: Option<Spanned<usize>>,
+    pub backlog: Option<usize>,
     /// The handler that gets the changes.
-    pub handler: Spanned<String>,
+    pub handler: String,
 }
 
 /// How a route delivers changes.

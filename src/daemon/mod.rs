@@ -39,15 +39,18 @@ pub enum Error {
     /// The wasm engine could not start.
     #[error(transparent)]
     Plugin(#[from] crate::plugin::Error),
-    /// A route's watch could not be set up.
-    #[error("route {route:?}: {source}")]
-    Route {
-        /// The route.
-        route: String,
+    /// A watch could not be set up.
+    #[error("{watch}: {source}")]
+    Watch {
+        /// The watch (`v1/pods in default`) or the informer.
+        watch: String,
         /// Why.
         #[source]
         source: crate::informer::Error,
     },
+    /// The config cannot be wired up (a route's kinds match no informer).
+    #[error("{0}")]
+    Config(String),
     /// The admin API's access rule cannot be set up (no token beyond loopback, or an
     /// unreadable token).
     #[error("admin API: {0}")]

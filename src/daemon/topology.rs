@@ -13,13 +13,15 @@
 //! - drains and stops handlers nobody routes to any more, and stops informers nobody
 //!   subscribes to any more.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{HashMap, HashSet};
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::config::{Config, HandlerSpec, RouteSpec};
+use crate::config::{
+    Config, ROUTE_INFORMER_PREFIX, HandlerSpec, InformerSpec, ResourceRef, RouteSource, RouteSpec};
 use crate::handler::Handler;
 use crate::informer::{
     CacheOptions, IndexFn, Indexers, Informer, InformerFactory, SubscriptionId, Transform,
@@ -27,7 +29,7 @@ use crate::informer::{
 };
 use crate::metrics::Metrics;
 use crate::plugin::{PluginLogs, PluginRegistry};
-use crate::router::Route;
+use crate::router::{ObjectFilter, Route};
 
 /// A route at run time with what it is subscribed to.
 pub struct RunningRoute {
@@ -35,10 +37,10 @@ pub struct RunningRoute {
     pub spec: RouteSpec,
     /// The route.
     pub route: Arc<Route>,
-    /// The informer feeding it.
-    pub informer: Arc<Informer>,
-    /// Its subscription to the informer.
-    pub subscription: SubscriptionId,
+    /// The watches feeding it.
+    pub keys: Vec<WatchKey>,
+    /// Its subscription to each informer feeding it.
+    pub subscriptions: Vec<(Arc<Informer>, SubscriptionId)>,
 }
 
 /// Every handler and route running now, and the config they came from.
@@ -112,7 +114,7 @@ impl Topology {
 
     /// Changes the running stages into those `config` describes and returns the new
     /// topology with what changed. Fails, with nothing running touched, when a new
-    /// resource cannot be watched.
+    /// resource cannot be watched or a route's kinds match no informer.
     pub async fn apply(
         &self,
         config: Config,
@@ -120,57 +122,50 @@ impl Topology {
     ) -> Result<(Topology, Plan), super::Error> {
         let mut plan = Plan::default();
 
-        // 1. Informers the new config needs, with their cache options. New ones start now,
+        // 1. The watches the routes need, with their cache options. New ones start now,
         //    before anything running changes.
-        let mut cache: HashMap<WatchKey, CacheOptions> = HashMap::new();
-        for route in &config.routes {
-            let key = watch_key(route);
-            if !cache.contains_key(&key) {
-                let options = cache_options(&config, &key);
-                cache.insert(key, options);
-            }
-        }
+        let wiring = wire(&config, stages.informers).await?;
+        let cache = wiring.cache;
+        let route_keys = wiring.routes;
         let mut started = Vec::new();
         for (key, options) in &cache {
             if self.cache.contains_key(key) {
                 continue;
             }
-            let route = config
-                .routes
-                .iter()
-                .find(|r| watch_key(r) == *key)
-                .map_or_else(String::new, |r| r.name.clone());
             match stages.informers.informer(key.clone(), options.clone()).await {
                 Ok(_) => started.push(key.clone()),
                 Err(source) => {
                     for key in &started {
                         stages.informers.release(key);
                     }
-                    return Err(super::Error::Route { route, source });
+                    return Err(super::Error::Watch {
+                        watch: key.to_string(),
+                        source,
+                    });
                 }
             }
         }
-        let restarted: BTreeSet<String> = cache
+        let restarted: HashSet<WatchKey> = cache
             .iter()
             .filter(|(key, options)| self.cache.get(key).is_some_and(|old| old != *options))
-            .map(|(key, _)| key.to_string())
+            .map(|(key, _)| key.clone())
             .collect();
-        let mut informer_names: BTreeSet<String> = cache.keys().map(|k| k.to_string()).collect();
         for key in self.cache.keys() {
             if !cache.contains_key(key) {
                 plan.informers.removed.push(key.to_string());
             }
         }
-        for name in std::mem::take(&mut informer_names) {
-            let list = if started.iter().any(|k| k.to_string() == name) {
+        for key in cache.keys() {
+            let list = if started.contains(key) {
                 &mut plan.informers.added
-            } else if restarted.contains(&name) {
+            } else if restarted.contains(key) {
                 &mut plan.informers.changed
             } else {
                 &mut plan.informers.unchanged
             };
-            list.push(name);
+            list.push(key.to_string());
         }
+        plan.informers.sort();
 
         // 2. Handlers: keep the equal ones, start the rest paused (until routes and plugins
         //    are in place and replaced handlers have handed over).
@@ -223,47 +218,52 @@ impl Topology {
                 .clone()
         };
 
-        // 3. Routes: unsubscribe the old ones not kept, then subscribe the new ones.
+        // 3. Routes: unsubscribe the old ones not kept, restart informers whose cache
+        //    options changed, then subscribe the new ones.
         let mut kept: HashMap<&str, &RunningRoute> = HashMap::new();
         for old in &self.routes {
             let same = config.routes.iter().any(|r| *r == old.spec)
-                && !restarted.contains(&watch_key(&old.spec).to_string());
+                && route_keys.get(&old.spec.name) == Some(&old.keys)
+                && !old.keys.iter().any(|k| restarted.contains(k));
             if same {
                 kept.insert(old.spec.name.as_str(), old);
             } else {
-                old.informer.unsubscribe(old.subscription);
+                for (informer, id) in &old.subscriptions {
+                    informer.unsubscribe(*id);
+                }
             }
         }
-        for (key, options) in &cache {
-            if restarted.contains(&key.to_string()) {
-                stages.informers.release(key);
-                stages
-                    .informers
-                    .informer(key.clone(), options.clone())
-                    .await
-                    .map_err(|source| super::Error::Route {
-                        route: key.to_string(),
-                        source,
-                    })?;
-            }
+        for key in &restarted {
+            stages.informers.release(key);
+            stages
+                .informers
+                .informer(key.clone(), cache[key].clone())
+                .await
+                .map_err(|source| super::Error::Watch {
+                    watch: key.to_string(),
+                    source,
+                })?;
         }
         let mut routes = Vec::new();
         for spec in &config.routes {
             let handler = handler_for(&spec.handler);
             if let Some(old) = kept.get(spec.name.as_str()) {
-                if !Arc::ptr_eq(&old.route.handler(), &handler) {
-                    let resync_changed = old.route.handler().spec().resync != handler.spec().resync;
+                let current = old.route.handler().clone();
+                if !Arc::ptr_eq(&current, &handler) {
+                    let resync_changed = current.spec().resync != handler.spec().resync;
                     old.route.set_handler(handler);
                     if resync_changed {
-                        old.informer.resync_periods_changed();
+                        for (informer, _) in &old.subscriptions {
+                            informer.resync_periods_changed();
+                        }
                     }
                 }
                 plan.routes.unchanged.push(spec.name.clone());
                 routes.push(RunningRoute {
                     spec: spec.clone(),
                     route: old.route.clone(),
-                    informer: old.informer.clone(),
-                    subscription: old.subscription,
+                    keys: old.keys.clone(),
+                    subscriptions: old.subscriptions.clone(),
                 });
                 continue;
             }
@@ -272,22 +272,32 @@ impl Topology {
             } else {
                 plan.routes.added.push(spec.name.clone());
             }
-            let key = watch_key(spec);
-            let informer = stages
-                .informers
-                .informer(key.clone(), cache[&key].clone())
-                .await
-                .map_err(|source| super::Error::Route {
-                    route: spec.name.clone(),
-                    source,
-                })?;
-            let route = Arc::new(Route::new(&spec.name, spec.events, spec.delivery, handler));
-            let subscription = informer.subscribe(route.clone());
+            let route = Arc::new(Route::new(
+                &spec.name,
+                spec.events,
+                ObjectFilter::new(&spec.filter),
+                spec.delivery,
+                handler,
+            ));
+            let keys = route_keys[&spec.name].clone();
+            let mut subscriptions = Vec::new();
+            for key in &keys {
+                let informer = stages
+                    .informers
+                    .informer(key.clone(), cache[key].clone())
+                    .await
+                    .map_err(|source| super::Error::Watch {
+                        watch: key.to_string(),
+                        source,
+                    })?;
+                let id = informer.subscribe(route.clone());
+                subscriptions.push((informer, id));
+            }
             routes.push(RunningRoute {
                 spec: spec.clone(),
                 route,
-                informer,
-                subscription,
+                keys,
+                subscriptions,
             });
         }
         for old in &self.routes {
@@ -331,48 +341,170 @@ impl Topology {
     }
 }
 
-/// The watch a route needs.
-pub fn watch_key(route: &RouteSpec) -> WatchKey {
-    WatchKey {
-        resource: route.resource.clone(),
-        namespace: route.namespace.clone(),
-        label_selector: route.label_selector.clone(),
-        field_selector: route.field_selector.clone(),
+impl Changes {
+    fn sort(&mut self) {
+        for list in [
+            &mut self.added,
+            &mut self.removed,
+            &mut self.changed,
+            &mut self.unchanged,
+        ] {
+            list.sort();
+        }
     }
 }
 
-/// The cache options of a shared watch: the union of what its routes ask for. Managed
-/// fields are kept if any route keeps them.
-fn cache_options(config: &Config, key: &WatchKey) -> CacheOptions {
-    let routes: Vec<_> = config
+/// The watches a config needs and which feed each route.
+struct Wiring {
+    /// Every watch, with the union of its informers' cache options.
+    cache: HashMap<WatchKey, CacheOptions>,
+    /// Each route's watches, by route name.
+    routes: HashMap<String, Vec<WatchKey>>,
+}
+
+/// Works out the watches of every informer the routes use (discovering the plural of
+/// informers named by kind) and which of them feed each route.
+async fn wire(config: &Config, factory: &InformerFactory) -> Result<Wiring, super::Error> {
+    let uses_kinds = config
         .routes
         .iter()
-        .filter(|r| watch_key(r) == *key)
-        .collect();
-    let mut indexes: Vec<(String, IndexFn)> = routes
-        .iter()
-        .flat_map(|r| r.indexes.iter())
-        .map(|(name, path)| {
-            let f = match path.strip_prefix("label:") {
-                Some(label) => IndexFn::Label(label.to_string()),
-                None => IndexFn::Field(path.clone()),
-            };
-            (name.clone(), f)
-        })
-        .collect();
-    indexes.sort_by(|a, b| a.0.cmp(&b.0));
-    indexes.dedup_by(|a, b| a.0 == b.0);
-    let mut drop: Vec<String> = routes
-        .iter()
-        .flat_map(|r| r.drop_fields.iter().cloned())
-        .collect();
-    drop.sort();
-    drop.dedup();
+        .any(|r| matches!(r.source, RouteSource::Kinds(_)));
+    let needed = |spec: &InformerSpec| {
+        config.routes.iter().any(|r| match &r.source {
+            RouteSource::Informer(name) => *name == spec.name,
+            RouteSource::Kinds(_) => false,
+        }) || (uses_kinds && !spec.name.starts_with(ROUTE_INFORMER_PREFIX))
+    };
+    let mut keys_of: HashMap<&str, (Vec<WatchKey>, String)> = HashMap::new();
+    let mut cache: HashMap<WatchKey, CacheOptions> = HashMap::new();
+    for spec in config.informers.iter().filter(|s| needed(s)) {
+        let (resource, kind) = match &spec.resource {
+            ResourceRef::Plural(name) => (name.clone(), None),
+            ResourceRef::Kind {
+                group,
+                version,
+                kind,
+            } => (
+                factory
+                    .resolve_kind(group, version, kind)
+                    .await
+                    .map_err(|source| super::Error::Watch {
+                        watch: format!("informer {}", spec.name),
+                        source,
+                    })?,
+                Some(kind.clone()),
+            ),
+        };
+        let namespaces: Vec<Option<String>> = if spec.namespaces.is_empty() {
+            vec![None]
+        } else {
+            spec.namespaces.iter().cloned().map(Some).collect()
+        };
+        let keys: Vec<WatchKey> = namespaces
+            .into_iter()
+            .map(|namespace| WatchKey {
+                resource: resource.clone(),
+                namespace,
+                label_selector: spec.label_selector.clone(),
+                field_selector: spec.field_selector.clone(),
+            })
+            .collect();
+        let options = cache_options(spec);
+        for key in &keys {
+            cache
+                .entry(key.clone())
+                .and_modify(|o| *o = union(o, &options))
+                .or_insert_with(|| options.clone());
+        }
+        let kind = match kind {
+            Some(kind) => kind,
+            None if uses_kinds && !spec.name.starts_with(ROUTE_INFORMER_PREFIX) => factory
+                .informer(keys[0].clone(), cache[&keys[0]].clone())
+                .await
+                .map_err(|source| super::Error::Watch {
+                    watch: keys[0].to_string(),
+                    source,
+                })?
+                .resource()
+                .kind
+                .clone(),
+            None => String::new(),
+        };
+        keys_of.insert(spec.name.as_str(), (keys, kind));
+    }
+    let mut routes = HashMap::new();
+    for route in &config.routes {
+        let keys: Vec<WatchKey> = match &route.source {
+            RouteSource::Informer(name) => keys_of
+                .get(name.as_str())
+                .map(|(keys, _)| keys.clone())
+                .unwrap_or_default(),
+            RouteSource::Kinds(kinds) => {
+                let mut keys = Vec::new();
+                for kind in kinds {
+                    let mut found = keys_of
+                        .iter()
+                        .filter(|(name, (_, k))| k == kind && !name.starts_with(ROUTE_INFORMER_PREFIX))
+                        .peekable();
+                    if found.peek().is_none() {
+                        return Err(super::Error::Config(format!(
+                            "route {:?}: no informer watches kind {kind:?}",
+                            route.name
+                        )));
+                    }
+                    keys.extend(found.flat_map(|(_, (k, _))| k.clone()));
+                }
+                keys.sort_by_key(|k| k.to_string());
+                keys.dedup();
+                keys
+            }
+        };
+        routes.insert(route.name.clone(), keys);
+    }
+    Ok(Wiring { cache, routes })
+}
+
+/// The cache options an informer asks for.
+fn cache_options(spec: &InformerSpec) -> CacheOptions {
+    let indexes = spec.indexes.iter().map(|(name, path)| {
+        let f = match path.strip_prefix("label:") {
+            Some(label) => IndexFn::Label(label.to_string()),
+            None => IndexFn::Field(path.clone()),
+        };
+        (name.clone(), f)
+    });
     CacheOptions {
         indexers: Indexers::new(indexes),
         transform: Transform {
-            strip_managed_fields: !routes.iter().any(|r| r.keep_managed_fields),
-            drop,
+            strip_managed_fields: !spec.keep_managed_fields,
+            drop: spec.drop_fields.clone(),
+        },
+    }
+}
+
+/// The options of a watch two informers share: every index of either, managed fields kept
+/// if either keeps them, only the fields both drop dropped.
+fn union(a: &CacheOptions, b: &CacheOptions) -> CacheOptions {
+    let mut indexes: Vec<(String, IndexFn)> = a
+        .indexers
+        .iter()
+        .chain(b.indexers.iter())
+        .map(|(name, f)| (name.to_string(), f.clone()))
+        .collect();
+    indexes.sort_by(|x, y| x.0.cmp(&y.0));
+    indexes.dedup_by(|x, y| x.0 == y.0);
+    CacheOptions {
+        indexers: Indexers::new(indexes),
+        transform: Transform {
+            strip_managed_fields: a.transform.strip_managed_fields
+                && b.transform.strip_managed_fields,
+            drop: a
+                .transform
+                .drop
+                .iter()
+                .filter(|d| b.transform.drop.contains(d))
+                .cloned()
+                .collect(),
         },
     }
 }

@@ -62,6 +62,41 @@ impl InformerFactory {
         Ok(informer)
     }
 
+    /// The plural resource name of `kind` in `group`/`version`, through API discovery.
+    pub async fn resolve_kind(
+        &self,
+        group: &str,
+        version: &str,
+        kind: &str,
+    ) -> Result<crate::config::ResourceName> {
+        let gv = GroupVersion::gv(group, version);
+        let described = if group.is_empty() {
+            format!("{version} {kind}")
+        } else {
+            format!("{group}/{version} {kind}")
+        };
+        let found = kube::discovery::pinned_group(&self.client, &gv)
+            .await
+            .map_err(|source| Error::Discovery {
+                resource: described.clone(),
+                source,
+            })?;
+        let resources = found.versioned_resources(version);
+        let available: Vec<String> = resources.iter().map(|(r, _)| r.kind.clone()).collect();
+        resources
+            .into_iter()
+            .find(|(r, _)| r.kind == kind && !r.plural.contains('/'))
+            .map(|(r, _)| crate::config::ResourceName {
+                group: group.to_string(),
+                version: version.to_string(),
+                plural: r.plural,
+            })
+            .ok_or_else(|| Error::UnknownResource {
+                resource: described,
+                available,
+            })
+    }
+
     /// Every running informer.
     pub fn informers(&self) -> Vec<Arc<Informer>> {
         let mut all: Vec<_> = self.lock().values().cloned().collect();

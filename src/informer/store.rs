@@ -66,6 +66,14 @@ fn lookup<'a>(
 pub struct Indexers(Vec<(String, IndexFn)>);
 
 impl Indexers {
+    /// The indexes beyond the built-in namespace index, in order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &IndexFn)> {
+        self.0
+            .iter()
+            .filter(|(name, _)| name != NAMESPACE_INDEX)
+            .map(|(name, f)| (name.as_str(), f))
+    }
+
     /// The namespace index, and `more`.
     pub fn new(more: impl IntoIterator<Item = (String, IndexFn)>) -> Self {
         let mut all = vec![(NAMESPACE_INDEX.to_string(), IndexFn::Namespace)];

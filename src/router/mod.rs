@@ -1,5 +1,7 @@
-//! Routes: each subscribes to an informer and hands the deltas its rules select to its
-//! handler's queue.
+//! Routes: each subscribes to its informers and hands the deltas its rules select (kinds of
+//! change, and the object filter in [`filter`]) to its handler's queue.
+
+pub mod filter;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard};
@@ -11,10 +13,13 @@ use crate::handler::Handler;
 use crate::informer::{Delta, DeltaSink};
 use crate::queue::Delivery;
 
+pub use filter::ObjectFilter;
+
 /// One route at run time.
 pub struct Route {
     name: Arc<str>,
     events: EventFilter,
+    filter: ObjectFilter,
     delivery: Delivery,
     /// Swapped when a config reload replaces the handler; held for reading while a delta
     /// is queued, so once a swap returns nothing more reaches the old handler.
@@ -34,18 +39,26 @@ pub struct RouteStatus {
     pub delivery: &'static str,
     /// Deltas handed to the handler's queue.
     pub delivered: u64,
-    /// Deltas the route's event filter left out.
+    /// Deltas the route's event kinds or object filter left out.
     pub skipped: u64,
     /// Events from this route waiting in the handler's queue: the route's buffer.
     pub pending: usize,
 }
 
 impl Route {
-    /// A route named `name` delivering the selected kinds of change to `handler`.
-    pub fn new(name: &str, events: EventFilter, delivery: Delivery, handler: Arc<Handler>) -> Self {
+    /// A route named `name` delivering the selected kinds of change to the objects `filter`
+    /// admits to `handler`.
+    pub fn new(
+        name: &str,
+        events: EventFilter,
+        filter: ObjectFilter,
+        delivery: Delivery,
+        handler: Arc<Handler>,
+    ) -> Self {
         Self {
             name: name.into(),
             events,
+            filter,
             delivery,
             handler: RwLock::new(handler),
             delivered: AtomicU64::new(0),
@@ -89,13 +102,14 @@ impl Route {
     /// Whether the route delivers this delta. Resyncs go to handlers that asked for them;
     /// `Replaced` only announces a list and carries no object.
     pub fn selects(&self, delta: &Delta) -> bool {
-        match delta {
+        let kind = match delta {
             Delta::Added(_) => self.events.added,
             Delta::Updated { .. } => self.events.updated,
             Delta::Deleted { .. } => self.events.deleted,
             Delta::Sync(_) => true,
             Delta::Replaced { .. } => false,
-        }
+        };
+        kind && self.filter.admits(delta)
     }
 }
 

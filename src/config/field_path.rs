@@ -1,0 +1,82 @@
+//! Paths to a value inside an object, as routes' conditions name them: dotted
+//! (`spec.replicas`, `metadata.labels.app`, `.spec`) or a JSON pointer
+//! (`/metadata/labels/app.kubernetes.io~1name`) when a key holds a dot.
+
+use std::fmt;
+
+use serde_json::Value;
+
+/// A parsed path: the keys (or array indexes) from the object's root.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct FieldPath {
+    text: String,
+    parts: Vec<String>,
+}
+
+impl FieldPath {
+    /// Parses a dotted path or a JSON pointer.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let parts: Vec<String> = if let Some(pointer) = text.strip_prefix('/') {
+            pointer
+                .split('/')
+                .map(|p| p.replace("~1", "/").replace("~0", "~"))
+                .collect()
+        } else {
+            text.strip_prefix('.')
+                .unwrap_or(text)
+                .split('.')
+                .map(str::to_string)
+                .collect()
+        };
+        if parts.iter().any(String::is_empty) {
+            return Err(format!(
+                "invalid field path {text:?}: use a dotted path such as spec.replicas, or a JSON pointer such as /metadata/labels/app"
+            ));
+        }
+        Ok(Self {
+            text: text.to_string(),
+            parts,
+        })
+    }
+
+    /// The value at the path in `object`, if there is one (`null` counts as none).
+    pub fn lookup<'a>(&self, object: &'a Value) -> Option<&'a Value> {
+        let mut value = object;
+        for part in &self.parts {
+            value = match value {
+                Value::Object(map) => map.get(part)?,
+                Value::Array(items) => items.get(part.parse::<usize>().ok()?)?,
+                _ => return None,
+            };
+        }
+        (!value.is_null()).then_some(value)
+    }
+}
+
+impl fmt::Display for FieldPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn dotted_paths_and_pointers_find_the_same_values() {
+        let object = json!({"metadata": {"labels": {"app.kubernetes.io/name": "web", "tier": "db"}},
+                            "spec": {"ports": [{"port": 80}], "gone": null}});
+        let tier = FieldPath::parse("metadata.labels.tier").unwrap();
+        assert_eq!(tier.lookup(&object), Some(&json!("db")));
+        let dotted_key = FieldPath::parse("/metadata/labels/app.kubernetes.io~1name").unwrap();
+        assert_eq!(dotted_key.lookup(&object), Some(&json!("web")));
+        let port = FieldPath::parse(".spec.ports.0.port").unwrap();
+        assert_eq!(port.lookup(&object), Some(&json!(80)));
+        assert_eq!(FieldPath::parse("spec.gone").unwrap().lookup(&object), None);
+        assert_eq!(FieldPath::parse("spec.nope").unwrap().lookup(&object), None);
+        assert!(FieldPath::parse("spec..x").is_err());
+        assert!(FieldPath::parse("").is_err());
+    }
+}

@@ -1,0 +1,178 @@
+//! A route's filter on the objects it delivers: namespaces, label and field selectors, and
+//! field conditions (`equals`, `exists`, `changed`).
+//!
+//! Each test looks at the object the delta carries: the new state of an update, the last
+//! known state of a deletion. `changed` compares the old and new states of an update (an
+//! update whose old state is unknown counts as a change); additions, deletions and resyncs
+//! pass a `changed` test, as they are not updates of the value. The object's JSON is parsed
+//! only when a label, field or condition test needs it.
+
+use serde_json::Value;
+
+use crate::config::{Condition, RouteFilter, Test};
+use crate::informer::{CachedObject, Delta};
+use crate::selector::Selector;
+
+/// A [`RouteFilter`] ready to test deltas.
+#[derive(Debug, Clone)]
+pub struct ObjectFilter {
+    namespaces: Vec<String>,
+    labels: Option<Selector>,
+    fields: Option<Selector>,
+    when: Vec<Condition>,
+}
+
+impl ObjectFilter {
+    /// Compiles a validated filter. Selectors were checked by validation; one that fails to
+    /// parse here selects nothing rather than everything.
+    pub fn new(filter: &RouteFilter) -> Self {
+        let compile = |text: &Option<String>, parse: fn(&str) -> Result<Selector, String>| {
+            text.as_deref().map(|t| {
+                parse(t).unwrap_or_else(|_| Selector::parse("switchyard.invalid/never").unwrap())
+            })
+        };
+        Self {
+            namespaces: filter.namespaces.clone(),
+            labels: compile(&filter.labels, Selector::parse),
+            fields: compile(&filter.fields, Selector::parse_fields),
+            when: filter.when.clone(),
+        }
+    }
+
+    /// Whether it lets every delta through.
+    pub fn is_empty(&self) -> bool {
+        self.namespaces.is_empty()
+            && self.labels.is_none()
+            && self.fields.is_none()
+            && self.when.is_empty()
+    }
+
+    /// Whether the delta's object passes every test.
+    pub fn admits(&self, delta: &Delta) -> bool {
+        let Some(object) = delta.object() else {
+            return true;
+        };
+        if !self.namespaces.is_empty() {
+            let key = object.key().as_str();
+            let namespace = key.split_once('/').map_or("", |(ns, _)| ns);
+            if !self.namespaces.iter().any(|ns| ns == namespace) {
+                return false;
+            }
+        }
+        if self.labels.is_none() && self.fields.is_none() && self.when.is_empty() {
+            return true;
+        }
+        let Some(new) = parse(object) else {
+            return false;
+        };
+        if self.labels.as_ref().is_some_and(|s| !s.matches_labels(&new))
+            || self.fields.as_ref().is_some_and(|s| !s.matches_fields(&new))
+        {
+            return false;
+        }
+        let old = match delta {
+            Delta::Updated { old, .. } => Some(parse(old)),
+            _ => None,
+        };
+        self.when.iter().all(|c| {
+            let value = c.path.lookup(&new);
+            match &c.test {
+                Test::Equals(wanted) => value.is_some_and(|v| equal(v, wanted)),
+                Test::Exists(exists) => value.is_some() == *exists,
+                Test::Changed(changed) => match &old {
+                    Some(Some(old)) => (c.path.lookup(old) != value) == *changed,
+                    // The old state is unknown: count it as changed.
+                    Some(None) => *changed,
+                    None => true,
+                },
+            }
+        })
+    }
+}
+
+fn parse(object: &CachedObject) -> Option<Value> {
+    serde_json::from_str(&object.json()).ok()
+}
+
+/// JSON equality, where a YAML scalar written as text also matches a number or boolean with
+/// the same text (`equals: "3"` matches 3).
+fn equal(value: &Value, wanted: &Value) -> bool {
+    value == wanted
+        || match (value, wanted) {
+            (Value::Number(n), Value::String(s)) | (Value::String(s), Value::Number(n)) => {
+                n.to_string() == *s
+            }
+            (Value::Bool(b), Value::String(s)) | (Value::String(s), Value::Bool(b)) => {
+                b.to_string() == *s
+            }
+            _ => false,
+        }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::FieldPath;
+    use kube::api::DynamicObject;
+    use serde_json::json;
+    use std::sync::Arc;
+
+    fn object(json: Value) -> Arc<CachedObject> {
+        let object: DynamicObject = serde_json::from_value(json).unwrap();
+        Arc::new(CachedObject::new(object))
+    }
+
+    fn deployment(ns: &str, replicas: u64, ready: u64, app: &str) -> Arc<CachedObject> {
+        object(json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": ns, "labels": {"app": app}},
+            "spec": {"replicas": replicas},
+            "status": {"readyReplicas": ready},
+        }))
+    }
+
+    fn condition(path: &str, test: Test) -> Condition {
+        Condition {
+            path: FieldPath::parse(path).unwrap(),
+            test,
+        }
+    }
+
+    #[test]
+    fn spec_changes_pass_and_status_only_updates_do_not() {
+        let filter = ObjectFilter::new(&RouteFilter {
+            when: vec![condition(".spec", Test::Changed(true))],
+            ..RouteFilter::default()
+        });
+        let status_only = Delta::Updated {
+            old: deployment("a", 2, 1, "web"),
+            new: deployment("a", 2, 2, "web"),
+        };
+        let scaled = Delta::Updated {
+            old: deployment("a", 2, 2, "web"),
+            new: deployment("a", 3, 2, "web"),
+        };
+        assert!(!filter.admits(&status_only));
+        assert!(filter.admits(&scaled));
+        assert!(filter.admits(&Delta::Added(deployment("a", 1, 0, "web"))));
+    }
+
+    #[test]
+    fn namespaces_labels_equals_and_exists_all_apply() {
+        let filter = ObjectFilter::new(&RouteFilter {
+            namespaces: vec!["a".into(), "b".into()],
+            labels: Some("app in (web,api)".into()),
+            fields: Some("metadata.name=web".into()),
+            when: vec![
+                condition("spec.replicas", Test::Equals(json!("3"))),
+                condition("/status/readyReplicas", Test::Exists(true)),
+                condition("metadata.annotations", Test::Exists(false)),
+            ],
+        });
+        assert!(filter.admits(&Delta::Added(deployment("a", 3, 0, "web"))));
+        assert!(!filter.admits(&Delta::Added(deployment("c", 3, 0, "web"))));
+        assert!(!filter.admits(&Delta::Added(deployment("b", 3, 0, "db"))));
+        assert!(!filter.admits(&Delta::Added(deployment("b", 2, 0, "api"))));
+        assert!(filter.admits(&Delta::Added(deployment("b", 3, 0, "api"))));
+    }
+}
