@@ -1,0 +1,170 @@
+//! Routing through the `informers:` section, end to end against the simulator: an informer
+//! named by group/version/kind, routes that take their changes by informer name or by kind,
+//! and route filters (namespaces, labels, `when` conditions) deciding what reaches the plugin.
+
+mod common;
+
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::Client;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::json;
+use switchyard::plugin::PluginLog;
+use tokio::sync::broadcast;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+const CONFIG: &str = "
+informers:
+  deployments:
+    group: apps
+    version: v1
+    kind: Deployment
+    namespaces: [web, db]
+handlers:
+  log-events: {}
+routes:
+  # Only changes to the desired state: status-only updates are left out.
+  - name: spec-changes
+    kinds: [Deployment]
+    events: [added, updated]
+    when:
+      - path: .spec
+        changed: true
+    handler: log-events
+  # Only the web namespace, only deployments labelled tier=front.
+  - name: front
+    informer: deployments
+    namespaces: [web]
+    labels: tier=front
+    events: [added]
+    handler: log-events
+";
+
+async fn create_deployment(client: &Client, ns: &str, name: &str, tier: &str) -> Deployment {
+    let api: Api<Deployment> = Api::namespaced(client.clone(), ns);
+    let deployment: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": {"tier": tier}},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}},
+                         "spec": {"containers": [{"name": "c", "image": "nginx"}]}},
+        },
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &deployment)
+        .await
+        .unwrap()
+}
+
+/// Every line logged until `last` (inclusive) appears.
+async fn lines_until(logs: &mut broadcast::Receiver<PluginLog>, last: &str) -> Vec<String> {
+    let mut lines = Vec::new();
+    tokio::time::timeout(WAIT, async {
+        loop {
+            let line = logs.recv().await.unwrap().message;
+            let done = line.contains(last);
+            lines.push(line);
+            if done {
+                return;
+            }
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("no line with {last:?}; saw {lines:#?}"));
+    lines
+}
+
+#[tokio::test]
+async fn routes_take_changes_by_kind_and_informer_and_filter_them() {
+    let sim = common::start_sim().await;
+    let client = sim.client().unwrap();
+    for ns in ["web", "db", "other"] {
+        let api: Api<Namespace> = Api::all(client.clone());
+        let namespace: Namespace =
+            serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap();
+        api.create(&PostParams::default(), &namespace)
+            .await
+            .unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = common::start_daemon(&sim, dir.path(), CONFIG).await;
+    let mut logs = daemon.plugin_logs().subscribe();
+    daemon.wait_until_synced().await;
+    let (_, status) = common::get_json(&format!("{}/status", daemon.admin_url())).await;
+    let watches: Vec<&str> = status["informers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["resource"].as_str().unwrap())
+        .collect();
+    assert_eq!(watches, ["apps/v1/deployments", "apps/v1/deployments"]);
+
+    let front = create_deployment(&client, "web", "front", "front").await;
+    create_deployment(&client, "db", "store", "back").await;
+    // Not watched: no informer covers the namespace.
+    create_deployment(&client, "other", "elsewhere", "front").await;
+    let web: Api<Deployment> = Api::namespaced(client.clone(), "web");
+    // A status-only update, then a change to the spec.
+    web.patch_status(
+        "front",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"readyReplicas": 1}})),
+    )
+    .await
+    .unwrap();
+    let scaled = web
+        .patch(
+            "front",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 3}})),
+        )
+        .await
+        .unwrap();
+    let scaled_rv = scaled.metadata.resource_version.unwrap();
+
+    let mut lines = lines_until(&mut logs, &format!("rv={scaled_rv} route=spec-changes")).await;
+    // The other route's line for the same object may come in either order.
+    lines.retain(|l| !l.contains("/elsewhere"));
+    lines.sort();
+    let front_rv = front.metadata.resource_version.unwrap();
+    let expected_front = format!("added Deployment web/front rv={front_rv} route=front");
+    if !lines.contains(&expected_front) {
+        lines.extend(lines_until(&mut logs, &expected_front).await);
+        lines.sort();
+    }
+    let spec_lines: Vec<&String> = lines
+        .iter()
+        .filter(|l| l.ends_with("route=spec-changes"))
+        .collect();
+    assert_eq!(spec_lines.len(), 3, "{lines:#?}");
+    assert!(spec_lines[0].starts_with("added Deployment db/store "));
+    assert!(spec_lines[1].starts_with("added Deployment web/front "));
+    assert_eq!(
+        *spec_lines[2],
+        format!("updated Deployment web/front rv={scaled_rv} route=spec-changes")
+    );
+    let front_lines: Vec<&String> = lines.iter().filter(|l| l.ends_with("route=front")).collect();
+    assert_eq!(front_lines, [&expected_front], "{lines:#?}");
+
+    let (_, routes) = common::get_json(&format!("{}/routes", daemon.admin_url())).await;
+    let route = |name: &str| {
+        routes["routes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == name)
+            .unwrap()
+            .clone()
+    };
+    // spec-changes: 3 delivered; the status-only update skipped.
+    assert_eq!(route("spec-changes")["delivered"], 3, "{routes:#}");
+    assert_eq!(route("spec-changes")["skipped"], 1, "{routes:#}");
+    // front: web/front delivered; db/store (namespace) and both updates skipped.
+    assert_eq!(route("front")["delivered"], 1, "{routes:#}");
+    assert_eq!(route("front")["skipped"], 3, "{routes:#}");
+    daemon.shut_down(Duration::from_secs(5)).await;
+}
