@@ -30,12 +30,12 @@ install_componentize_py() {
     echo "python plugins: installing componentize-py==$componentize_py_version into $venv"
     rm -rf "$venv"
     if "$python" -m venv "$venv" >/dev/null 2>&1; then
-      "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+      "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
         "componentize-py==$componentize_py_version"
     else
       echo "python plugins: no venv module; using pip install --target"
       rm -rf "$venv"
-      "$python" -m pip install --quiet --disable-pip-version-check \
+      "$python" -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
         --target "$venv/site-packages" "componentize-py==$componentize_py_version"
       mkdir -p "$venv/bin"
       printf '#!/bin/sh\nPYTHONPATH="%s/site-packages" exec "%s" -c "import sys; from componentize_py import script; sys.exit(script())" "$@"\n' \
