@@ -2,7 +2,8 @@
 //! parsing the event) called with a fresh instance per call and with one instance reused
 //! across calls, each on an engine that allocates instances on demand and on one with the
 //! pooling allocator; a native async Rust function doing the same work as the baseline; and
-//! instantiation (with `init`) alone.
+//! instantiation (with `init`) alone. Then the Python example handler `event-summary`
+//! (parses the object and logs a line), fresh instance per call, and its instantiation.
 //!
 //! Run: `scripts/build-plugins.sh && cargo bench --bench plugin`
 
@@ -132,5 +133,54 @@ fn per_call(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, per_call);
+/// The Python example handler, per call and per instantiation, on both engines (compiled
+/// code cached as the daemon caches it).
+fn python_call(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("plugins");
+    assert!(
+        dir.join("event-summary.wasm").exists(),
+        "plugins/event-summary.wasm is missing: run scripts/build-plugins.sh first"
+    );
+    let cache_dir = switchyard::plugin::host::default_cache_dir();
+    let on_demand = HostOptions {
+        cache_dir: cache_dir.clone(),
+        pool: None,
+    };
+    let pooling = HostOptions {
+        cache_dir,
+        pool: Some(PoolOptions {
+            instances: 16,
+            max_memory: MEMORY,
+        }),
+    };
+    let event = event();
+    let logs = PluginLogs::default();
+    let handler: Arc<str> = Arc::from("bench");
+    let mut group = c.benchmark_group("python_plugin");
+    for (engine, options) in [("on_demand", on_demand), ("pooling", pooling)] {
+        let host = PluginHost::with_options(options).expect("a plugin host");
+        let plugin = rt
+            .block_on(loader::load(&host, &dir, "event-summary"))
+            .expect("the event-summary plugin compiles");
+        group.bench_function(BenchmarkId::new("call_fresh_instance", engine), |b| {
+            b.iter(|| {
+                rt.block_on(plugin.call(handler.clone(), &logs, &limits(), "null", &event))
+                    .unwrap()
+            });
+        });
+        group.bench_function(BenchmarkId::new("instantiate_and_init", engine), |b| {
+            b.iter(|| {
+                rt.block_on(plugin.instantiate(handler.clone(), &logs, &limits(), "null"))
+                    .unwrap()
+            });
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, per_call, python_call);
 criterion_main!(benches);

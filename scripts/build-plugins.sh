@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds every plugin in plugins/examples (and the test plugins in plugins/testing) into a
+# Builds every plugin in plugins/examples (and the test plugins in plugins/testing), and the
+# Python handlers in plugins/python (scripts/build-python-plugins.sh), each into a
 # component at plugins/NAME.wasm.
 # Installs the wasm32-wasip2 target first if it is missing.
 set -euo pipefail
@@ -7,7 +8,10 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 if ! rustup target list --installed | grep -qx wasm32-wasip2; then
   rustup target add wasm32-wasip2
 fi
-cargo build --quiet --manifest-path "$root/plugins/Cargo.toml" --target wasm32-wasip2 --release
+# Always into plugins/target, whatever CARGO_TARGET_DIR says, so the copies below find the
+# components this checkout built.
+cargo build --quiet --manifest-path "$root/plugins/Cargo.toml" --target wasm32-wasip2 --release \
+  --target-dir "$root/plugins/target"
 for dir in "$root"/plugins/examples/*/ "$root"/plugins/testing/*/; do
   name=$(basename "$dir")
   [ -f "$dir/Cargo.toml" ] || continue
@@ -16,3 +20,5 @@ for dir in "$root"/plugins/examples/*/ "$root"/plugins/testing/*/; do
   cp "$built" "$root/plugins/.$name.wasm.tmp"
   mv "$root/plugins/.$name.wasm.tmp" "$root/plugins/$name.wasm"
 done
+# The Python handlers in plugins/python, with componentize-py (cached by source hash).
+"$root/scripts/build-python-plugins.sh"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs every test: builds the example plugins (installing the wasm32-wasip2 target if
-# needed), then the daemon's unit and integration tests.
+# Runs every test: builds the example plugins, Rust and Python (installing the wasm32-wasip2
+# target and componentize-py if needed), then the daemon's unit and integration tests.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"

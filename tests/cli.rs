@@ -77,3 +77,21 @@ fn check_reports_an_unreadable_config_file() {
         "{err}"
     );
 }
+
+#[test]
+fn check_accepts_the_python_example_handler() {
+    let plugins = common::plugins_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("python.yaml");
+    std::fs::write(
+        &path,
+        format!(
+            "plugins_dir: {}\nhandlers:\n  event-summary:\n    config:\n      prefix: py\nroutes:\n  - name: a\n    resource: configmaps\n    handler: event-summary\n",
+            plugins.display()
+        ),
+    )
+    .unwrap();
+    let (code, out, err) = switchyard(&["check", "--config", path.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("ok (1 handler(s), 1 route(s)"), "{out}");
+}

@@ -17,7 +17,9 @@ pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The folder the example plugins are built into, after building them (once per test binary).
+/// The folder the example plugins (Rust and Python) are built into, after building them with
+/// scripts/build-plugins.sh once per test binary (the Python ones come from the build cache
+/// after the first build).
 pub fn plugins_dir() -> PathBuf {
     static BUILT: OnceLock<()> = OnceLock::new();
     BUILT.get_or_init(|| {

@@ -1,0 +1,266 @@
+//! The Python example handler (`plugins/python/event-summary`, built with componentize-py)
+//! running in the daemon: what it logs, how its errors and requeues reach the work queue,
+//! and what the admin API shows about it.
+
+mod common;
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, DeleteParams, PostParams};
+use serde_json::{Value, json};
+
+const WAIT: Duration = Duration::from_secs(60);
+
+fn configmap(name: &str, annotations: Value) -> ConfigMap {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "annotations": annotations},
+        "data": {"v": "0"},
+    }))
+    .unwrap()
+}
+
+/// The `rv=` field of a line the handler logged.
+fn rv(line: &str) -> &str {
+    line.split(" rv=")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .unwrap_or("")
+}
+
+#[tokio::test]
+async fn the_python_handler_logs_every_change_with_its_configured_prefix() {
+    let sim = common::start_sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = "
+handlers:
+  summary:
+    plugin: event-summary
+    config:
+      prefix: '[py]'
+routes:
+  - name: configmaps
+    resource: configmaps
+    handler: summary
+";
+    let daemon = common::start_daemon(&sim, dir.path(), yaml).await;
+    let mut logs = daemon.plugin_logs().subscribe();
+    daemon.wait_until_synced().await;
+
+    let api: Api<ConfigMap> = Api::namespaced(sim.client().unwrap(), "default");
+    let created = api
+        .create(
+            &PostParams::default(),
+            &configmap("hello-python", json!({})),
+        )
+        .await
+        .unwrap();
+    let rv_created = created.metadata.resource_version.clone().unwrap();
+    let line = common::wait_for_log(&mut logs, WAIT, |l| l.message.contains("hello-python")).await;
+    assert_eq!(line.handler, "summary");
+    assert_eq!(line.level, "info");
+    assert_eq!(
+        line.message,
+        format!("[py] added ConfigMap default/hello-python rv={rv_created} route=configmaps")
+    );
+
+    let mut changed = created;
+    changed
+        .data
+        .as_mut()
+        .unwrap()
+        .insert("v".into(), "1".into());
+    let updated = api
+        .replace("hello-python", &PostParams::default(), &changed)
+        .await
+        .unwrap();
+    let rv_updated = updated.metadata.resource_version.unwrap();
+    let line = common::wait_for_log(&mut logs, WAIT, |l| l.message.contains("hello-python")).await;
+    assert_eq!(
+        line.message,
+        format!("[py] updated ConfigMap default/hello-python rv={rv_updated} route=configmaps")
+    );
+
+    api.delete("hello-python", &DeleteParams::default())
+        .await
+        .unwrap();
+    let line = common::wait_for_log(&mut logs, WAIT, |l| l.message.contains("hello-python")).await;
+    // The delete itself moves the resourceVersion on.
+    assert_eq!(
+        line.message.replace(rv(&line.message), "RV"),
+        "[py] deleted ConfigMap default/hello-python rv=RV route=configmaps"
+    );
+    assert!(
+        rv(&line.message).parse::<u64>().unwrap() > rv_updated.parse().unwrap(),
+        "{}",
+        line.message
+    );
+
+    let (code, status) = common::get_json(&format!("{}/status", daemon.admin_url())).await;
+    assert_eq!(code, 200);
+    let handler = &status["handlers"][0];
+    assert_eq!(handler["name"], "summary");
+    assert_eq!(handler["plugin"], "event-summary");
+    assert_eq!(handler["plugin_loaded"], true, "{status:#}");
+    assert_eq!(handler["processed"], 3, "{status:#}");
+    assert_eq!(handler["failed"], 0, "{status:#}");
+    assert_eq!(status["routes"][0]["delivered"], 3, "{status:#}");
+    daemon.shut_down(Duration::from_secs(5)).await;
+}
+
+#[tokio::test]
+async fn errors_raised_in_python_are_retried_then_dead_lettered_and_shown_as_last_errors() {
+    let sim = common::start_sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = "
+handlers:
+  event-summary:
+    max_retries: 2
+    backoff_base: 10ms
+    backoff_cap: 50ms
+  misconfigured:
+    plugin: event-summary
+    max_retries: 0
+    config:
+      prefix: 5
+routes:
+  - name: configmaps
+    resource: configmaps
+    labels: '!config'
+    handler: event-summary
+  - name: bad-config
+    resource: configmaps
+    labels: config=bad
+    handler: misconfigured
+";
+    let daemon = common::start_daemon(&sim, dir.path(), yaml).await;
+    let mut logs = daemon.plugin_logs().subscribe();
+    daemon.wait_until_synced().await;
+    let api: Api<ConfigMap> = Api::namespaced(sim.client().unwrap(), "default");
+    // An error the handler raises on purpose, and a Python exception it did not expect.
+    api.create(
+        &PostParams::default(),
+        &configmap(
+            "broken",
+            json!({"event-summary/error": "cannot reach the billing API"}),
+        ),
+    )
+    .await
+    .unwrap();
+    api.create(
+        &PostParams::default(),
+        &configmap("typo", json!({"event-summary/requeue-ms": "soon"})),
+    )
+    .await
+    .unwrap();
+    let mut misconfigured = configmap("any", json!({}));
+    misconfigured.metadata.labels = Some([("config".to_string(), "bad".to_string())].into());
+    api.create(&PostParams::default(), &misconfigured)
+        .await
+        .unwrap();
+
+    let base = daemon.admin_url();
+    let letters = common::eventually("two dead letters", WAIT, async || {
+        let (_, body) =
+            common::get_json(&format!("{base}/handlers/event-summary/dead-letters")).await;
+        let letters = body["dead_letters"].as_array().cloned().unwrap_or_default();
+        (letters.len() == 2).then_some(letters)
+    })
+    .await;
+    let by_id = |id: &str| {
+        letters
+            .iter()
+            .find(|l| l["id"] == id)
+            .unwrap_or_else(|| panic!("no dead letter {id} in {letters:#?}"))
+            .clone()
+    };
+    let broken = by_id("configmaps/default/broken");
+    assert_eq!(broken["attempts"], 3);
+    assert_eq!(broken["last_error"], "cannot reach the billing API");
+    let typo = by_id("configmaps/default/typo");
+    assert_eq!(
+        typo["last_error"],
+        "ValueError: invalid literal for int() with base 10: 'soon'"
+    );
+    // The unexpected exception surfaced after the log line, on each of the three attempts.
+    let line = common::wait_for_log(&mut logs, WAIT, |l| l.message.contains("default/typo")).await;
+    assert!(
+        line.message
+            .starts_with("event-summary added ConfigMap default/typo rv="),
+        "{}",
+        line.message
+    );
+
+    let (code, detail) = common::get_json(&format!("{base}/handlers/event-summary")).await;
+    assert_eq!(code, 200);
+    assert_eq!(
+        (
+            &detail["failed"],
+            &detail["retries"],
+            &detail["dead_lettered"]
+        ),
+        (&json!(6), &json!(4), &json!(2)),
+        "{detail:#}"
+    );
+    let errors = detail["last_errors"].as_array().unwrap();
+    let mut broken_attempts: Vec<u64> = errors
+        .iter()
+        .filter(|e| e["object"] == "configmaps/default/broken")
+        .inspect(|e| assert_eq!(e["error"], "cannot reach the billing API", "{e}"))
+        .map(|e| e["attempt"].as_u64().unwrap())
+        .collect();
+    broken_attempts.sort();
+    assert_eq!(broken_attempts, [1, 2, 3], "{detail:#}");
+
+    // A config init refuses: every call fails with init's message.
+    let detail = common::eventually("the init failure", WAIT, async || {
+        let (_, detail) = common::get_json(&format!("{base}/handlers/misconfigured")).await;
+        (detail["dead_lettered"] == 1).then_some(detail)
+    })
+    .await;
+    assert_eq!(
+        detail["last_errors"][0]["error"],
+        "plugin init failed: config must be an object like {\"prefix\": \"...\"}",
+        "{detail:#}"
+    );
+    assert_eq!(detail["processed"], 0);
+    daemon.shut_down(Duration::from_secs(5)).await;
+}
+
+#[tokio::test]
+async fn a_requeue_after_from_python_hands_the_object_back_later_without_failing() {
+    let sim = common::start_sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = "
+handlers:
+  event-summary: {}
+routes:
+  - name: configmaps
+    resource: configmaps
+    handler: event-summary
+";
+    let daemon = common::start_daemon(&sim, dir.path(), yaml).await;
+    let mut logs = daemon.plugin_logs().subscribe();
+    daemon.wait_until_synced().await;
+    let api: Api<ConfigMap> = Api::namespaced(sim.client().unwrap(), "default");
+    let created = api
+        .create(
+            &PostParams::default(),
+            &configmap("later", json!({"event-summary/requeue-ms": "100"})),
+        )
+        .await
+        .unwrap();
+    let wanted = format!(
+        "event-summary added ConfigMap default/later rv={} route=configmaps",
+        created.metadata.resource_version.unwrap()
+    );
+    let first = common::wait_for_log(&mut logs, WAIT, |l| l.message.contains("later")).await;
+    assert_eq!(first.message, wanted);
+    let again = common::wait_for_log(&mut logs, WAIT, |l| l.message.contains("later")).await;
+    assert_eq!(again.message, wanted);
+    assert_eq!(rv(&again.message), rv(&first.message));
+    let status = daemon.status();
+    assert_eq!(status.handlers[0].failed, 0);
+    assert!(status.handlers[0].processed >= 2);
+    daemon.shut_down(Duration::from_secs(5)).await;
+}
