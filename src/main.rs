@@ -157,10 +157,14 @@ async fn run(path: &Path) -> Result<ExitCode> {
         Ok(c) => c,
         Err(code) => return Ok(code),
     };
-    let daemon = Daemon::start(config, daemon::Options {
-        watch_config: true,
-        ..daemon::Options::default()
-    }).await?;
+    let daemon = Daemon::start(
+        config,
+        daemon::Options {
+            watch_config: true,
+            ..daemon::Options::default()
+        },
+    )
+    .await?;
     eprintln!("switchyard admin API: {}", daemon.admin_url());
     shutdown_signal().await;
     daemon.shut_down(Duration::from_secs(10)).await;

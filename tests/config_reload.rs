@@ -36,7 +36,11 @@ fn record_handled(daemon: &Daemon) -> Seen {
                 .iter()
                 .find_map(|w| w.strip_prefix("route="))
                 .unwrap_or_default();
-            let key = (line.handler.clone(), route.to_string(), words[2].to_string());
+            let key = (
+                line.handler.clone(),
+                route.to_string(),
+                words[2].to_string(),
+            );
             *record.lock().unwrap().entry(key).or_default() += 1;
         }
     });
@@ -159,7 +163,9 @@ async fn a_reload_that_adds_a_route_starts_it_while_the_running_route_keeps_its_
 
     common::write_config(
         dir.path(),
-        &format!("{ONE_ROUTE}  - name: in-b\n    resource: configmaps\n    namespace: b\n    handler: log-events\n"),
+        &format!(
+            "{ONE_ROUTE}  - name: in-b\n    resource: configmaps\n    namespace: b\n    handler: log-events\n"
+        ),
     );
     let (code, body) = common::post_json(&format!("{}/reload", daemon.admin_url())).await;
     assert_eq!(code, 200, "{body:#}");
@@ -323,17 +329,22 @@ routes:
         ],
         "{body:#}"
     );
-    assert!(body["error"].as_str().unwrap().contains("running config stays"));
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("running config stays")
+    );
 
     // A setting fixed at start is refused too.
-    common::write_config(
-        dir.path(),
-        &format!("{TWO_HANDLERS}kubeconfig: /nowhere\n"),
-    );
+    common::write_config(dir.path(), &format!("{TWO_HANDLERS}kubeconfig: /nowhere\n"));
     let (code, body) = common::post_json(&format!("{}/reload", daemon.admin_url())).await;
     assert_eq!(code, 422, "{body:#}");
     assert!(
-        body["error"].as_str().unwrap().contains("kubeconfig cannot change while running"),
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("kubeconfig cannot change while running"),
         "{body:#}"
     );
 
@@ -364,7 +375,9 @@ async fn editing_the_config_file_reloads_it() {
 
     common::write_config(
         dir.path(),
-        &format!("{ONE_ROUTE}  - name: in-b\n    resource: configmaps\n    namespace: b\n    handler: log-events\n"),
+        &format!(
+            "{ONE_ROUTE}  - name: in-b\n    resource: configmaps\n    namespace: b\n    handler: log-events\n"
+        ),
     );
     let s = common::eventually("the file reloaded", WAIT, async || {
         let s = status(&daemon).await;

@@ -104,7 +104,7 @@ async fn routes_take_changes_by_kind_and_informer_and_filter_them() {
     assert_eq!(watches, ["apps/v1/deployments", "apps/v1/deployments"]);
 
     let front = create_deployment(&client, "web", "front", "front").await;
-    create_deployment(&client, "db", "store", "back").await;
+    let store = create_deployment(&client, "db", "store", "back").await;
     // Not watched: no informer covers the namespace.
     create_deployment(&client, "other", "elsewhere", "front").await;
     let web: Api<Deployment> = Api::namespaced(client.clone(), "web");
@@ -126,45 +126,56 @@ async fn routes_take_changes_by_kind_and_informer_and_filter_them() {
         .unwrap();
     let scaled_rv = scaled.metadata.resource_version.unwrap();
 
-    let mut lines = lines_until(&mut logs, &format!("rv={scaled_rv} route=spec-changes")).await;
-    // The other route's line for the same object may come in either order.
+    let front_rv = front.metadata.resource_version.unwrap();
+    let store_rv = store.metadata.resource_version.unwrap();
+    // The two namespaces are two watches: their lines may interleave in any order.
+    let mut expected = vec![
+        format!("added Deployment db/store rv={store_rv} route=spec-changes"),
+        format!("added Deployment web/front rv={front_rv} route=front"),
+        format!("added Deployment web/front rv={front_rv} route=spec-changes"),
+        format!("updated Deployment web/front rv={scaled_rv} route=spec-changes"),
+    ];
+    expected.sort();
+    let mut lines = Vec::new();
+    while !expected.iter().all(|e| lines.contains(e)) {
+        let missing = expected
+            .iter()
+            .find(|e| !lines.contains(e))
+            .unwrap()
+            .clone();
+        lines.extend(lines_until(&mut logs, &missing).await);
+    }
+    // spec-changes: 3 delivered, the status-only update skipped. front: web/front
+    // delivered; db/store (namespace) and both updates skipped.
+    let url = format!("{}/routes", daemon.admin_url());
+    let counts = common::eventually("every change counted", WAIT, async || {
+        let (_, routes) = common::get_json(&url).await;
+        let count = |name: &str, field: &str| {
+            routes["routes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|r| r["name"] == name)
+                .unwrap()[field]
+                .as_u64()
+                .unwrap()
+        };
+        let counts = [
+            count("spec-changes", "delivered"),
+            count("spec-changes", "skipped"),
+            count("front", "delivered"),
+            count("front", "skipped"),
+        ];
+        (counts.iter().sum::<u64>() >= 8).then_some(counts)
+    })
+    .await;
+    assert_eq!(counts, [3, 1, 1, 3]);
+    // Nothing else reached the plugin.
+    while let Ok(line) = logs.try_recv() {
+        lines.push(line.message);
+    }
     lines.retain(|l| !l.contains("/elsewhere"));
     lines.sort();
-    let front_rv = front.metadata.resource_version.unwrap();
-    let expected_front = format!("added Deployment web/front rv={front_rv} route=front");
-    if !lines.contains(&expected_front) {
-        lines.extend(lines_until(&mut logs, &expected_front).await);
-        lines.sort();
-    }
-    let spec_lines: Vec<&String> = lines
-        .iter()
-        .filter(|l| l.ends_with("route=spec-changes"))
-        .collect();
-    assert_eq!(spec_lines.len(), 3, "{lines:#?}");
-    assert!(spec_lines[0].starts_with("added Deployment db/store "));
-    assert!(spec_lines[1].starts_with("added Deployment web/front "));
-    assert_eq!(
-        *spec_lines[2],
-        format!("updated Deployment web/front rv={scaled_rv} route=spec-changes")
-    );
-    let front_lines: Vec<&String> = lines.iter().filter(|l| l.ends_with("route=front")).collect();
-    assert_eq!(front_lines, [&expected_front], "{lines:#?}");
-
-    let (_, routes) = common::get_json(&format!("{}/routes", daemon.admin_url())).await;
-    let route = |name: &str| {
-        routes["routes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["name"] == name)
-            .unwrap()
-            .clone()
-    };
-    // spec-changes: 3 delivered; the status-only update skipped.
-    assert_eq!(route("spec-changes")["delivered"], 3, "{routes:#}");
-    assert_eq!(route("spec-changes")["skipped"], 1, "{routes:#}");
-    // front: web/front delivered; db/store (namespace) and both updates skipped.
-    assert_eq!(route("front")["delivered"], 1, "{routes:#}");
-    assert_eq!(route("front")["skipped"], 3, "{routes:#}");
+    assert_eq!(lines, expected);
     daemon.shut_down(Duration::from_secs(5)).await;
 }

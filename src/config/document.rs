@@ -52,15 +52,15 @@ impl Document {
         options.strict_booleans = true;
         let tree: Spanned<Tree> =
             serde_saphyr::from_str_with_options(text, options).map_err(|e| SyntaxError {
-            place: e
-                .location()
-                .map(|l| Place {
-                    line: l.line(),
-                    column: l.column(),
-                })
-                .unwrap_or_default(),
-            message: e.to_string(),
-        })?;
+                place: e
+                    .location()
+                    .map(|l| Place {
+                        line: l.line(),
+                        column: l.column(),
+                    })
+                    .unwrap_or_default(),
+                message: e.to_string(),
+            })?;
         let mut document = Self::default();
         document.root = document.record(String::new(), tree);
         Ok(document)
@@ -269,7 +269,10 @@ mod tests {
         );
         assert_eq!(
             doc.value_place("routes[0].handler"),
-            Place { line: 4, column: 14 }
+            Place {
+                line: 4,
+                column: 14
+            }
         );
         assert_eq!(
             doc.key_place("routes[0].handler"),

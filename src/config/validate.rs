@@ -313,7 +313,7 @@ fn build_handler(name: String, h: HandlerFile, errors: &mut Errors) -> HandlerSp
             );
             None
         }
-        Some(q) if q == 0.0 => None,
+        Some(0.0) => None,
         Some(q) => Some(q),
         None => Some(10.0),
     };
@@ -346,9 +346,16 @@ fn build_informer(name: &str, f: InformerFile, errors: &mut Errors) -> Option<In
         }
         (Some(text), None) => {
             for field in ["group", "version"] {
-                let set = if field == "group" { f.group.is_some() } else { f.version.is_some() };
+                let set = if field == "group" {
+                    f.group.is_some()
+                } else {
+                    f.version.is_some()
+                };
                 if set {
-                    errors.at_key(at(field), format!("`{field}` goes with `kind`; `resource` already names the version"));
+                    errors.at_key(
+                        at(field),
+                        format!("`{field}` goes with `kind`; `resource` already names the version"),
+                    );
                 }
             }
             ResourceName::parse(text)
@@ -382,7 +389,8 @@ fn build_informer(name: &str, f: InformerFile, errors: &mut Errors) -> Option<In
     check_namespaces(&at("namespaces"), &namespaces, errors);
     check_selectors(&at(""), f.labels.as_deref(), f.fields.as_deref(), errors);
     let transform = f.transform.unwrap_or_default();
-    let drop_fields = check_drop_fields(&at("transform.drop_fields"), transform.drop_fields, errors);
+    let drop_fields =
+        check_drop_fields(&at("transform.drop_fields"), transform.drop_fields, errors);
     let indexes = check_indexes(&at("indexes"), f.indexes, errors);
     if errors.found.len() > before {
         return None;
@@ -404,7 +412,10 @@ fn check_namespaces(at: &str, namespaces: &[String], errors: &mut Errors) {
     for (j, ns) in namespaces.iter().enumerate() {
         check_namespace(format!("{at}[{j}]"), ns, errors);
         if !seen.insert(ns) {
-            errors.at(format!("{at}[{j}]"), format!("namespace {ns:?} is listed twice"));
+            errors.at(
+                format!("{at}[{j}]"),
+                format!("namespace {ns:?} is listed twice"),
+            );
         }
     }
 }
@@ -524,7 +535,8 @@ fn build_route(
     match sources.as_slice() {
         [] => errors.at(
             cx.at.clone(),
-            "a route needs one of `informer` (a name under `informers:`), `kinds` or `resource`".into(),
+            "a route needs one of `informer` (a name under `informers:`), `kinds` or `resource`"
+                .into(),
         ),
         [_] => {}
         [_, second, ..] => errors.at_key(
@@ -533,7 +545,10 @@ fn build_route(
         ),
     }
     if r.namespace.is_some() && r.namespaces.is_some() {
-        errors.at_key(cx.at("namespace"), "set `namespace` or `namespaces`, not both".into());
+        errors.at_key(
+            cx.at("namespace"),
+            "set `namespace` or `namespaces`, not both".into(),
+        );
     }
     let namespaces: Vec<String> = r
         .namespace
@@ -546,7 +561,12 @@ fn build_route(
         (None, Some(list)) => check_namespaces(&cx.at("namespaces"), list, errors),
         (None, None) => {}
     }
-    check_selectors(&format!("{}.", cx.at), r.labels.as_deref(), r.fields.as_deref(), errors);
+    check_selectors(
+        &format!("{}.", cx.at),
+        r.labels.as_deref(),
+        r.fields.as_deref(),
+        errors,
+    );
     let when = build_conditions(cx, r.when.unwrap_or_default(), errors);
     let delivery = match (r.delivery, r.backlog) {
         (Some(DeliveryFile::Every), backlog) => {
@@ -635,11 +655,18 @@ fn build_route(
             }
             (None, Some(kinds)) => {
                 if kinds.is_empty() {
-                    errors.at(cx.at("kinds"), "list at least one kind, such as [Pod]".into());
+                    errors.at(
+                        cx.at("kinds"),
+                        "list at least one kind, such as [Pod]".into(),
+                    );
                 }
                 let unread = cx.informers.names.len() > cx.informers.read.len();
                 for (j, kind) in kinds.iter().enumerate() {
-                    let watched = cx.informers.read.iter().any(|i| i.resource.answers_to(kind));
+                    let watched = cx
+                        .informers
+                        .read
+                        .iter()
+                        .any(|i| i.resource.answers_to(kind));
                     if !watched && !unread {
                         let watching: Vec<String> = cx
                             .informers
@@ -648,7 +675,9 @@ fn build_route(
                             .map(|i| format!("{} ({})", i.name, i.resource))
                             .collect();
                         let message = if watching.is_empty() {
-                            format!("no informer watches kind {kind:?}: define one under `informers:`")
+                            format!(
+                                "no informer watches kind {kind:?}: define one under `informers:`"
+                            )
                         } else {
                             format!(
                                 "no informer watches kind {kind:?}; informers: {}",
@@ -699,7 +728,8 @@ fn build_conditions(
         if tests.len() != 1 {
             errors.at(
                 at.clone(),
-                "a condition has a `path` and exactly one of `equals`, `exists` or `changed`".into(),
+                "a condition has a `path` and exactly one of `equals`, `exists` or `changed`"
+                    .into(),
             );
             continue;
         }
@@ -926,7 +956,10 @@ routes:
             .iter()
             .map(|e| (e.line, e.column, e.path.as_str()))
             .collect();
-        let all = errors.iter().map(|e| e.to_string() + "\n").collect::<String>();
+        let all = errors
+            .iter()
+            .map(|e| e.to_string() + "\n")
+            .collect::<String>();
         assert_eq!(
             found,
             vec![
@@ -940,7 +973,12 @@ routes:
             "{all}"
         );
         assert!(errors[2].message.contains("did you mean \"pods\""), "{all}");
-        assert!(errors[3].message.contains("no informer watches kind \"Service\""), "{all}");
+        assert!(
+            errors[3]
+                .message
+                .contains("no informer watches kind \"Service\""),
+            "{all}"
+        );
     }
 
     #[test]

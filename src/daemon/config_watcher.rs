@@ -38,20 +38,23 @@ impl ConfigWatcher {
             .unwrap_or_else(|| PathBuf::from("."));
         let (events_tx, events) = mpsc::unbounded_channel();
         let watched = file.clone();
-        let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-            if let Ok(event) = event
-                && event.paths.iter().any(|p| *p == watched)
-            {
-                // The receiver is gone only once the watcher is stopping.
-                let _ = events_tx.send(());
-            }
-        })
-        .map_err(|e| format!("cannot watch {}: {e}", dir.display()))?;
+        let mut watcher =
+            notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+                if let Ok(event) = event
+                    && event.paths.contains(&watched)
+                {
+                    // The receiver is gone only once the watcher is stopping.
+                    let _ = events_tx.send(());
+                }
+            })
+            .map_err(|e| format!("cannot watch {}: {e}", dir.display()))?;
         watcher
             .watch(&dir, RecursiveMode::NonRecursive)
             .map_err(|e| format!("cannot watch {}: {e}", dir.display()))?;
         let (stop, stopped) = oneshot::channel();
-        let seen = std::fs::read(&file).ok().map(|b| Sha256::digest(&b).to_vec());
+        let seen = std::fs::read(&file)
+            .ok()
+            .map(|b| Sha256::digest(&b).to_vec());
         let task = tokio::spawn(debounce(shared, file.clone(), seen, events, stopped));
         tracing::info!(file = %file.display(), "watching the config file");
         Ok(Self {

@@ -27,8 +27,8 @@ use crate::router::{Route, RouteStatus};
 
 pub use config_watcher::ConfigWatcher;
 pub use reload::{ReloadError, ReloadHistory, ReloadRecord};
-pub use topology::{Changes, Plan, Topology};
 use topology::Stages;
+pub use topology::{Changes, Plan, Topology};
 
 /// Errors starting the daemon.
 #[derive(Debug, thiserror::Error)]

@@ -21,11 +21,11 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::config::{
-    Config, ROUTE_INFORMER_PREFIX, HandlerSpec, InformerSpec, ResourceRef, RouteSource, RouteSpec};
+    Config, HandlerSpec, InformerSpec, ROUTE_INFORMER_PREFIX, ResourceRef, RouteSource, RouteSpec,
+};
 use crate::handler::Handler;
 use crate::informer::{
-    CacheOptions, IndexFn, Indexers, Informer, InformerFactory, SubscriptionId, Transform,
-    WatchKey,
+    CacheOptions, IndexFn, Indexers, Informer, InformerFactory, SubscriptionId, Transform, WatchKey,
 };
 use crate::metrics::Metrics;
 use crate::plugin::{PluginLogs, PluginRegistry};
@@ -132,7 +132,11 @@ impl Topology {
             if self.cache.contains_key(key) {
                 continue;
             }
-            match stages.informers.informer(key.clone(), options.clone()).await {
+            match stages
+                .informers
+                .informer(key.clone(), options.clone())
+                .await
+            {
                 Ok(_) => started.push(key.clone()),
                 Err(source) => {
                     for key in &started {
@@ -222,7 +226,7 @@ impl Topology {
         //    options changed, then subscribe the new ones.
         let mut kept: HashMap<&str, &RunningRoute> = HashMap::new();
         for old in &self.routes {
-            let same = config.routes.iter().any(|r| *r == old.spec)
+            let same = config.routes.contains(&old.spec)
                 && route_keys.get(&old.spec.name) == Some(&old.keys)
                 && !old.keys.iter().any(|k| restarted.contains(k));
             if same {
@@ -235,14 +239,7 @@ impl Topology {
         }
         for key in &restarted {
             stages.informers.release(key);
-            stages
-                .informers
-                .informer(key.clone(), cache[key].clone())
-                .await
-                .map_err(|source| super::Error::Watch {
-                    watch: key.to_string(),
-                    source,
-                })?;
+            open(stages.informers, key, &cache).await?;
         }
         let mut routes = Vec::new();
         for spec in &config.routes {
@@ -282,14 +279,7 @@ impl Topology {
             let keys = route_keys[&spec.name].clone();
             let mut subscriptions = Vec::new();
             for key in &keys {
-                let informer = stages
-                    .informers
-                    .informer(key.clone(), cache[key].clone())
-                    .await
-                    .map_err(|source| super::Error::Watch {
-                        watch: key.to_string(),
-                        source,
-                    })?;
+                let informer = open(stages.informers, key, &cache).await?;
                 let id = informer.subscribe(route.clone());
                 subscriptions.push((informer, id));
             }
@@ -352,6 +342,21 @@ impl Changes {
             list.sort();
         }
     }
+}
+
+/// The informer for `key` with its cache options, started if it is not running.
+async fn open(
+    factory: &InformerFactory,
+    key: &WatchKey,
+    cache: &HashMap<WatchKey, CacheOptions>,
+) -> Result<Arc<Informer>, super::Error> {
+    factory
+        .informer(key.clone(), cache[key].clone())
+        .await
+        .map_err(|source| super::Error::Watch {
+            watch: key.to_string(),
+            source,
+        })
 }
 
 /// The watches a config needs and which feed each route.
@@ -419,15 +424,12 @@ async fn wire(config: &Config, factory: &InformerFactory) -> Result<Wiring, supe
         let kind = match kind {
             Some(kind) => kind,
             None if uses_kinds && !spec.name.starts_with(ROUTE_INFORMER_PREFIX) => factory
-                .informer(keys[0].clone(), cache[&keys[0]].clone())
+                .kind_of(&resource)
                 .await
                 .map_err(|source| super::Error::Watch {
-                    watch: keys[0].to_string(),
+                    watch: format!("informer {}", spec.name),
                     source,
-                })?
-                .resource()
-                .kind
-                .clone(),
+                })?,
             None => String::new(),
         };
         keys_of.insert(spec.name.as_str(), (keys, kind));
@@ -444,7 +446,9 @@ async fn wire(config: &Config, factory: &InformerFactory) -> Result<Wiring, supe
                 for kind in kinds {
                     let mut found = keys_of
                         .iter()
-                        .filter(|(name, (_, k))| k == kind && !name.starts_with(ROUTE_INFORMER_PREFIX))
+                        .filter(|(name, (_, k))| {
+                            k == kind && !name.starts_with(ROUTE_INFORMER_PREFIX)
+                        })
                         .peekable();
                     if found.peek().is_none() {
                         return Err(super::Error::Config(format!(

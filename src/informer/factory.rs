@@ -129,8 +129,16 @@ impl InformerFactory {
         self.informers.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The kind of `resource`, through API discovery.
+    pub async fn kind_of(&self, resource: &crate::config::ResourceName) -> Result<String> {
+        Ok(self.describe(resource).await?.0.kind)
+    }
+
     async fn resolve(&self, key: &WatchKey) -> Result<(ApiResource, Scope)> {
-        let name = &key.resource;
+        self.describe(&key.resource).await
+    }
+
+    async fn describe(&self, name: &crate::config::ResourceName) -> Result<(ApiResource, Scope)> {
         let gv = GroupVersion::gv(&name.group, &name.version);
         let group = kube::discovery::pinned_group(&self.client, &gv)
             .await

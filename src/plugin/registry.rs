@@ -122,7 +122,10 @@ impl PluginRegistry {
         for (name, users) in wanted {
             match plugins.get(&name) {
                 Some(entry) => {
-                    let running = lock(&entry.state).running.as_ref().map(|r| r.plugin.clone());
+                    let running = lock(&entry.state)
+                        .running
+                        .as_ref()
+                        .map(|r| r.plugin.clone());
                     let mut current = lock(&entry.handlers);
                     for handler in &users {
                         let attached = current.iter().any(|h| Arc::ptr_eq(h, handler));

@@ -65,8 +65,14 @@ impl ObjectFilter {
         let Some(new) = parse(object) else {
             return false;
         };
-        if self.labels.as_ref().is_some_and(|s| !s.matches_labels(&new))
-            || self.fields.as_ref().is_some_and(|s| !s.matches_fields(&new))
+        if self
+            .labels
+            .as_ref()
+            .is_some_and(|s| !s.matches_labels(&new))
+            || self
+                .fields
+                .as_ref()
+                .is_some_and(|s| !s.matches_fields(&new))
         {
             return false;
         }
