@@ -1,8 +1,10 @@
 //! A route's filter on the objects it delivers: namespaces, label and field selectors, and
 //! field conditions (`equals`, `exists`, `changed`).
 //!
-//! Each test looks at the object the delta carries: the new state of an update, the last
-//! known state of a deletion. `changed` compares the old and new states of an update (an
+//! The namespaces and selectors say which objects belong to the route; an update that moves
+//! an object in or out becomes `added` or `deleted`. The conditions look at the object the
+//! delta carries: the new state of an update, the last known state of a deletion. `changed`
+//! compares the old and new states of an update (an
 //! update whose old state is unknown counts as a change); additions, deletions and resyncs
 //! pass a `changed` test, as they are not updates of the value. The object's JSON is parsed
 //! only when a label, field or condition test needs it.
@@ -47,11 +49,56 @@ impl ObjectFilter {
             && self.when.is_empty()
     }
 
-    /// Whether the delta's object passes every test.
-    pub fn admits(&self, delta: &Delta) -> bool {
-        let Some(object) = delta.object() else {
-            return true;
+    /// What the route should deliver for `delta`, if anything. The namespaces and selectors
+    /// say which objects belong to the route: an update that moves an object in is
+    /// delivered as `added`, one that moves it out as `deleted` (with the state before), as
+    /// client-go's filtering handler does. The `when` conditions then decide whether the
+    /// change is delivered at all.
+    pub fn apply(&self, delta: &Delta) -> Option<Delta> {
+        if self.is_empty() {
+            return Some(delta.clone());
+        }
+        let Delta::Updated { old, new } = delta else {
+            let object = delta.object()?;
+            let parsed = self.parse_if_needed(object);
+            return (self.contains(object, parsed.as_ref())
+                && self.conditions_hold(parsed.as_ref(), None))
+            .then(|| delta.clone());
         };
+        let (old_parsed, new_parsed) = (self.parse_if_needed(old), self.parse_if_needed(new));
+        let delta = match (
+            self.contains(old, old_parsed.as_ref()),
+            self.contains(new, new_parsed.as_ref()),
+        ) {
+            (true, true) => delta.clone(),
+            (false, true) => Delta::Added(new.clone()),
+            (true, false) => Delta::Deleted {
+                last_known: old.clone(),
+                final_state_unknown: false,
+            },
+            (false, false) => return None,
+        };
+        let before = match &delta {
+            Delta::Updated { .. } => Some(old_parsed.as_ref()),
+            _ => None,
+        };
+        let object = match &delta {
+            Delta::Deleted { .. } => old_parsed.as_ref(),
+            _ => new_parsed.as_ref(),
+        };
+        self.conditions_hold(object, before).then_some(delta)
+    }
+
+    /// The object as JSON, when a selector or condition needs to look inside it.
+    fn parse_if_needed(&self, object: &CachedObject) -> Option<Value> {
+        if self.labels.is_none() && self.fields.is_none() && self.when.is_empty() {
+            return None;
+        }
+        parse(object)
+    }
+
+    /// Whether the object is in one of the namespaces and matches the selectors.
+    fn contains(&self, object: &CachedObject, parsed: Option<&Value>) -> bool {
         if !self.namespaces.is_empty() {
             let key = object.key().as_str();
             let namespace = key.split_once('/').map_or("", |(ns, _)| ns);
@@ -59,33 +106,37 @@ impl ObjectFilter {
                 return false;
             }
         }
-        if self.labels.is_none() && self.fields.is_none() && self.when.is_empty() {
+        if self.labels.is_none() && self.fields.is_none() {
             return true;
         }
-        let Some(new) = parse(object) else {
+        let Some(object) = parsed else {
             return false;
         };
-        if self
+        !(self
             .labels
             .as_ref()
-            .is_some_and(|s| !s.matches_labels(&new))
+            .is_some_and(|s| !s.matches_labels(object))
             || self
                 .fields
                 .as_ref()
-                .is_some_and(|s| !s.matches_fields(&new))
-        {
-            return false;
+                .is_some_and(|s| !s.matches_fields(object)))
+    }
+
+    /// Whether every `when` condition holds for `object`; `before` is the state before an
+    /// update (`Some(None)` when it could not be read).
+    fn conditions_hold(&self, object: Option<&Value>, before: Option<Option<&Value>>) -> bool {
+        if self.when.is_empty() {
+            return true;
         }
-        let old = match delta {
-            Delta::Updated { old, .. } => Some(parse(old)),
-            _ => None,
+        let Some(object) = object else {
+            return false;
         };
         self.when.iter().all(|c| {
-            let value = c.path.lookup(&new);
+            let value = c.path.lookup(object);
             match &c.test {
                 Test::Equals(wanted) => value.is_some_and(|v| equal(v, wanted)),
                 Test::Exists(exists) => value.is_some() == *exists,
-                Test::Changed(changed) => match &old {
+                Test::Changed(changed) => match before {
                     Some(Some(old)) => (c.path.lookup(old) != value) == *changed,
                     // The old state is unknown: count it as changed.
                     Some(None) => *changed,
@@ -158,9 +209,45 @@ mod tests {
             old: deployment("a", 2, 2, "web"),
             new: deployment("a", 3, 2, "web"),
         };
-        assert!(!filter.admits(&status_only));
-        assert!(filter.admits(&scaled));
-        assert!(filter.admits(&Delta::Added(deployment("a", 1, 0, "web"))));
+        assert!(filter.apply(&status_only).is_none());
+        assert!(filter.apply(&scaled).is_some());
+        assert!(
+            filter
+                .apply(&Delta::Added(deployment("a", 1, 0, "web")))
+                .is_some()
+        );
+    }
+
+    #[test]
+    fn an_update_that_moves_an_object_in_or_out_is_an_addition_or_a_deletion() {
+        let filter = ObjectFilter::new(&RouteFilter {
+            labels: Some("app=web".into()),
+            ..RouteFilter::default()
+        });
+        let (web, db) = (deployment("a", 1, 0, "web"), deployment("a", 1, 0, "db"));
+        let joined = filter.apply(&Delta::Updated {
+            old: db.clone(),
+            new: web.clone(),
+        });
+        assert!(matches!(joined, Some(Delta::Added(o)) if Arc::ptr_eq(&o, &web)));
+        let left = filter.apply(&Delta::Updated {
+            old: web.clone(),
+            new: db.clone(),
+        });
+        assert!(matches!(
+            left,
+            Some(Delta::Deleted { last_known, final_state_unknown: false }) if Arc::ptr_eq(&last_known, &web)
+        ));
+        let stayed = filter.apply(&Delta::Updated {
+            old: web.clone(),
+            new: web.clone(),
+        });
+        assert!(matches!(stayed, Some(Delta::Updated { .. })));
+        let outside = filter.apply(&Delta::Updated {
+            old: db.clone(),
+            new: db,
+        });
+        assert!(outside.is_none());
     }
 
     #[test]
@@ -175,10 +262,30 @@ mod tests {
                 condition("metadata.annotations", Test::Exists(false)),
             ],
         });
-        assert!(filter.admits(&Delta::Added(deployment("a", 3, 0, "web"))));
-        assert!(!filter.admits(&Delta::Added(deployment("c", 3, 0, "web"))));
-        assert!(!filter.admits(&Delta::Added(deployment("b", 3, 0, "db"))));
-        assert!(!filter.admits(&Delta::Added(deployment("b", 2, 0, "api"))));
-        assert!(filter.admits(&Delta::Added(deployment("b", 3, 0, "api"))));
+        assert!(
+            filter
+                .apply(&Delta::Added(deployment("a", 3, 0, "web")))
+                .is_some()
+        );
+        assert!(
+            filter
+                .apply(&Delta::Added(deployment("c", 3, 0, "web")))
+                .is_none()
+        );
+        assert!(
+            filter
+                .apply(&Delta::Added(deployment("b", 3, 0, "db")))
+                .is_none()
+        );
+        assert!(
+            filter
+                .apply(&Delta::Added(deployment("b", 2, 0, "api")))
+                .is_none()
+        );
+        assert!(
+            filter
+                .apply(&Delta::Added(deployment("b", 3, 0, "api")))
+                .is_some()
+        );
     }
 }

@@ -99,27 +99,37 @@ impl Route {
         &self.name
     }
 
-    /// Whether the route delivers this delta. Resyncs go to handlers that asked for them;
-    /// `Replaced` only announces a list and carries no object.
-    pub fn selects(&self, delta: &Delta) -> bool {
-        let kind = match delta {
+    /// What the route delivers for this delta, if anything: the object filter first (which
+    /// turns an update moving an object in or out of the route into `added` or `deleted`),
+    /// then the kinds of change. Resyncs go to handlers that asked for them; `Replaced`
+    /// only announces a list and carries no object.
+    pub fn select(&self, delta: &Delta) -> Option<Delta> {
+        if matches!(delta, Delta::Replaced { .. }) {
+            return None;
+        }
+        let delta = self.filter.apply(delta)?;
+        let wanted = match &delta {
             Delta::Added(_) => self.events.added,
             Delta::Updated { .. } => self.events.updated,
             Delta::Deleted { .. } => self.events.deleted,
             Delta::Sync(_) => true,
             Delta::Replaced { .. } => false,
         };
-        kind && self.filter.admits(delta)
+        wanted.then_some(delta)
     }
 }
 
 impl DeltaSink for Route {
     fn deliver(&self, delta: &Delta) {
-        if self.selects(delta) {
-            self.delivered.fetch_add(1, Ordering::Relaxed);
-            self.handler().enqueue(&self.name, self.delivery, delta);
-        } else if !matches!(delta, Delta::Replaced { .. }) {
-            self.skipped.fetch_add(1, Ordering::Relaxed);
+        match self.select(delta) {
+            Some(selected) => {
+                self.delivered.fetch_add(1, Ordering::Relaxed);
+                self.handler().enqueue(&self.name, self.delivery, &selected);
+            }
+            None if !matches!(delta, Delta::Replaced { .. }) => {
+                self.skipped.fetch_add(1, Ordering::Relaxed);
+            }
+            None => {}
         }
     }
 
