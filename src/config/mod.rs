@@ -1,6 +1,7 @@
 //! The routing config: the YAML schema ([`schema`]), its validation into a [`Config`] with
 //! errors that name file, line, column and path, and the units it is written in.
 
+pub mod capabilities;
 pub mod resource;
 pub mod schema;
 pub mod units;
@@ -11,6 +12,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+pub use capabilities::{Capabilities, Verb};
 pub use resource::ResourceName;
 pub use validate::validate;
 
@@ -131,6 +133,8 @@ pub struct HandlerSpec {
     pub burst: u32,
     /// Settings passed to the plugin's `init`.
     pub config: serde_json::Value,
+    /// Kubernetes writes the plugin may make.
+    pub capabilities: Capabilities,
 }
 
 /// A route, with every default filled in.

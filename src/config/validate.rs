@@ -77,13 +77,14 @@ fn unknown_field_hint(message: &str) -> Option<String> {
     nearest(field, &candidates).map(|near| format!("; did you mean `{near}`?"))
 }
 
-struct Errors {
+/// The problems found so far.
+pub(super) struct Errors {
     file: PathBuf,
     found: Vec<ConfigError>,
 }
 
 impl Errors {
-    fn at<T>(&mut self, spanned: &Spanned<T>, path: String, message: String) {
+    pub(super) fn at<T>(&mut self, spanned: &Spanned<T>, path: String, message: String) {
         self.found.push(ConfigError {
             file: self.file.clone(),
             line: spanned.referenced.line(),
@@ -93,7 +94,7 @@ impl Errors {
         });
     }
 
-    fn nowhere(&mut self, path: String, message: String) {
+    pub(super) fn nowhere(&mut self, path: String, message: String) {
         self.found.push(ConfigError {
             file: self.file.clone(),
             line: 0,
@@ -108,6 +109,7 @@ fn build(file: &Path, parsed: ConfigFile, errors: &mut Errors) -> Config {
     let base = file.parent().unwrap_or(Path::new("."));
     let relative = |p: PathBuf| if p.is_absolute() { p } else { base.join(p) };
     let mut handlers = Vec::new();
+    let mut capability_files = Vec::new();
     for (name, h) in parsed.handlers {
         if !is_valid_name(&name) {
             errors.nowhere(
@@ -163,7 +165,10 @@ fn build(file: &Path, parsed: ConfigFile, errors: &mut Errors) -> Config {
             Some(q) => Some(q.value),
             None => Some(10.0),
         };
+        let capabilities = super::capabilities::build(&name, h.capabilities.as_ref(), errors);
+        capability_files.push(h.capabilities);
         handlers.push(HandlerSpec {
+            capabilities,
             resync: h.resync.map(|d| d.0).filter(|d| !d.is_zero()),
             qps,
             burst: h.burst.unwrap_or(100).max(1),
@@ -185,6 +190,9 @@ fn build(file: &Path, parsed: ConfigFile, errors: &mut Errors) -> Config {
         if let Some(route) = build_route(i, r, &known, &mut route_names, errors) {
             routes.push(route);
         }
+    }
+    for (handler, file) in handlers.iter().zip(&capability_files) {
+        super::capabilities::check_resources(handler, file, &routes, errors);
     }
     if routes.is_empty() && errors.found.is_empty() {
         errors.nowhere(
