@@ -19,7 +19,8 @@ use crate::informer::{
 use crate::metrics::Metrics;
 use crate::plugin::host::default_cache_dir;
 use crate::plugin::{
-    HostOptions, PluginHost, PluginLogs, PluginRegistry, PluginWatcher, PoolOptions,
+    HostContext, HostOptions, PluginHost, PluginLogs, PluginMetrics, PluginRegistry,
+    PluginWatcher, PoolOptions,
 };
 use crate::router::{Route, RouteStatus};
 
@@ -258,8 +259,9 @@ impl Daemon {
             }
         };
         plugins.load_all().await;
-        let informers = InformerFactory::new(client);
+        let informers = InformerFactory::new(client.clone());
         let mut routes = Vec::new();
+        let mut subscriptions = Vec::new();
         for route in &config.routes {
             let key = watch_key(route);
             let options = cache_options(&config, &key);
@@ -280,10 +282,28 @@ impl Daemon {
                 &route.name,
                 route.events,
                 route.delivery,
-                handler,
+                handler.clone(),
             ));
-            informer.subscribe(route.clone());
+            subscriptions.push((informer, route.clone(), handler));
             routes.push(route);
+        }
+        // Each handler's imports read its routes' caches; set before any event flows.
+        let plugin_metrics = Arc::new(PluginMetrics::new(metrics.clone()));
+        for handler in &handlers {
+            let context = subscriptions
+                .iter()
+                .filter(|(_, _, h)| Arc::ptr_eq(h, handler))
+                .fold(
+                    HostContext::new(handler.name().into(), logs.clone())
+                        .with_capabilities(handler.spec().capabilities.clone())
+                        .with_client(client.clone())
+                        .with_metrics(plugin_metrics.clone()),
+                    |context, (informer, _, _)| context.with_resource(informer.clone()),
+                );
+            handler.set_host_context(context);
+        }
+        for (informer, route, _) in subscriptions {
+            informer.subscribe(route);
         }
         let shared = Arc::new(Shared {
             informers,
