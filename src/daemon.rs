@@ -19,8 +19,8 @@ use crate::informer::{
 use crate::metrics::Metrics;
 use crate::plugin::host::default_cache_dir;
 use crate::plugin::{
-    HostContext, HostOptions, PluginHost, PluginLogs, PluginMetrics, PluginRegistry,
-    PluginWatcher, PoolOptions,
+    HostContext, HostOptions, PluginHost, PluginLogs, PluginMetrics, PluginRegistry, PluginWatcher,
+    PoolOptions,
 };
 use crate::router::{Route, RouteStatus};
 

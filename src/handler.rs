@@ -14,9 +14,7 @@ use tracing::Instrument;
 use crate::config::HandlerSpec;
 use crate::informer::{Delta, ObjectKey};
 use crate::metrics::Metrics;
-use crate::plugin::{
-    self, CallLimits, Event, EventKind, HostContext, Outcome, Plugin, PluginLogs,
-};
+use crate::plugin::{self, CallLimits, Event, EventKind, HostContext, Outcome, Plugin, PluginLogs};
 use crate::queue::{
     ChangeKind, DeadLetter, DeadLetterView, DeadLetters, Delivery, Owed, PendingEvent, RateLimits,
     WorkQueue,

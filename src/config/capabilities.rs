@@ -110,7 +110,11 @@ pub(super) fn build(
     for (resource, verbs) in file.into_iter().flatten() {
         let path = format!("handlers.{handler}.capabilities.{resource}");
         if resource.trim().is_empty() {
-            errors.at(verbs, path, "name a resource: plural, kind or full resource such as v1/pods".into());
+            errors.at(
+                verbs,
+                path,
+                "name a resource: plural, kind or full resource such as v1/pods".into(),
+            );
             continue;
         }
         let mut granted = BTreeSet::new();
@@ -158,7 +162,10 @@ pub(super) fn check_resources(
     routes: &[RouteSpec],
     errors: &mut Errors,
 ) {
-    let own: Vec<&RouteSpec> = routes.iter().filter(|r| r.handler == handler.name).collect();
+    let own: Vec<&RouteSpec> = routes
+        .iter()
+        .filter(|r| r.handler == handler.name)
+        .collect();
     for (key, verbs) in file.iter().flatten() {
         if key.trim().is_empty() || own.iter().any(|r| may_name(key, r)) {
             continue;
@@ -188,7 +195,10 @@ mod tests {
 
     #[test]
     fn a_grant_matches_any_name_of_the_resource() {
-        let caps = Capabilities::new([("configmaps", &[Verb::Patch][..]), ("Pod", &[Verb::Event][..])]);
+        let caps = Capabilities::new([
+            ("configmaps", &[Verb::Patch][..]),
+            ("Pod", &[Verb::Event][..]),
+        ]);
         assert!(caps.allows(&["configmaps", "ConfigMap", "v1/configmaps"], Verb::Patch));
         assert!(!caps.allows(&["configmaps", "ConfigMap", "v1/configmaps"], Verb::Delete));
         assert!(caps.allows(&["pods", "Pod", "v1/pods"], Verb::Event));

@@ -7,8 +7,8 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use super::HostContext;
 use super::super::bindings::switchyard::plugin::cache as wit;
+use super::HostContext;
 use crate::informer::{CachedObject, ObjectKey};
 use crate::plugin::host::CallState;
 

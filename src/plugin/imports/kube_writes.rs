@@ -54,7 +54,11 @@ impl HostContext {
             .ok_or_else(|| "Kubernetes writes are not available to this plugin call".to_string())
     }
 
-    fn api(&self, informer: &Informer, namespace: Option<&str>) -> Result<Api<DynamicObject>, String> {
+    fn api(
+        &self,
+        informer: &Informer,
+        namespace: Option<&str>,
+    ) -> Result<Api<DynamicObject>, String> {
         let client = self.client()?.clone();
         Ok(match namespace {
             Some(ns) => Api::namespaced_with(client, ns, informer.resource()),
@@ -81,7 +85,9 @@ impl HostContext {
         object
             .entry("apiVersion")
             .or_insert_with(|| ar.api_version.clone().into());
-        object.entry("kind").or_insert_with(|| ar.kind.clone().into());
+        object
+            .entry("kind")
+            .or_insert_with(|| ar.kind.clone().into());
         let meta = object.entry("metadata").or_insert_with(|| json!({}));
         let Some(meta) = meta.as_object_mut() else {
             return Err("apply: metadata must be a JSON object".into());
@@ -225,7 +231,12 @@ impl HostContext {
         api.create(&PostParams::default(), &event)
             .await
             .map(|_| ())
-            .map_err(|e| format!("create-event about {kind} {name} failed: {}", kube_error(&e)))
+            .map_err(|e| {
+                format!(
+                    "create-event about {kind} {name} failed: {}",
+                    kube_error(&e)
+                )
+            })
     }
 }
 

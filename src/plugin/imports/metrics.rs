@@ -33,7 +33,9 @@ type Labels = Vec<(String, String)>;
 
 /// Prometheus' default histogram buckets, in seconds.
 fn default_histogram() -> Histogram {
-    Histogram::new([0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0])
+    Histogram::new([
+        0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+    ])
 }
 
 /// The kind of a plugin metric.
@@ -317,7 +319,13 @@ mod tests {
         let metrics = Arc::new(Metrics::new());
         let plugin = PluginMetrics::new(metrics.clone());
         plugin
-            .record("h", MetricType::Gauge, "pods_on_node", 2.0, labels(&[("node", "n1")]))
+            .record(
+                "h",
+                MetricType::Gauge,
+                "pods_on_node",
+                2.0,
+                labels(&[("node", "n1")]),
+            )
             .unwrap();
         plugin
             .record("h", MetricType::Counter, "seen_total", 1.0, vec![])
@@ -348,7 +356,13 @@ mod tests {
             .unwrap_err();
         assert!(err.contains("is a gauge, not a counter"), "{err}");
         let err = plugin
-            .record("h", MetricType::Gauge, "x", 1.0, labels(&[("handler", "me")]))
+            .record(
+                "h",
+                MetricType::Gauge,
+                "x",
+                1.0,
+                labels(&[("handler", "me")]),
+            )
             .unwrap_err();
         assert!(err.contains("set by the host"), "{err}");
         let err = plugin
@@ -362,7 +376,13 @@ mod tests {
         let plugin = PluginMetrics::with_max_series(Arc::new(Metrics::new()), 3);
         for i in 0..3 {
             plugin
-                .record("h", MetricType::Gauge, "g", 1.0, labels(&[("i", &i.to_string())]))
+                .record(
+                    "h",
+                    MetricType::Gauge,
+                    "g",
+                    1.0,
+                    labels(&[("i", &i.to_string())]),
+                )
                 .unwrap();
         }
         // An existing series can still be updated; a new one is refused.
