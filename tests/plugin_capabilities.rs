@@ -7,8 +7,8 @@ mod common;
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use kube::api::{Api, DeleteParams, PostParams};
+use k8s_openapi::api::core::v1::{ConfigMap, Event as CoreEvent, Pod};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::json;
 use switchyard::sim::Simulator;
 
@@ -186,6 +186,95 @@ async fn label_guard_without_the_capability_is_refused_and_the_rest_keeps_workin
         l.handler == "log-events" && l.message.contains("default/later")
     })
     .await;
+    daemon.shut_down(Duration::from_secs(5)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn label_guard_applies_server_side_and_records_an_event_where_granted_by_kind() {
+    let sim = common::start_sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = LABEL_GUARD
+        .replace(
+            "config: {label: owner, value: unknown}",
+            "config: {label: owner, value: unknown, method: apply, event: true}",
+        )
+        .replace("CAPABILITIES", "capabilities: {ConfigMap: [apply, event]}");
+    let daemon = common::start_daemon(&sim, dir.path(), &yaml).await;
+    daemon.wait_until_synced().await;
+
+    create_configmap(&sim, "bare", json!({})).await;
+    let labelled = common::eventually("bare to get the owner label", WAIT, async || {
+        let cm = read_configmap(&sim, "bare").await;
+        (label(&cm, "owner").as_deref() == Some("unknown")).then_some(cm)
+    })
+    .await;
+    assert_eq!(
+        labelled.data.unwrap().get("k").map(String::as_str),
+        Some("v"),
+        "apply keeps the fields it does not name"
+    );
+    let events: Api<CoreEvent> = Api::namespaced(sim.client().unwrap(), "default");
+    let event = common::eventually("an Event about bare", WAIT, async || {
+        let list = events.list(&ListParams::default()).await.unwrap();
+        list.items
+            .into_iter()
+            .find(|e| e.involved_object.name.as_deref() == Some("bare"))
+    })
+    .await;
+    assert_eq!(event.reason.as_deref(), Some("LabelAdded"));
+    assert_eq!(event.type_.as_deref(), Some("Normal"));
+    assert_eq!(event.involved_object.kind.as_deref(), Some("ConfigMap"));
+    assert_eq!(event.involved_object.uid, labelled.metadata.uid);
+    assert_eq!(
+        event.message.as_deref(),
+        Some("added the label owner=unknown")
+    );
+    daemon.shut_down(Duration::from_secs(5)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_about_an_object_needs_the_event_capability() {
+    let sim = common::start_sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = LABEL_GUARD
+        .replace(
+            "config: {label: owner, value: unknown}",
+            "config: {label: owner, value: unknown, event: true}",
+        )
+        .replace("CAPABILITIES", "capabilities: {v1/configmaps: [patch]}");
+    let daemon = common::start_daemon(&sim, dir.path(), &yaml).await;
+    daemon.wait_until_synced().await;
+
+    create_configmap(&sim, "bare", json!({})).await;
+    let error = wait_for_error(&daemon.admin_url(), "label-guard", "capability denied").await;
+    assert_eq!(
+        error,
+        "capability denied: handler \"label-guard\" may not record events about configmaps (grant it with handlers.label-guard.capabilities.configmaps: [event])"
+    );
+    daemon.shut_down(Duration::from_secs(5)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_still_waiting_at_the_deadline_ends_the_call_as_a_timeout() {
+    let sim = common::start_sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = LABEL_GUARD
+        .replace(
+            "backoff_base: 20ms",
+            "backoff_base: 20ms\n    timeout: 300ms\n    max_retries: 0",
+        )
+        .replace("CAPABILITIES", "capabilities: {configmaps: [patch]}");
+    let daemon = common::start_daemon(&sim, dir.path(), &yaml).await;
+    daemon.wait_until_synced().await;
+
+    // Every request from now on takes 2 s, the open watches aside.
+    sim.faults().set_delay(Duration::from_secs(2));
+    let started = std::time::Instant::now();
+    create_configmap(&sim, "slow", json!({})).await;
+    let error = wait_for_error(&daemon.admin_url(), "label-guard", "deadline").await;
+    assert_eq!(error, "deadline of 300ms exceeded; the call was stopped");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    sim.faults().clear();
     daemon.shut_down(Duration::from_secs(5)).await;
 }
 

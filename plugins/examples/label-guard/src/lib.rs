@@ -13,16 +13,25 @@
 //!
 //! The object is patched through the resource named by its kind, so the handler's routes
 //! must watch that resource and its capabilities must grant `patch` on it.
+//!
+//! Options besides `label` and `value`:
+//!
+//! - `"method": "apply"` writes the label with a server-side apply instead (the handler's
+//!   field manager then owns just that label); needs `apply`;
+//! - `"event": true` also records a Normal Event `LabelAdded` about the object; needs
+//!   `event`.
 
 use std::sync::OnceLock;
 
 use serde_json::{Value, json};
 use switchyard_sdk::{Event, EventKind, Handler, Level, Outcome, export_handler, kube, log};
 
-/// The label to guarantee and the value to give it.
+/// The label to guarantee, the value to give it, and how.
 struct Settings {
     label: String,
     value: String,
+    apply: bool,
+    event: bool,
 }
 
 static SETTINGS: OnceLock<Settings> = OnceLock::new();
@@ -37,8 +46,19 @@ impl Handler for LabelGuard {
         let (Some(label), Some(value)) = (text("label"), text("value")) else {
             return Err(r#"config needs {"label": "NAME", "value": "VALUE"}"#.into());
         };
+        let apply = match config["method"].as_str() {
+            None | Some("patch") => false,
+            Some("apply") => true,
+            Some(other) => return Err(format!("method {other:?} must be patch or apply")),
+        };
+        let event = config["event"].as_bool().unwrap_or(false);
         // One instance per event: init runs once per instance, so this is set once.
-        let _ = SETTINGS.set(Settings { label, value });
+        let _ = SETTINGS.set(Settings {
+            label,
+            value,
+            apply,
+            event,
+        });
         Ok(())
     }
 
@@ -56,8 +76,20 @@ impl Handler for LabelGuard {
         let kind = object["kind"].as_str().ok_or("object has no kind")?;
         let name = meta["name"].as_str().ok_or("object has no name")?;
         let namespace = meta["namespace"].as_str();
-        let patch = json!({"metadata": {"labels": {&settings.label: &settings.value}}});
-        kube::merge_patch(kind, namespace, name, &patch)?;
+        let labels = json!({"metadata": {"labels": {&settings.label: &settings.value}}});
+        if settings.apply {
+            kube::apply(kind, namespace, name, &labels)?;
+        } else {
+            kube::merge_patch(kind, namespace, name, &labels)?;
+        }
+        if settings.event {
+            kube::event(
+                &object,
+                kube::EventType::Normal,
+                "LabelAdded",
+                &format!("added the label {}={}", settings.label, settings.value),
+            )?;
+        }
         log(
             Level::Info,
             &format!(
