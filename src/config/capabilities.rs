@@ -192,6 +192,63 @@ pub(super) fn check_resources(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
+
+    #[test]
+    fn handlers_have_no_capabilities_unless_granted() {
+        let text = "\
+handlers:
+  a: {}
+  b:
+    capabilities:
+      configmaps: [patch, event]
+      v1/pods: [delete]
+      Pod: [apply]
+routes:
+  - {name: cms, resource: configmaps, handler: a}
+  - {name: b-cms, resource: configmaps, handler: b}
+  - {name: b-pods, resource: v1/pods, handler: b}
+";
+        let config = crate::config::validate(Path::new("c.yaml"), text).unwrap();
+        assert!(config.handlers[0].capabilities.is_empty());
+        let b = &config.handlers[1].capabilities;
+        assert!(b.allows(&["configmaps"], Verb::Event));
+        assert!(b.allows(&["pods", "Pod", "v1/pods"], Verb::Delete));
+        assert!(b.allows(&["pods", "Pod", "v1/pods"], Verb::Apply));
+        assert!(!b.allows(&["pods", "Pod", "v1/pods"], Verb::Patch));
+    }
+
+    #[test]
+    fn an_unknown_verb_is_reported_at_its_line_and_column() {
+        let text = "\
+handlers:
+  h:
+    capabilities:
+      configmaps: [patch, pach, write]
+      secrets: [delete]
+routes:
+  - {name: cms, resource: configmaps, handler: h}
+";
+        let errors = crate::config::validate(Path::new("c.yaml"), text)
+            .unwrap_err()
+            .0;
+        let found: Vec<String> = errors.iter().map(ToString::to_string).collect();
+        assert_eq!(found.len(), 3, "{found:#?}");
+        assert_eq!(
+            found[0],
+            "c.yaml:4:27: handlers.h.capabilities.configmaps[1]: unknown capability \"pach\": did you mean \"patch\"? a handler may be granted apply, patch, delete, event"
+        );
+        assert!(
+            found[1].starts_with("c.yaml:4:33: handlers.h.capabilities.configmaps[2]: unknown capability \"write\": a handler"),
+            "{}",
+            found[1]
+        );
+        assert!(
+            found[2].starts_with("c.yaml:5:16: handlers.h.capabilities.secrets: handler \"h\" has no route watching \"secrets\""),
+            "{}",
+            found[2]
+        );
+    }
 
     #[test]
     fn a_grant_matches_any_name_of_the_resource() {
