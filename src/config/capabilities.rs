@@ -195,6 +195,15 @@ mod tests {
     use std::path::Path;
 
     #[test]
+    fn the_host_imports_example_config_is_valid() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/host-imports.yaml");
+        let config = crate::config::load(&path).unwrap();
+        let guard = &config.handlers[0];
+        assert_eq!(guard.name, "label-guard");
+        assert!(guard.capabilities.allows(&["configmaps"], Verb::Patch));
+    }
+
+    #[test]
     fn handlers_have_no_capabilities_unless_granted() {
         let text = "\
 handlers:
