@@ -300,6 +300,9 @@ impl Daemon {
                         .with_metrics(plugin_metrics.clone()),
                     |context, (informer, _, _)| context.with_resource(informer.clone()),
                 );
+            for unused in context.unmatched_grants() {
+                tracing::warn!(handler = %handler.name(), resource = %unused, "capability names no resource the handler's routes watch; it grants nothing");
+            }
             handler.set_host_context(context);
         }
         for (informer, route, _) in subscriptions {

@@ -134,6 +134,23 @@ impl HostContext {
         Ok(found)
     }
 
+    /// The resources named in the capabilities (as written) that name none of the
+    /// resources the handler may read: grants that can never be used, such as a kind that
+    /// discovery spelled differently.
+    pub fn unmatched_grants(&self) -> Vec<String> {
+        self.capabilities
+            .grants()
+            .map(|(name, _)| name)
+            .filter(|name| {
+                !self
+                    .resources
+                    .iter()
+                    .any(|i| names_of(i).iter().any(|n| n == name))
+            })
+            .map(str::to_string)
+            .collect()
+    }
+
     /// The plurals of the resources the handler may read, sorted, each once.
     fn readable(&self) -> Vec<String> {
         let mut names: Vec<String> = self
