@@ -334,11 +334,12 @@ handlers:
 routes:
   - name: cms
     resource: configmaps
+    indexes: {by-app: label:app}
     handler: faulty
 ";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn reading_a_resource_the_routes_do_not_watch_is_refused() {
+async fn reading_a_resource_the_routes_do_not_watch_or_an_unknown_index_is_refused() {
     let sim = common::start_sim().await;
     let dir = tempfile::tempdir().unwrap();
     let daemon = common::start_daemon(&sim, dir.path(), FAULTY).await;
@@ -357,6 +358,18 @@ async fn reading_a_resource_the_routes_do_not_watch_is_refused() {
     assert_eq!(
         error,
         "handler \"faulty\" may read only the resources its routes watch, not \"secrets\": configmaps"
+    );
+    create_configmap_with(
+        &sim,
+        "indexer",
+        json!({}),
+        json!({"faulty/index": "by-owner"}),
+    )
+    .await;
+    let error = wait_for_error(&admin, "faulty", "no index").await;
+    assert_eq!(
+        error,
+        "ConfigMap has no index \"by-owner\"; its indexes: by-app, namespace (add one under the route's indexes:)"
     );
     // The watched resource reads fine by kind, plural or full resource string.
     for (i, name) in ["ConfigMap", "configmaps", "v1/configmaps"]

@@ -8,6 +8,8 @@
 //! - `faulty/metric: NAME` sets the gauge NAME to 1 and returns the host's error, if any;
 //! - `faulty/read: RESOURCE` lists RESOURCE from the cache and returns the host's error, if
 //!   any;
+//! - `faulty/index: INDEX` lists the object's own resource (by its kind) by the index INDEX
+//!   and the value `x`, and returns the host's error, if any;
 //! - `faulty/requeue-ms: N` asks to be called again after N ms whenever the attempt number
 //!   is 1 (a requeue is not a retry, so that is every call).
 //!
@@ -41,6 +43,10 @@ impl Handler for Faulty {
         }
         if let Some(resource) = annotation(&object, "faulty/read") {
             cache::list(resource, None)?;
+        }
+        if let Some(index) = annotation(&object, "faulty/index") {
+            let kind = object["kind"].as_str().unwrap_or_default();
+            cache::list_by_index(kind, index, "x")?;
         }
         if annotation(&object, "faulty/trap") == Some("true") {
             panic!("faulty plugin asked to trap");
