@@ -19,6 +19,11 @@
 //!
 //! Build it with `cargo build --target wasm32-wasip2 --release` and drop the `.wasm` file
 //! into the daemon's plugins folder.
+//!
+//! Besides [`log`], the host offers [`metrics`] (exposed on the daemon's `/metrics`),
+//! read-only [`cache`] access to the resources the handler's routes watch, and [`kube`]
+//! writes where the handler's `capabilities:` grant them. Each returns `Err(String)` when
+//! refused or failed; return it from `handle` (with `?`) and the daemon retries the event.
 
 #![forbid(unsafe_code)]
 
