@@ -14,7 +14,7 @@ use tracing::Instrument;
 use crate::config::HandlerSpec;
 use crate::informer::{Delta, ObjectKey};
 use crate::metrics::Metrics;
-use crate::plugin::{self, CallLimits, Event, EventKind, Outcome, Plugin, PluginLogs};
+use crate::plugin::{self, CallLimits, Event, EventKind, HostContext, Outcome, Plugin, PluginLogs};
 use crate::queue::{
     ChangeKind, DeadLetter, DeadLetterView, DeadLetters, Delivery, Owed, PendingEvent, RateLimits,
     WorkQueue,
@@ -84,7 +84,8 @@ pub struct Handler {
     dead_letters: Mutex<DeadLetters>,
     plugin: watch::Sender<Option<Arc<Plugin>>>,
     plugin_error: Mutex<Option<String>>,
-    logs: PluginLogs,
+    /// What the plugin's host imports work from; replaced once the routes' informers exist.
+    host_context: Mutex<Arc<HostContext>>,
     counters: Counters,
     workers: Mutex<Vec<JoinHandle<()>>>,
     stopping: watch::Sender<bool>,
@@ -163,12 +164,12 @@ impl Handler {
             name: spec.name.as_str().into(),
             config_json: spec.config.to_string(),
             queue: WorkQueue::with_limits(limits, Some(metrics.queue(&spec.name))),
+            host_context: Mutex::new(Arc::new(HostContext::new(spec.name.as_str().into(), logs))),
             spec,
             pending: Mutex::new(HashMap::new()),
             dead_letters: Mutex::new(DeadLetters::default()),
             plugin: watch::channel(None).0,
             plugin_error: Mutex::new(None),
-            logs,
             counters: Counters::default(),
             workers: Mutex::new(Vec::new()),
             stopping: watch::channel(false).0,
@@ -193,6 +194,12 @@ impl Handler {
     /// The handler's settings.
     pub fn spec(&self) -> &HandlerSpec {
         &self.spec
+    }
+
+    /// Sets what the plugin's host imports work from (the routes' caches, the granted
+    /// writes, the metrics registry). Until it is set, the plugin may only log.
+    pub fn set_host_context(&self, context: HostContext) {
+        *lock(&self.host_context) = Arc::new(context);
     }
 
     /// Installs a freshly loaded plugin, or records why loading failed (a plugin already
@@ -534,15 +541,10 @@ impl Handler {
             timeout: self.spec.timeout,
             memory: self.spec.memory,
         };
+        let context = lock(&self.host_context).clone();
         let started = std::time::Instant::now();
         let result = plugin
-            .call(
-                self.name.clone(),
-                &self.logs,
-                &limits,
-                &self.config_json,
-                &call,
-            )
+            .call_in(&context, &limits, &self.config_json, &call)
             .await;
         let failure = result.as_ref().err().map(|e| RecentError {
             at: crate::queue::dead_letter::rfc3339(SystemTime::now()),

@@ -9,7 +9,8 @@
 //! - [`queue`]: the work queue (de-duplication, one worker per key, delays) and the
 //!   coalesced events its keys stand for.
 //! - [`handler`]: a handler's queue, workers and counters; calls the plugin per event.
-//! - [`plugin`]: the wasmtime component host, the plugin contract's bindings and loading.
+//! - [`plugin`]: the wasmtime component host, the plugin contract's bindings and loading,
+//!   and the host imports (metrics, cache reads, capability-gated writes).
 //! - [`admin`]: the HTTP admin API (health, status).
 //! - [`daemon`]: builds every stage from a config, runs them, shuts them down.
 //! - [`sim`]: the built-in Kubernetes API simulator.

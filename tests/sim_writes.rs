@@ -293,7 +293,7 @@ async fn every_error_is_a_status_with_the_api_servers_reason() {
         (http.post(&base).body("{not json"), 400, "BadRequest"),
         (
             http.patch(format!("{base}/c"))
-                .header("Content-Type", "application/apply-patch+yaml")
+                .header("Content-Type", "application/yaml")
                 .body("{}"),
             415,
             "UnsupportedMediaType",
@@ -321,6 +321,51 @@ async fn every_error_is_a_status_with_the_api_servers_reason() {
             "{status}"
         );
     }
+}
+
+#[tokio::test]
+async fn server_side_apply_creates_a_missing_object_then_merges_into_it() {
+    let sim = sim_support::start_with_config("").await;
+    let api: Api<ConfigMap> = Api::namespaced(sim.client().unwrap(), "default");
+    let params = PatchParams::apply("test").force();
+    let applied = json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "applied", "labels": {"a": "1"}},
+        "data": {"k": "v"},
+    });
+    let created = api
+        .patch("applied", &params, &Patch::Apply(&applied))
+        .await
+        .unwrap();
+    assert_eq!(created.data.unwrap()["k"], "v");
+    assert!(created.metadata.uid.is_some());
+
+    let label_only = json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "applied", "labels": {"b": "2"}},
+    });
+    let merged = api
+        .patch("applied", &params, &Patch::Apply(&label_only))
+        .await
+        .unwrap();
+    let labels = merged.metadata.labels.unwrap();
+    assert_eq!((labels["a"].as_str(), labels["b"].as_str()), ("1", "2"));
+    assert_eq!(
+        merged.data.unwrap()["k"],
+        "v",
+        "fields it does not name stay"
+    );
+    assert_eq!(merged.metadata.uid, created.metadata.uid);
+
+    let wrong_name = json!({"metadata": {"name": "other"}});
+    let err = api
+        .patch("applied", &params, &Patch::Apply(&wrong_name))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, kube::Error::Api(s) if s.code == 400),
+        "{err}"
+    );
 }
 
 #[tokio::test]

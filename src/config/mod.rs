@@ -1,6 +1,7 @@
 //! The routing config: the YAML schema ([`schema`]), its validation into a [`Config`] with
 //! errors that name file, line, column and path, and the units it is written in.
 
+pub mod capabilities;
 mod document;
 pub mod field_path;
 pub mod resource;
@@ -13,6 +14,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+pub use capabilities::{Capabilities, Verb};
 pub use field_path::FieldPath;
 pub use resource::ResourceName;
 pub use validate::{ROUTE_INFORMER_PREFIX, validate};
@@ -136,6 +138,8 @@ pub struct HandlerSpec {
     pub burst: u32,
     /// Settings passed to the plugin's `init`.
     pub config: serde_json::Value,
+    /// Kubernetes writes the plugin may make.
+    pub capabilities: Capabilities,
 }
 
 /// How an informer names its resource.

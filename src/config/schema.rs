@@ -90,6 +90,9 @@ pub struct HandlerFile {
     /// Free-form settings passed to the plugin's `init` as JSON.
     #[serde(default)]
     pub config: Option<serde_json::Value>,
+    /// Kubernetes writes the plugin may make, per resource. Default: none.
+    #[serde(default)]
+    pub capabilities: Option<super::capabilities::CapabilitiesFile>,
 }
 
 /// `informers.NAME:` — one resource watched and cached, shared by the routes that name it.

@@ -104,7 +104,8 @@ fn unknown_field_hint(message: &str) -> Option<String> {
     nearest(field, &candidates).map(|near| format!("; did you mean `{near}`?"))
 }
 
-struct Errors<'a> {
+/// The problems found so far.
+pub(super) struct Errors<'a> {
     file: PathBuf,
     document: &'a Document,
     found: Vec<ConfigError>,
@@ -112,14 +113,14 @@ struct Errors<'a> {
 
 impl Errors<'_> {
     /// A problem with the value at `path`.
-    fn at(&mut self, path: String, message: String) {
+    pub(super) fn at(&mut self, path: String, message: String) {
         let place = self.document.value_place(&path);
         self.push(place, path, message);
     }
 
     /// A problem with the key of the entry at `path` (a name, or a field that must not be
     /// there).
-    fn at_key(&mut self, path: String, message: String) {
+    pub(super) fn at_key(&mut self, path: String, message: String) {
         let place = self.document.key_place(&path);
         self.push(place, path, message);
     }
@@ -219,6 +220,7 @@ fn build(file: &Path, top: ConfigFile, errors: &mut Errors) -> Config {
     for (name, h) in handler_files.read {
         handlers.push(build_handler(name, h, errors));
     }
+
     let known_handlers: Vec<&str> = handler_files.names.iter().map(String::as_str).collect();
     let known_informers = Known {
         names: informer_files.names.iter().map(String::as_str).collect(),
@@ -250,6 +252,9 @@ fn build(file: &Path, top: ConfigFile, errors: &mut Errors) -> Config {
         );
     }
     informers.extend(own_informers);
+    for handler in &handlers {
+        super::capabilities::check_resources(handler, &routes, &informers, errors);
+    }
     let admin_token = match (admin.token_file, admin.token_env) {
         (Some(_), Some(_)) => {
             errors.at(
@@ -305,6 +310,7 @@ fn build_handler(name: String, h: HandlerFile, errors: &mut Errors) -> HandlerSp
             "backoff_cap must not be shorter than backoff_base".into(),
         );
     }
+    let capabilities = super::capabilities::build(&name, h.capabilities.as_ref(), errors);
     let qps = match h.qps {
         Some(q) if !(q.is_finite() && q >= 0.0) => {
             errors.at(
@@ -318,6 +324,7 @@ fn build_handler(name: String, h: HandlerFile, errors: &mut Errors) -> HandlerSp
         None => Some(10.0),
     };
     HandlerSpec {
+        capabilities,
         resync: h.resync.map(|d| d.0).filter(|d| !d.is_zero()),
         qps,
         burst: h.burst.unwrap_or(100).max(1),

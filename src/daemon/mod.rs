@@ -21,7 +21,7 @@ use crate::informer::{InformerFactory, WatchHealth};
 use crate::metrics::Metrics;
 use crate::plugin::host::default_cache_dir;
 use crate::plugin::{
-    HostOptions, PluginHost, PluginLogs, PluginRegistry, PluginWatcher, PoolOptions,
+    HostOptions, PluginHost, PluginLogs, PluginMetrics, PluginRegistry, PluginWatcher, PoolOptions,
 };
 use crate::router::{Route, RouteStatus};
 
@@ -91,6 +91,8 @@ pub struct Shared {
     /// The metrics registry.
     pub metrics: Arc<Metrics>,
     logs: PluginLogs,
+    client: kube::Client,
+    plugin_metrics: Arc<PluginMetrics>,
     topology: RwLock<Arc<Topology>>,
     /// Held for a whole reload, so reloads apply one at a time.
     reloading: tokio::sync::Mutex<()>,
@@ -169,6 +171,8 @@ impl Shared {
             logs: &self.logs,
             metrics: &self.metrics,
             plugins: &self.plugins,
+            client: &self.client,
+            plugin_metrics: &self.plugin_metrics,
         }
     }
 
@@ -297,11 +301,14 @@ impl Daemon {
                 None
             }
         };
+        let metrics = Arc::new(Metrics::new());
         let shared = Arc::new(Shared {
-            informers: InformerFactory::new(client),
+            informers: InformerFactory::new(client.clone()),
             plugins_dir: config.plugins_dir.clone(),
             plugins,
-            metrics: Arc::new(Metrics::new()),
+            plugin_metrics: Arc::new(PluginMetrics::new(metrics.clone())),
+            metrics,
+            client,
             logs: PluginLogs::default(),
             topology: RwLock::new(Arc::new(Topology::empty(config.clone()))),
             reloading: tokio::sync::Mutex::new(()),

@@ -28,7 +28,7 @@ use crate::informer::{
     CacheOptions, IndexFn, Indexers, Informer, InformerFactory, SubscriptionId, Transform, WatchKey,
 };
 use crate::metrics::Metrics;
-use crate::plugin::{PluginLogs, PluginRegistry};
+use crate::plugin::{HostContext, PluginLogs, PluginMetrics, PluginRegistry};
 use crate::router::{ObjectFilter, Route};
 
 /// A route at run time with what it is subscribed to.
@@ -65,6 +65,10 @@ pub struct Stages<'a> {
     pub metrics: &'a Arc<Metrics>,
     /// Plugins by name.
     pub plugins: &'a PluginRegistry,
+    /// The client plugins' writes go through.
+    pub client: &'a kube::Client,
+    /// Where plugins' own metrics go.
+    pub plugin_metrics: &'a Arc<PluginMetrics>,
 }
 
 /// What a reload changed in one kind of stage, by name.
@@ -240,6 +244,22 @@ impl Topology {
         for key in &restarted {
             stages.informers.release(key);
             open(stages.informers, key, &cache).await?;
+        }
+        // Each handler's imports read its routes' caches: set before new routes deliver.
+        for handler in &handlers {
+            let mut context = HostContext::new(handler.name().into(), stages.logs.clone())
+                .with_capabilities(handler.spec().capabilities.clone())
+                .with_client(stages.client.clone())
+                .with_metrics(stages.plugin_metrics.clone());
+            for route in config.routes.iter().filter(|r| r.handler == handler.name()) {
+                for key in &route_keys[&route.name] {
+                    context = context.with_resource(open(stages.informers, key, &cache).await?);
+                }
+            }
+            for unused in context.unmatched_grants() {
+                tracing::warn!(handler = %handler.name(), resource = %unused, "capability names no resource the handler's routes watch; it grants nothing");
+            }
+            handler.set_host_context(context);
         }
         let mut routes = Vec::new();
         for spec in &config.routes {

@@ -6,5 +6,6 @@
 wasmtime::component::bindgen!({
     path: "plugins/wit",
     world: "handler",
+    imports: { default: async | trappable },
     exports: { default: async },
 });

@@ -41,6 +41,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::bindings::switchyard::plugin::{host, types};
 use super::bindings::{self, HandlerPre};
+use super::imports::HostContext;
 use super::logs::PluginLogs;
 use super::{Error, Result};
 
@@ -53,10 +54,26 @@ pub struct CallState {
     wasi: WasiCtx,
     table: ResourceTable,
     limits: StoreLimits,
-    handler: Arc<str>,
-    logs: PluginLogs,
+    context: Arc<HostContext>,
     deadline: Instant,
     timed_out: bool,
+}
+
+impl CallState {
+    /// The calling handler's context: what its imports may read and write.
+    pub(crate) fn context(&self) -> &Arc<HostContext> {
+        &self.context
+    }
+
+    /// Time left until the call's deadline (zero once it has passed).
+    pub(crate) fn remaining(&self) -> Duration {
+        self.deadline.saturating_duration_since(Instant::now())
+    }
+
+    /// Marks the call as stopped by its deadline, so its failure reads as a timeout.
+    pub(crate) fn mark_timed_out(&mut self) {
+        self.timed_out = true;
+    }
 }
 
 impl WasiView for CallState {
@@ -69,8 +86,11 @@ impl WasiView for CallState {
 }
 
 impl host::Host for CallState {
-    fn log(&mut self, level: host::Level, message: String) {
-        self.logs.record(&self.handler, level, message);
+    async fn log(&mut self, level: host::Level, message: String) -> wasmtime::Result<()> {
+        self.context
+            .logs()
+            .record(self.context.handler(), level, message);
+        Ok(())
     }
 }
 
@@ -284,7 +304,8 @@ impl Plugin {
         self.size
     }
 
-    /// Runs `init(config)` then `handle(event)` in a fresh instance, within `limits`.
+    /// Runs `init(config)` then `handle(event)` in a fresh instance, within `limits`, for
+    /// `handler`, whose plugin may log and nothing more (see [`Plugin::call_in`]).
     pub async fn call(
         &self,
         handler: Arc<str>,
@@ -293,17 +314,44 @@ impl Plugin {
         config_json: &str,
         event: &types::Event,
     ) -> Result<types::Outcome> {
-        let mut instance = self.instantiate(handler, logs, limits, config_json).await?;
+        let context = Arc::new(HostContext::new(handler, logs.clone()));
+        self.call_in(&context, limits, config_json, event).await
+    }
+
+    /// Runs `init(config)` then `handle(event)` in a fresh instance, within `limits`, with
+    /// the host imports working from `context` (the handler's caches, writes and metrics).
+    pub async fn call_in(
+        &self,
+        context: &Arc<HostContext>,
+        limits: &CallLimits,
+        config_json: &str,
+        event: &types::Event,
+    ) -> Result<types::Outcome> {
+        let mut instance = self
+            .instantiate_in(context.clone(), limits, config_json)
+            .await?;
         instance.handle(event).await
     }
 
-    /// Creates an instance and runs its `init(config)`, within `limits` (the deadline
-    /// covers instantiation, `init` and the instance's first `handle`). With a pooling
-    /// engine, waits for a free slot in the pool first.
+    /// Creates an instance for `handler` (whose plugin may log and nothing more) and runs
+    /// its `init(config)`; see [`Plugin::instantiate_in`].
     pub async fn instantiate(
         &self,
         handler: Arc<str>,
         logs: &PluginLogs,
+        limits: &CallLimits,
+        config_json: &str,
+    ) -> Result<PluginInstance> {
+        let context = Arc::new(HostContext::new(handler, logs.clone()));
+        self.instantiate_in(context, limits, config_json).await
+    }
+
+    /// Creates an instance whose imports work from `context` and runs its `init(config)`,
+    /// within `limits` (the deadline covers instantiation, `init` and the instance's first
+    /// `handle`). With a pooling engine, waits for a free slot in the pool first.
+    pub async fn instantiate_in(
+        &self,
+        context: Arc<HostContext>,
         limits: &CallLimits,
         config_json: &str,
     ) -> Result<PluginInstance> {
@@ -326,8 +374,7 @@ impl Plugin {
                     .memory_size(usize::try_from(limits.memory).unwrap_or(usize::MAX))
                     .trap_on_grow_failure(true)
                     .build(),
-                handler,
-                logs: logs.clone(),
+                context,
                 deadline: Instant::now() + limits.timeout,
                 timed_out: false,
             },

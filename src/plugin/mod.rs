@@ -4,10 +4,12 @@
 //! [`PluginHost`] owns the engine; [`loader`] reads plugin files from the plugins folder;
 //! [`PluginRegistry`] knows which handlers use which plugin and swaps new versions into
 //! them; [`PluginWatcher`] reloads a plugin when its file changes; [`PluginLogs`] carries
-//! what plugins log.
+//! what plugins log; [`imports`] is what else the host gives plugins (metrics, cache reads,
+//! capability-gated writes), from each handler's [`HostContext`].
 
 pub mod bindings;
 pub mod host;
+pub mod imports;
 pub mod loader;
 pub mod logs;
 pub mod registry;
@@ -17,6 +19,7 @@ use std::time::Duration;
 
 pub use bindings::switchyard::plugin::types::{Event, EventKind, Outcome};
 pub use host::{CallLimits, HostOptions, Plugin, PluginHost, PluginInstance, PoolOptions};
+pub use imports::{HostContext, PluginMetrics};
 pub use logs::{PluginLog, PluginLogs};
 pub use registry::{PluginRegistry, PluginView, Reloaded};
 pub use watcher::PluginWatcher;

@@ -375,6 +375,9 @@ fn patch(
         .trim()
         .to_string();
     let body = parse_body(req)?;
+    if content_type == APPLY_PATCH && !status_only {
+        return apply(state, at, body);
+    }
     let patched = state.cluster.modify(&at, |current| {
         let mut object = current.clone();
         match content_type.as_str() {
@@ -405,6 +408,52 @@ fn patch(
         })
     })?;
     Ok(Json((*patched).clone()).into_response())
+}
+
+/// The content type of a server-side apply.
+const APPLY_PATCH: &str = "application/apply-patch+yaml";
+
+/// Server-side apply, simulated: the applied object is merged into the current one as a
+/// JSON merge patch (no field ownership, no conflicts), or created when there is none.
+/// Clients send it as JSON, which is YAML too.
+fn apply(state: &ApiState, at: ObjectRef, mut body: Value) -> Result<Response, ApiError> {
+    match body.pointer("/metadata/name").and_then(Value::as_str) {
+        Some(name) if name != at.name => {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({name}) does not match the name on the URL ({})",
+                at.name
+            )));
+        }
+        Some(_) => {}
+        None => {
+            let Some(object) = body.as_object_mut() else {
+                return Err(ApiError::bad_request(
+                    "the applied object must be a JSON object".into(),
+                ));
+            };
+            let meta = object.entry("metadata").or_insert_with(|| json!({}));
+            meta["name"] = at.name.clone().into();
+        }
+    }
+    let patched = state.cluster.modify(&at, |current| {
+        let mut object = current.clone();
+        json_patch::merge(&mut object, &body);
+        if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.remove("resourceVersion");
+        }
+        Ok(object)
+    });
+    match patched {
+        Ok(patched) => Ok(Json((*patched).clone()).into_response()),
+        Err(e) if e.code == 404 => {
+            if let Some(meta) = body.get_mut("metadata").and_then(Value::as_object_mut) {
+                meta.remove("resourceVersion");
+            }
+            let created = state.cluster.create(at.resource, &at.namespace, body)?;
+            Ok((StatusCode::CREATED, Json((*created).clone())).into_response())
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// The preconditions of a DELETE's `DeleteOptions` body, if it has one.

@@ -19,6 +19,11 @@
 //!
 //! Build it with `cargo build --target wasm32-wasip2 --release` and drop the `.wasm` file
 //! into the daemon's plugins folder.
+//!
+//! Besides [`log`], the host offers [`metrics`] (exposed on the daemon's `/metrics`),
+//! read-only [`cache`] access to the resources the handler's routes watch, and [`kube`]
+//! writes where the handler's `capabilities:` grant them. Each returns `Err(String)` when
+//! refused or failed; return it from `handle` (with `?`) and the daemon retries the event.
 
 #![forbid(unsafe_code)]
 
@@ -36,6 +41,156 @@ pub mod bindings {
 
 pub use bindings::switchyard::plugin::host::{Level, log};
 pub use bindings::switchyard::plugin::types::{Event, EventKind, Outcome};
+
+/// Parses JSON the host sent; the host only sends valid JSON, so a failure names the source.
+fn parse(what: &str, text: &str) -> Result<serde_json::Value, String> {
+    serde_json::from_str(text).map_err(|e| format!("{what}: the host sent invalid JSON: {e}"))
+}
+
+/// Metrics exposed on the daemon's `/metrics` as `switchyard_plugin_NAME`, with a `handler`
+/// label besides the labels given.
+///
+/// Names must match `[a-zA-Z_:][a-zA-Z0-9_:]*`, label names `[a-zA-Z_][a-zA-Z0-9_]*` (and
+/// not `handler`); a name keeps the type it was first used with; a handler may create at
+/// most 1000 series. Anything else is an `Err` explaining it, never a trap.
+///
+/// ```ignore
+/// switchyard_sdk::metrics::gauge("pods_on_node", 3.0, &[("node", "n1")])?;
+/// ```
+pub mod metrics {
+    use super::bindings::switchyard::plugin::metrics as host;
+
+    fn labels(labels: &[(&str, &str)]) -> Vec<(String, String)> {
+        labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    /// Adds `value` (not negative) to a counter (exposed with the suffix `_total`).
+    pub fn counter(name: &str, value: f64, labels: &[(&str, &str)]) -> Result<(), String> {
+        host::counter_add(name, value, &self::labels(labels))
+    }
+
+    /// Sets a gauge.
+    pub fn gauge(name: &str, value: f64, labels: &[(&str, &str)]) -> Result<(), String> {
+        host::gauge_set(name, value, &self::labels(labels))
+    }
+
+    /// Records an observation in a histogram (buckets from 5 ms to 10 s).
+    pub fn histogram(name: &str, value: f64, labels: &[(&str, &str)]) -> Result<(), String> {
+        host::histogram_observe(name, value, &self::labels(labels))
+    }
+}
+
+/// Read-only access to the daemon's caches of the resources the handler's routes watch.
+/// `resource` is a plural (`pods`), a kind (`Pod`) or the route's resource (`v1/pods`);
+/// any other resource is an `Err`.
+///
+/// ```ignore
+/// let pods = switchyard_sdk::cache::list_by_index("pods", "node", "node-1")?;
+/// ```
+pub mod cache {
+    use super::bindings::switchyard::plugin::cache as host;
+    use serde_json::Value;
+
+    /// The cached object, if there is one.
+    pub fn get(
+        resource: &str,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Option<Value>, String> {
+        host::get(resource, namespace, name)?
+            .map(|o| super::parse("cache::get", &o))
+            .transpose()
+    }
+
+    /// Every cached object of the resource, or those in `namespace`.
+    pub fn list(resource: &str, namespace: Option<&str>) -> Result<Vec<Value>, String> {
+        host::list(resource, namespace)?
+            .iter()
+            .map(|o| super::parse("cache::list", o))
+            .collect()
+    }
+
+    /// The cached objects whose value for the route's index `index` is `value`.
+    pub fn list_by_index(resource: &str, index: &str, value: &str) -> Result<Vec<Value>, String> {
+        host::list_by_index(resource, index, value)?
+            .iter()
+            .map(|o| super::parse("cache::list_by_index", o))
+            .collect()
+    }
+}
+
+/// Writes to the Kubernetes API, allowed only where the handler's config grants them
+/// (`handlers.NAME.capabilities.RESOURCE: [apply, patch, delete, event]`). A refused or
+/// failed write is an `Err`: return it from `handle` and the daemon retries the event.
+///
+/// ```ignore
+/// use serde_json::json;
+/// switchyard_sdk::kube::merge_patch(
+///     "configmaps",
+///     Some("default"),
+///     "settings",
+///     &json!({"metadata": {"labels": {"owner": "unknown"}}}),
+/// )?;
+/// ```
+pub mod kube {
+    use super::bindings::switchyard::plugin::kube as host;
+    use serde_json::Value;
+
+    /// The type of a Kubernetes Event.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum EventType {
+        /// Something expected happened.
+        Normal,
+        /// Something needs attention.
+        Warning,
+    }
+
+    /// Server-side apply of `body` (field manager `switchyard-HANDLER`, conflicts forced);
+    /// `apiVersion`, `kind` and `metadata.name` may be left out. Returns the stored object.
+    pub fn apply(
+        resource: &str,
+        namespace: Option<&str>,
+        name: &str,
+        body: &Value,
+    ) -> Result<Value, String> {
+        let stored = host::apply(resource, namespace, name, &body.to_string())?;
+        super::parse("kube::apply", &stored)
+    }
+
+    /// JSON merge patch of the object. Returns the patched object.
+    pub fn merge_patch(
+        resource: &str,
+        namespace: Option<&str>,
+        name: &str,
+        patch: &Value,
+    ) -> Result<Value, String> {
+        let patched = host::merge_patch(resource, namespace, name, &patch.to_string())?;
+        super::parse("kube::merge_patch", &patched)
+    }
+
+    /// Deletes the object (one already gone is fine).
+    pub fn delete(resource: &str, namespace: Option<&str>, name: &str) -> Result<(), String> {
+        host::delete(resource, namespace, name)
+    }
+
+    /// Records a core v1 Event about `object` (the object, or a reference with
+    /// `apiVersion`, `kind`, `name`, `namespace`).
+    pub fn event(
+        object: &Value,
+        event_type: EventType,
+        reason: &str,
+        message: &str,
+    ) -> Result<(), String> {
+        let event_type = match event_type {
+            EventType::Normal => "Normal",
+            EventType::Warning => "Warning",
+        };
+        host::create_event(&object.to_string(), event_type, reason, message)
+    }
+}
 
 /// A handler plugin: what the daemon calls for each event.
 pub trait Handler {

@@ -5,13 +5,20 @@
 //! - `faulty/trap: "true"` panics (a trap);
 //! - `faulty/loop: "true"` loops forever;
 //! - `faulty/allocate-mib: N` allocates and touches N MiB;
+//! - `faulty/metric: NAME` sets the gauge NAME to 1 and returns the host's error, if any;
+//! - `faulty/read: RESOURCE` lists RESOURCE from the cache and returns the host's error, if
+//!   any;
+//! - `faulty/index: INDEX` lists the object's own resource (by its kind) by the index INDEX
+//!   and the value `x`, and returns the host's error, if any;
 //! - `faulty/requeue-ms: N` asks to be called again after N ms whenever the attempt number
 //!   is 1 (a requeue is not a retry, so that is every call).
 //!
 //! Every call that gets past those logs `handled KIND NAMESPACE/NAME rv=RV attempt=N`.
 
 use serde_json::Value;
-use switchyard_sdk::{Event, EventKind, Handler, Level, Outcome, export_handler, log};
+use switchyard_sdk::{
+    Event, EventKind, Handler, Level, Outcome, cache, export_handler, log, metrics,
+};
 
 struct Faulty;
 
@@ -30,6 +37,16 @@ impl Handler for Faulty {
             && event.attempt <= n
         {
             return Err(format!("failing attempt {} of {n}", event.attempt));
+        }
+        if let Some(name) = annotation(&object, "faulty/metric") {
+            metrics::gauge(name, 1.0, &[])?;
+        }
+        if let Some(resource) = annotation(&object, "faulty/read") {
+            cache::list(resource, None)?;
+        }
+        if let Some(index) = annotation(&object, "faulty/index") {
+            let kind = object["kind"].as_str().unwrap_or_default();
+            cache::list_by_index(kind, index, "x")?;
         }
         if annotation(&object, "faulty/trap") == Some("true") {
             panic!("faulty plugin asked to trap");

@@ -1,0 +1,49 @@
+//! Keeps a gauge of the pods on each node: on every pod event it counts, in the daemon's
+//! cache, the pods indexed under the pod's node and sets `pods_on_node{node=...}` (exposed
+//! as `switchyard_plugin_pods_on_node{handler="...",node="..."}`). A pod that moved or went
+//! away updates its old node too. The route must declare the index:
+//!
+//! ```yaml
+//! routes:
+//!   - name: pods
+//!     resource: pods
+//!     indexes: {node: spec.nodeName}
+//!     handler: pods-per-node
+//! ```
+
+use serde_json::Value;
+use switchyard_sdk::{Event, Handler, Outcome, cache, export_handler, metrics};
+
+struct PodsPerNode;
+
+fn node_of(object: &str) -> Option<String> {
+    let object: Value = serde_json::from_str(object).ok()?;
+    object["spec"]["nodeName"]
+        .as_str()
+        .filter(|n| !n.is_empty())
+        .map(str::to_string)
+}
+
+fn count(node: &str) -> Result<(), String> {
+    let pods = cache::list_by_index("pods", "node", node)?;
+    metrics::gauge("pods_on_node", pods.len() as f64, &[("node", node)])
+}
+
+impl Handler for PodsPerNode {
+    fn handle(event: Event) -> Result<Outcome, String> {
+        let node = node_of(&event.object);
+        let old_node = event.old_object.as_deref().and_then(node_of);
+        for node in [
+            node.as_ref(),
+            old_node.as_ref().filter(|o| Some(*o) != node.as_ref()),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            count(node)?;
+        }
+        Ok(Outcome::Done)
+    }
+}
+
+export_handler!(PodsPerNode);

@@ -1,0 +1,337 @@
+//! The `kube` import: writes to the Kubernetes API, each allowed only where the handler's
+//! `capabilities:` grant it, made with the daemon's own client through the dynamic API and
+//! the resource as the route's informer resolved it.
+//!
+//! A write awaits the API server while the plugin waits, so epoch interruption (which only
+//! fires while wasm code runs) cannot stop it: each write is given what is left of the
+//! call's deadline, and one that runs past it ends the call as a timeout.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use k8s_openapi::api::core::v1::Event as CoreEvent;
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+
+use super::super::bindings::switchyard::plugin::kube as wit;
+use super::{HostContext, names_of};
+use crate::config::Verb;
+use crate::informer::Informer;
+use crate::plugin::host::CallState;
+
+/// The field manager of a handler's server-side applies.
+pub fn field_manager(handler: &str) -> String {
+    format!("switchyard-{handler}")
+}
+
+impl HostContext {
+    /// The informer of `resource` if the handler may `verb` it; the refusal otherwise.
+    /// `action` names the write in the message (`merge-patch`).
+    fn writable(&self, resource: &str, verb: Verb, action: &str) -> Result<&Arc<Informer>, String> {
+        let informers = self.resolve(resource).map_err(|_| {
+            format!(
+                "capability denied: handler {:?} may write only resources its routes watch, and none watches {resource:?}",
+                self.handler
+            )
+        })?;
+        let informer = informers[0];
+        let names = names_of(informer);
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        if !self.capabilities.allows(&names, verb) {
+            return Err(format!(
+                "capability denied: handler {handler:?} may not {action} {plural} (grant it with handlers.{handler}.capabilities.{plural}: [{verb}])",
+                handler = self.handler,
+                plural = informer.key().resource.plural,
+            ));
+        }
+        Ok(informer)
+    }
+
+    fn client(&self) -> Result<&kube::Client, String> {
+        self.client
+            .as_ref()
+            .ok_or_else(|| "Kubernetes writes are not available to this plugin call".to_string())
+    }
+
+    fn api(
+        &self,
+        informer: &Informer,
+        namespace: Option<&str>,
+    ) -> Result<Api<DynamicObject>, String> {
+        let client = self.client()?.clone();
+        Ok(match namespace {
+            Some(ns) => Api::namespaced_with(client, ns, informer.resource()),
+            None => Api::all_with(client, informer.resource()),
+        })
+    }
+
+    /// Server-side apply of `body` to `resource` `namespace/name`, forcing conflicts, with
+    /// field manager `switchyard-HANDLER`. Returns the stored object as JSON.
+    pub async fn apply(
+        &self,
+        resource: &str,
+        namespace: Option<&str>,
+        name: &str,
+        body: &str,
+    ) -> Result<String, String> {
+        let informer = self.writable(resource, Verb::Apply, "apply")?;
+        let mut body: Value =
+            serde_json::from_str(body).map_err(|e| format!("apply: the body is not JSON: {e}"))?;
+        let Some(object) = body.as_object_mut() else {
+            return Err("apply: the body must be a JSON object".into());
+        };
+        let ar = informer.resource();
+        object
+            .entry("apiVersion")
+            .or_insert_with(|| ar.api_version.clone().into());
+        object
+            .entry("kind")
+            .or_insert_with(|| ar.kind.clone().into());
+        let meta = object.entry("metadata").or_insert_with(|| json!({}));
+        let Some(meta) = meta.as_object_mut() else {
+            return Err("apply: metadata must be a JSON object".into());
+        };
+        match meta.get("name").and_then(Value::as_str) {
+            Some(n) if n != name => {
+                return Err(format!(
+                    "apply: the body names {n:?} but the call names {name:?}"
+                ));
+            }
+            Some(_) => {}
+            None => {
+                meta.insert("name".into(), name.into());
+            }
+        }
+        if let Some(ns) = namespace {
+            meta.entry("namespace").or_insert_with(|| ns.into());
+        }
+        let params = PatchParams::apply(&field_manager(&self.handler)).force();
+        let stored = self
+            .api(informer, namespace)?
+            .patch(name, &params, &Patch::Apply(&body))
+            .await
+            .map_err(|e| failed("apply", informer, namespace, name, &e))?;
+        serde_json::to_string(&stored).map_err(|e| e.to_string())
+    }
+
+    /// JSON merge patch of `resource` `namespace/name`. Returns the patched object as JSON.
+    pub async fn merge_patch(
+        &self,
+        resource: &str,
+        namespace: Option<&str>,
+        name: &str,
+        patch: &str,
+    ) -> Result<String, String> {
+        let informer = self.writable(resource, Verb::Patch, "merge-patch")?;
+        let patch: Value = serde_json::from_str(patch)
+            .map_err(|e| format!("merge-patch: the patch is not JSON: {e}"))?;
+        let patched = self
+            .api(informer, namespace)?
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(|e| failed("merge-patch", informer, namespace, name, &e))?;
+        serde_json::to_string(&patched).map_err(|e| e.to_string())
+    }
+
+    /// Deletes `resource` `namespace/name`; an object already gone is fine.
+    pub async fn delete(
+        &self,
+        resource: &str,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<(), String> {
+        let informer = self.writable(resource, Verb::Delete, "delete")?;
+        match self
+            .api(informer, namespace)?
+            .delete(name, &DeleteParams::default())
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+            Err(e) => Err(failed("delete", informer, namespace, name, &e)),
+        }
+    }
+
+    /// Records a core v1 Event about `object` (the object as JSON, or a reference with
+    /// `apiVersion`, `kind`, `name`, `namespace`, `uid`).
+    pub async fn create_event(
+        &self,
+        object: &str,
+        event_type: &str,
+        reason: &str,
+        message: &str,
+    ) -> Result<(), String> {
+        let object: Value = serde_json::from_str(object)
+            .map_err(|e| format!("create-event: the object is not JSON: {e}"))?;
+        let field = |name: &str| {
+            object
+                .get("metadata")
+                .and_then(|m| m.get(name))
+                .or_else(|| object.get(name))
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        };
+        let (Some(api_version), Some(kind), Some(name)) = (
+            object.get("apiVersion").and_then(Value::as_str),
+            object.get("kind").and_then(Value::as_str),
+            field("name"),
+        ) else {
+            return Err("create-event: the object needs apiVersion, kind and a name".into());
+        };
+        if !matches!(event_type, "Normal" | "Warning") {
+            return Err(format!(
+                "create-event: type {event_type:?} must be Normal or Warning"
+            ));
+        }
+        if reason.is_empty() {
+            return Err("create-event: give a reason (UpperCamelCase, such as LabelAdded)".into());
+        }
+        let Some(informer) = self
+            .resources
+            .iter()
+            .find(|i| i.resource().kind == kind && i.resource().api_version == api_version)
+        else {
+            return Err(format!(
+                "capability denied: handler {:?} may record events only about objects its routes watch, not {api_version} {kind}",
+                self.handler
+            ));
+        };
+        let plural = informer.key().resource.plural.clone();
+        self.writable(&plural, Verb::Event, "record events about")?;
+        let namespace = field("namespace");
+        let event_namespace = namespace.clone().unwrap_or_else(|| "default".into());
+        let now = crate::queue::dead_letter::rfc3339(SystemTime::now());
+        let suffix = uuid::Uuid::new_v4().simple().to_string();
+        let event: CoreEvent = serde_json::from_value(json!({
+            "metadata": {
+                "name": format!("{name}.{}", &suffix[..16]),
+                "namespace": event_namespace,
+            },
+            "involvedObject": {
+                "apiVersion": api_version,
+                "kind": kind,
+                "name": name,
+                "namespace": namespace,
+                "uid": field("uid"),
+                "resourceVersion": field("resourceVersion"),
+            },
+            "type": event_type,
+            "reason": reason,
+            "message": message,
+            "count": 1,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "source": {"component": field_manager(&self.handler)},
+            "reportingComponent": "switchyard",
+            "reportingInstance": self.handler.to_string(),
+        }))
+        .map_err(|e| format!("create-event: {e}"))?;
+        let api: Api<CoreEvent> = Api::namespaced(self.client()?.clone(), &event_namespace);
+        api.create(&PostParams::default(), &event)
+            .await
+            .map(|_| ())
+            .map_err(|e| {
+                format!(
+                    "create-event about {kind} {name} failed: {}",
+                    kube_error(&e)
+                )
+            })
+    }
+}
+
+/// `merge-patch configmaps default/x failed: ...`.
+fn failed(
+    action: &str,
+    informer: &Informer,
+    namespace: Option<&str>,
+    name: &str,
+    error: &kube::Error,
+) -> String {
+    let object = match namespace {
+        Some(ns) => format!("{ns}/{name}"),
+        None => name.to_string(),
+    };
+    format!(
+        "{action} {} {object} failed: {}",
+        informer.key().resource.plural,
+        kube_error(error)
+    )
+}
+
+/// The API server's message and code, or the client's error.
+fn kube_error(error: &kube::Error) -> String {
+    match error {
+        kube::Error::Api(status) => format!("{} ({})", status.message, status.code),
+        other => other.to_string(),
+    }
+}
+
+impl CallState {
+    /// Runs a write with what is left of the call's deadline. Past it, the call ends as a
+    /// timeout (a trap the host turns into the deadline error).
+    async fn within_deadline<T>(
+        &mut self,
+        action: &str,
+        write: impl Future<Output = Result<T, String>>,
+    ) -> wasmtime::Result<Result<T, String>> {
+        match tokio::time::timeout(self.remaining(), write).await {
+            Ok(result) => Ok(result),
+            Err(_) => {
+                self.mark_timed_out();
+                Err(wasmtime::Error::msg(format!(
+                    "{action} was still waiting for the API server at the call's deadline"
+                )))
+            }
+        }
+    }
+}
+
+impl wit::Host for CallState {
+    async fn apply(
+        &mut self,
+        resource: String,
+        namespace: Option<String>,
+        name: String,
+        body: String,
+    ) -> wasmtime::Result<Result<String, String>> {
+        let ctx = self.context().clone();
+        let write = ctx.apply(&resource, namespace.as_deref(), &name, &body);
+        self.within_deadline("apply", write).await
+    }
+
+    async fn merge_patch(
+        &mut self,
+        resource: String,
+        namespace: Option<String>,
+        name: String,
+        patch: String,
+    ) -> wasmtime::Result<Result<String, String>> {
+        let ctx = self.context().clone();
+        let write = ctx.merge_patch(&resource, namespace.as_deref(), &name, &patch);
+        self.within_deadline("merge-patch", write).await
+    }
+
+    async fn delete(
+        &mut self,
+        resource: String,
+        namespace: Option<String>,
+        name: String,
+    ) -> wasmtime::Result<Result<(), String>> {
+        let ctx = self.context().clone();
+        let write = ctx.delete(&resource, namespace.as_deref(), &name);
+        self.within_deadline("delete", write).await
+    }
+
+    async fn create_event(
+        &mut self,
+        object: String,
+        event_type: String,
+        reason: String,
+        message: String,
+    ) -> wasmtime::Result<Result<(), String>> {
+        let ctx = self.context().clone();
+        let write = ctx.create_event(&object, &event_type, &reason, &message);
+        self.within_deadline("create-event", write).await
+    }
+}

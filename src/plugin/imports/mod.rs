@@ -1,0 +1,178 @@
+//! What the host gives a plugin besides `log`: the `metrics`, `cache` and `kube` imports of
+//! the `handler` world, one file per interface, all working from the calling handler's
+//! [`HostContext`].
+//!
+//! - [`metrics`]: counters, gauges and histograms a plugin records, exposed on `/metrics`;
+//! - [`cache`]: read-only access to the informer caches of the handler's routes;
+//! - [`kube_writes`]: server-side apply, merge patch, delete and Events, each allowed only
+//!   where the handler's `capabilities:` grant it.
+//!
+//! Every refusal and failure is an `Err(String)` the plugin gets back (it usually returns
+//! it from `handle`, so the event is retried and the message shows in the handler's last
+//! errors); only a write that runs past the call's deadline ends the call, as a timeout.
+
+pub mod cache;
+pub mod kube_writes;
+pub mod metrics;
+
+use std::sync::Arc;
+
+use crate::config::Capabilities;
+use crate::informer::Informer;
+
+use super::logs::PluginLogs;
+pub use metrics::{MAX_SERIES_PER_HANDLER, MetricType, PluginMetrics};
+
+/// Everything a handler's plugin calls reach through the host imports: who is calling, what
+/// it may read and write, and the client and registry the imports use. Built once per
+/// handler and shared by every call.
+pub struct HostContext {
+    handler: Arc<str>,
+    logs: PluginLogs,
+    capabilities: Capabilities,
+    resources: Vec<Arc<Informer>>,
+    client: Option<kube::Client>,
+    metrics: Option<Arc<PluginMetrics>>,
+}
+
+impl std::fmt::Debug for HostContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostContext")
+            .field("handler", &self.handler)
+            .field("capabilities", &self.capabilities)
+            .field(
+                "resources",
+                &self
+                    .resources
+                    .iter()
+                    .map(|i| i.key().to_string())
+                    .collect::<Vec<_>>(),
+            )
+            .field("client", &self.client.is_some())
+            .field("metrics", &self.metrics.is_some())
+            .finish()
+    }
+}
+
+impl HostContext {
+    /// A context for `handler` that may log and nothing else: no caches to read, no writes
+    /// and no metrics (each such call gets an error saying so). Add more with the builder
+    /// methods.
+    pub fn new(handler: Arc<str>, logs: PluginLogs) -> Self {
+        Self {
+            handler,
+            logs,
+            capabilities: Capabilities::default(),
+            resources: Vec::new(),
+            client: None,
+            metrics: None,
+        }
+    }
+
+    /// Grants these writes.
+    #[must_use]
+    pub fn with_capabilities(mut self, capabilities: Capabilities) -> Self {
+        self.capabilities = capabilities;
+        self
+    }
+
+    /// Lets the plugin read this informer's cache (and write its resource, where granted).
+    /// An informer already added is not added twice.
+    #[must_use]
+    pub fn with_resource(mut self, informer: Arc<Informer>) -> Self {
+        if !self.resources.iter().any(|i| Arc::ptr_eq(i, &informer)) {
+            self.resources.push(informer);
+        }
+        self
+    }
+
+    /// Makes writes through this client.
+    #[must_use]
+    pub fn with_client(mut self, client: kube::Client) -> Self {
+        self.client = Some(client);
+        self
+    }
+
+    /// Records plugin metrics in this registry.
+    #[must_use]
+    pub fn with_metrics(mut self, metrics: Arc<PluginMetrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
+    }
+
+    /// The handler's name.
+    pub fn handler(&self) -> &Arc<str> {
+        &self.handler
+    }
+
+    /// Where the plugin's log lines go.
+    pub fn logs(&self) -> &PluginLogs {
+        &self.logs
+    }
+
+    /// The writes granted.
+    pub fn capabilities(&self) -> &Capabilities {
+        &self.capabilities
+    }
+
+    /// The informers whose resource `name` names, by plural (`pods`), kind (`Pod`) or the
+    /// route's resource string (`v1/pods`); an error listing what the handler may read when
+    /// none does.
+    pub fn resolve(&self, name: &str) -> Result<Vec<&Arc<Informer>>, String> {
+        let found: Vec<&Arc<Informer>> = self
+            .resources
+            .iter()
+            .filter(|i| names_of(i).iter().any(|n| n == name))
+            .collect();
+        if found.is_empty() {
+            return Err(format!(
+                "handler {:?} may read only the resources its routes watch, not {name:?}: {}",
+                self.handler,
+                self.readable().join(", ")
+            ));
+        }
+        Ok(found)
+    }
+
+    /// The resources named in the capabilities (as written) that name none of the
+    /// resources the handler may read: grants that can never be used, such as a kind that
+    /// discovery spelled differently.
+    pub fn unmatched_grants(&self) -> Vec<String> {
+        self.capabilities
+            .grants()
+            .map(|(name, _)| name)
+            .filter(|name| {
+                !self
+                    .resources
+                    .iter()
+                    .any(|i| names_of(i).iter().any(|n| n == name))
+            })
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// The plurals of the resources the handler may read, sorted, each once.
+    fn readable(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .resources
+            .iter()
+            .map(|i| i.key().resource.plural.clone())
+            .collect();
+        names.sort();
+        names.dedup();
+        if names.is_empty() {
+            names.push("(none)".into());
+        }
+        names
+    }
+}
+
+/// The names a plugin may use for an informer's resource: plural, kind, and the full
+/// resource string (`v1/pods`, `apps/v1/deployments`).
+pub(crate) fn names_of(informer: &Informer) -> [String; 3] {
+    [
+        informer.key().resource.plural.clone(),
+        informer.resource().kind.clone(),
+        informer.key().resource.to_string(),
+    ]
+}
