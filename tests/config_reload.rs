@@ -348,8 +348,23 @@ routes:
         "{body:#}"
     );
 
+    // So is a memory cap the plugin pool, sized at start, cannot hold.
+    common::write_config(
+        dir.path(),
+        &TWO_HANDLERS.replace("log-events: {}", "log-events:\n    memory: 1Gi"),
+    );
+    let (code, body) = common::post_json(&format!("{}/reload", daemon.admin_url())).await;
+    assert_eq!(code, 422, "{body:#}");
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("handlers.log-events.memory above"),
+        "{body:#}"
+    );
+
     let s = status(&daemon).await;
-    assert_eq!(s["config"]["rejected"], 2, "{s:#}");
+    assert_eq!(s["config"]["rejected"], 3, "{s:#}");
     assert_eq!(s["config"]["applied"], 0, "{s:#}");
     assert_eq!(s["config"]["last"]["applied"], false);
     assert_eq!(s["handlers"].as_array().unwrap().len(), 2);

@@ -93,6 +93,8 @@ pub struct Shared {
     logs: PluginLogs,
     client: kube::Client,
     plugin_metrics: Arc<PluginMetrics>,
+    /// The largest memory a plugin instance may have in the pool, sized at start.
+    pool_memory: u64,
     topology: RwLock<Arc<Topology>>,
     /// Held for a whole reload, so reloads apply one at a time.
     reloading: tokio::sync::Mutex<()>,
@@ -287,7 +289,12 @@ impl Daemon {
             Some(client) => client,
             None => client_for(&config).await?,
         };
-        let host = PluginHost::with_options(host_options(&config))?;
+        let host_options = host_options(&config);
+        let pool_memory = host_options
+            .pool
+            .as_ref()
+            .map_or(u64::MAX, |p| p.max_memory);
+        let host = PluginHost::with_options(host_options)?;
         let plugins = Arc::new(PluginRegistry::new(
             host.clone(),
             config.plugins_dir.clone(),
@@ -309,6 +316,7 @@ impl Daemon {
             plugin_metrics: Arc::new(PluginMetrics::new(metrics.clone())),
             metrics,
             client,
+            pool_memory,
             logs: PluginLogs::default(),
             topology: RwLock::new(Arc::new(Topology::empty(config.clone()))),
             reloading: tokio::sync::Mutex::new(()),

@@ -108,7 +108,18 @@ impl Shared {
     async fn try_reload(&self, running: &Arc<super::Topology>) -> Result<Plan, ReloadError> {
         let source = running.config.source.clone();
         let config = config::load(&source).map_err(ReloadError::Invalid)?;
-        let fixed = fixed_at_start(&running.config, &config);
+        let mut fixed = fixed_at_start(&running.config, &config);
+        // The instance pool was sized at start; a larger memory cap would not fit in it.
+        for h in config
+            .handlers
+            .iter()
+            .filter(|h| h.memory > self.pool_memory)
+        {
+            fixed.push(format!(
+                "handlers.{}.memory above the {} bytes the plugin pool was sized for",
+                h.name, self.pool_memory
+            ));
+        }
         if !fixed.is_empty() {
             return Err(ReloadError::NeedsRestart(fixed));
         }
