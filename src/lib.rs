@@ -3,18 +3,35 @@
 //!
 //! # Layout
 //!
-//! - [`config`]: the YAML routing file and its validation with precise locations.
-//! - [`informer`]: shared watches (reflector), the cache (store) and deltas.
+//! Data flows one way, from the API server to the plugins:
+//!
+//! ```text
+//! API server ─▶ informer ─▶ router ─▶ handler (queue ─▶ workers) ─▶ plugin
+//! ```
+//!
+//! Each stage is a folder; a stage imports only the stages below it in this list, and
+//! calls up through a trait the upper stage implements (the informer delivers to routes
+//! through `informer::DeltaSink`, the plugin registry swaps versions into handlers through
+//! `plugin::PluginUser`, the admin API reads the daemon through `admin::Backend`).
+//!
+//! - [`daemon`]: owns the lifecycle: builds every stage from a config, applies reload
+//!   diffs, shuts them down in order.
+//! - [`admin`]: the HTTP admin API (health, status, metrics, reloads, handler actions).
 //! - [`router`]: a route's rules, handing selected deltas to its handler.
-//! - [`queue`]: the work queue (de-duplication, one worker per key, delays) and the
-//!   coalesced events its keys stand for.
-//! - [`handler`]: a handler's queue, workers and counters; calls the plugin per event.
-//! - [`plugin`]: the wasmtime component host, the plugin contract's bindings and loading,
-//!   and the host imports (metrics, cache reads, capability-gated writes).
-//! - [`admin`]: the HTTP admin API (health, status).
-//! - [`daemon`]: builds every stage from a config, runs them, shuts them down.
-//! - [`sim`]: the built-in Kubernetes API simulator.
-//! - [`selector`]: label and field selectors.
+//! - [`handler`]: one handler at run time: lifecycle, worker loop, per-key buffer and
+//!   delivery modes, retries, dead letters, status views, the plugin slot.
+//! - [`queue`]: the generic work queue (de-duplication, one worker per key, delays) and
+//!   rate limiting.
+//! - [`plugin`]: the wasm host only: engine, pooling, limits, the plugin contract's
+//!   bindings, host imports, loading and the plugins folder watcher.
+//! - [`informer`]: shared watches (reflector), the indexed cache (store) and deltas.
+//! - [`sim`]: the built-in Kubernetes API simulator (a stage of its own, used by tests,
+//!   the demo and `switchyard sim`).
+//! - [`config`]: the bottom floor: the YAML schema, validation with precise locations,
+//!   units, field paths, selectors. Imports no other stage; every stage may read it.
+//!
+//! Beside the stages, two leaves any stage may use: [`metrics`] (the Prometheus registry)
+//! and [`util`] (poison-tolerant locks, RFC 3339 times).
 
 pub mod admin;
 pub mod config;
@@ -27,6 +44,7 @@ pub mod queue;
 pub mod router;
 pub mod selector;
 pub mod sim;
+pub mod util;
 
 pub use config::Config;
 pub use daemon::Daemon;

@@ -227,16 +227,13 @@ impl Metrics {
         help: &str,
         metric: impl prometheus_client::registry::Metric,
     ) {
-        self.registry
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .register(name, help, metric);
+        crate::util::lock(&self.registry).register(name, help, metric);
     }
 
     /// Every metric in the Prometheus text format.
     pub fn encode(&self) -> String {
         let mut out = String::new();
-        let registry = self.registry.lock().unwrap_or_else(|e| e.into_inner());
+        let registry = crate::util::lock(&self.registry);
         // Writing into a String cannot fail.
         prometheus_client::encoding::text::encode(&mut out, &registry).expect("encode metrics");
         out

@@ -11,6 +11,19 @@ use axum::response::{IntoResponse, Response};
 
 use super::ApiError;
 
+/// Why an access rule cannot be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The API would listen beyond loopback with no token to guard it.
+    #[error(
+        "the admin API would listen on {listen}, beyond loopback, without a token: set admin.token_file or admin.token_env, or listen on 127.0.0.1"
+    )]
+    Unprotected {
+        /// The address it would listen on.
+        listen: SocketAddr,
+    },
+}
+
 /// The admin API's access rule.
 #[derive(Debug, Clone)]
 pub struct AccessPolicy {
@@ -21,15 +34,13 @@ pub struct AccessPolicy {
 impl AccessPolicy {
     /// The rule for an API listening on `listen` with `token` (if any). Listening beyond
     /// loopback without a token is refused.
-    pub fn new(listen: SocketAddr, token: Option<String>) -> Result<Self, String> {
+    pub fn new(listen: SocketAddr, token: Option<String>) -> Result<Self, Error> {
         let loopback_only = listen.ip().is_loopback();
         let token = token
             .map(|t| t.trim().to_string())
             .filter(|t| !t.is_empty());
         if !loopback_only && token.is_none() {
-            return Err(format!(
-                "the admin API would listen on {listen}, beyond loopback, without a token: set admin.token_file or admin.token_env, or listen on 127.0.0.1"
-            ));
+            return Err(Error::Unprotected { listen });
         }
         Ok(Self {
             token: token.map(Arc::from),
@@ -101,7 +112,9 @@ mod tests {
 
     #[test]
     fn beyond_loopback_a_token_is_required_to_start_and_for_every_request() {
-        let err = AccessPolicy::new(addr("0.0.0.0:9470"), None).unwrap_err();
+        let err = AccessPolicy::new(addr("0.0.0.0:9470"), None)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("beyond loopback, without a token"), "{err}");
         let policy = AccessPolicy::new(addr("0.0.0.0:9470"), Some("s3cret\n".into())).unwrap();
         assert!(policy.check(&Method::GET, None).is_err());

@@ -2,6 +2,7 @@
 //! axum on loopback.
 
 pub mod auth;
+mod backend;
 mod error;
 pub mod openapi;
 
@@ -15,41 +16,41 @@ use axum::routing::{get, post};
 use serde::Deserialize;
 use serde_json::json;
 
+pub use backend::{Backend, ReloadFailure};
 pub use error::ApiError;
 
-use crate::daemon::Shared;
 use crate::handler::Handler;
 
-/// The admin API's routes, guarded by `policy`.
-pub fn router(shared: Arc<Shared>, policy: auth::AccessPolicy) -> axum::Router {
+/// The admin API's routes over `shared`, guarded by `policy`.
+pub fn router<B: Backend>(shared: Arc<B>, policy: auth::AccessPolicy) -> axum::Router {
     routes(shared).layer(axum::middleware::from_fn_with_state(
         Arc::new(policy),
         auth::require_token,
     ))
 }
 
-fn routes(shared: Arc<Shared>) -> axum::Router {
+fn routes<B: Backend>(shared: Arc<B>) -> axum::Router {
     axum::Router::new()
         .route("/livez", get(livez))
-        .route("/readyz", get(readyz))
-        .route("/status", get(status))
-        .route("/metrics", get(metrics))
+        .route("/readyz", get(readyz::<B>))
+        .route("/status", get(status::<B>))
+        .route("/metrics", get(metrics::<B>))
         .route("/openapi.json", get(|| async { Json(openapi::document()) }))
-        .route("/reload", post(reload_config))
-        .route("/plugins", get(plugins))
-        .route("/plugins/{name}/reload", post(reload_plugin))
-        .route("/routes", get(routes_list))
-        .route("/handlers/{name}", get(handler_detail))
-        .route("/handlers/{name}/pause", post(pause_handler))
-        .route("/handlers/{name}/resume", post(resume_handler))
-        .route("/handlers/{name}/dead-letters", get(dead_letters))
+        .route("/reload", post(reload_config::<B>))
+        .route("/plugins", get(plugins::<B>))
+        .route("/plugins/{name}/reload", post(reload_plugin::<B>))
+        .route("/routes", get(routes_list::<B>))
+        .route("/handlers/{name}", get(handler_detail::<B>))
+        .route("/handlers/{name}/pause", post(pause_handler::<B>))
+        .route("/handlers/{name}/resume", post(resume_handler::<B>))
+        .route("/handlers/{name}/dead-letters", get(dead_letters::<B>))
         .route(
             "/handlers/{name}/dead-letters/retry",
-            post(retry_dead_letters),
+            post(retry_dead_letters::<B>),
         )
         .route(
             "/handlers/{name}/dead-letters/purge",
-            post(purge_dead_letters),
+            post(purge_dead_letters::<B>),
         )
         .fallback(|uri: axum::http::Uri| async move {
             ApiError::not_found(format!("no such endpoint: {}", uri.path()))
@@ -62,11 +63,11 @@ async fn livez() -> &'static str {
 }
 
 /// 200 once every informer has listed its resource; 503 naming those still listing.
-async fn readyz(
-    State(shared): State<Arc<Shared>>,
+async fn readyz<B: Backend>(
+    State(shared): State<Arc<B>>,
     Query(query): Query<std::collections::HashMap<String, String>>,
 ) -> impl IntoResponse {
-    let informers = shared.informers.informers();
+    let informers = shared.informers();
     let ready = informers.iter().all(|i| i.is_synced());
     let code = if ready {
         StatusCode::OK
@@ -107,11 +108,11 @@ async fn readyz(
     }
 }
 
-async fn status(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
+async fn status<B: Backend>(State(shared): State<Arc<B>>) -> impl IntoResponse {
     Json(shared.status())
 }
 
-async fn metrics(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
+async fn metrics<B: Backend>(State(shared): State<Arc<B>>) -> impl IntoResponse {
     (
         [(
             header::CONTENT_TYPE,
@@ -123,7 +124,9 @@ async fn metrics(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
 
 /// Reads the config file again and applies the difference. 200 with what changed; 422 with
 /// every mistake (file, line, column, path) or the reason, the running config staying.
-async fn reload_config(State(shared): State<Arc<Shared>>) -> Result<impl IntoResponse, ApiError> {
+async fn reload_config<B: Backend>(
+    State(shared): State<Arc<B>>,
+) -> Result<impl IntoResponse, ApiError> {
     match shared.reload().await {
         Ok(plan) => Ok(Json(json!({"reloaded": true, "plan": plan}))),
         Err(e) => {
@@ -146,72 +149,72 @@ async fn reload_config(State(shared): State<Arc<Shared>>) -> Result<impl IntoRes
 }
 
 /// Every plugin in use: file, running version, last error, handlers using it.
-async fn plugins(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
+async fn plugins<B: Backend>(State(shared): State<Arc<B>>) -> impl IntoResponse {
     Json(json!({
-        "plugins_dir": shared.plugins.dir().display().to_string(),
-        "watching": shared.plugins.is_watched(),
-        "plugins": shared.plugins.views(),
+        "plugins_dir": shared.plugins().dir().display().to_string(),
+        "watching": shared.plugins().is_watched(),
+        "plugins": shared.plugins().views(),
     }))
 }
 
 /// Loads a plugin from its file now. 404 for a plugin no handler uses; 422 with the error
 /// when the file cannot be read or compiled (the running version stays).
-async fn reload_plugin(
-    State(shared): State<Arc<Shared>>,
+async fn reload_plugin<B: Backend>(
+    State(shared): State<Arc<B>>,
     Path(name): Path<String>,
 ) -> Result<impl IntoResponse, ApiError> {
-    match shared.plugins.load(&name, true).await {
+    match shared.plugins().load(&name, true).await {
         Ok(outcome) => Ok(Json(json!({
             "reloaded": outcome,
-            "plugin": shared.plugins.view(&name),
+            "plugin": shared.plugins().view(&name),
         }))),
         Err(e @ crate::plugin::Error::Unknown(_)) => Err(ApiError::not_found(e.to_string())),
         Err(e) => Err(ApiError::unprocessable(e.to_string())),
     }
 }
 
-fn find_handler(shared: &Shared, name: &str) -> Result<Arc<Handler>, ApiError> {
+fn find_handler<B: Backend>(shared: &B, name: &str) -> Result<Arc<Handler>, ApiError> {
     shared
         .handler(name)
         .ok_or_else(|| ApiError::not_found(format!("no handler named {name:?}")))
 }
 
-async fn routes_list(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
-    Json(json!({"routes": shared.status().routes}))
+async fn routes_list<B: Backend>(State(shared): State<Arc<B>>) -> impl IntoResponse {
+    Json(json!({"routes": shared.routes()}))
 }
 
-async fn handler_detail(
-    State(shared): State<Arc<Shared>>,
+async fn handler_detail<B: Backend>(
+    State(shared): State<Arc<B>>,
     Path(name): Path<String>,
 ) -> Result<impl IntoResponse, ApiError> {
-    Ok(Json(find_handler(&shared, &name)?.detail()))
+    Ok(Json(find_handler(shared.as_ref(), &name)?.detail()))
 }
 
-async fn pause_handler(
-    State(shared): State<Arc<Shared>>,
+async fn pause_handler<B: Backend>(
+    State(shared): State<Arc<B>>,
     Path(name): Path<String>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let was_running = find_handler(&shared, &name)?.pause();
+    let was_running = find_handler(shared.as_ref(), &name)?.pause();
     Ok(Json(
         json!({"handler": name, "paused": true, "changed": was_running}),
     ))
 }
 
-async fn resume_handler(
-    State(shared): State<Arc<Shared>>,
+async fn resume_handler<B: Backend>(
+    State(shared): State<Arc<B>>,
     Path(name): Path<String>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let was_paused = find_handler(&shared, &name)?.resume();
+    let was_paused = find_handler(shared.as_ref(), &name)?.resume();
     Ok(Json(
         json!({"handler": name, "paused": false, "changed": was_paused}),
     ))
 }
 
-async fn dead_letters(
-    State(shared): State<Arc<Shared>>,
+async fn dead_letters<B: Backend>(
+    State(shared): State<Arc<B>>,
     Path(name): Path<String>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let handler = find_handler(&shared, &name)?;
+    let handler = find_handler(shared.as_ref(), &name)?;
     Ok(Json(
         json!({"handler": name, "dead_letters": handler.dead_letters()}),
     ))
@@ -235,23 +238,23 @@ fn parse_selection(body: &[u8]) -> Result<Selection, ApiError> {
     })
 }
 
-async fn retry_dead_letters(
-    State(shared): State<Arc<Shared>>,
+async fn retry_dead_letters<B: Backend>(
+    State(shared): State<Arc<B>>,
     Path(name): Path<String>,
     body: axum::body::Bytes,
 ) -> Result<impl IntoResponse, ApiError> {
-    let handler = find_handler(&shared, &name)?;
+    let handler = find_handler(shared.as_ref(), &name)?;
     let selection = parse_selection(&body)?;
     let retried = handler.retry_dead_letters(selection.ids.as_deref());
     Ok(Json(json!({"handler": name, "retried": retried})))
 }
 
-async fn purge_dead_letters(
-    State(shared): State<Arc<Shared>>,
+async fn purge_dead_letters<B: Backend>(
+    State(shared): State<Arc<B>>,
     Path(name): Path<String>,
     body: axum::body::Bytes,
 ) -> Result<impl IntoResponse, ApiError> {
-    let handler = find_handler(&shared, &name)?;
+    let handler = find_handler(shared.as_ref(), &name)?;
     let selection = parse_selection(&body)?;
     let purged = handler.purge_dead_letters(selection.ids.as_deref());
     Ok(Json(json!({"handler": name, "purged": purged})))

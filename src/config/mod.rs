@@ -290,7 +290,7 @@ pub struct RouteSpec {
     /// Kinds of change delivered.
     pub events: EventFilter,
     /// How changes are delivered.
-    pub delivery: crate::queue::Delivery,
+    pub delivery: crate::handler::Delivery,
     /// The handler that gets the changes.
     pub handler: String,
 }

@@ -25,7 +25,7 @@ use super::{
     HandlerSpec, InformerSpec, ResourceName, ResourceRef, RouteFilter, RouteSource, RouteSpec,
     Test,
 };
-use crate::queue::Delivery;
+use crate::handler::Delivery;
 use crate::selector::Selector;
 
 /// Events kept per object by an `every` route when the config does not say.

@@ -27,9 +27,20 @@ pub struct ConfigWatcher {
     task: JoinHandle<()>,
 }
 
+/// The config file's folder cannot be watched.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot watch {}: {source}", .dir.display())]
+pub struct WatchError {
+    /// The folder.
+    pub dir: PathBuf,
+    /// Why.
+    #[source]
+    pub source: notify::Error,
+}
+
 impl ConfigWatcher {
     /// Starts watching the running config's file.
-    pub fn start(shared: Arc<Shared>) -> Result<Self, String> {
+    pub fn start(shared: Arc<Shared>) -> Result<Self, WatchError> {
         let file = shared.topology().config.source.clone();
         let file = std::fs::canonicalize(&file).unwrap_or(file);
         let dir = file
@@ -47,10 +58,16 @@ impl ConfigWatcher {
                     let _ = events_tx.send(());
                 }
             })
-            .map_err(|e| format!("cannot watch {}: {e}", dir.display()))?;
+            .map_err(|source| WatchError {
+                dir: dir.clone(),
+                source,
+            })?;
         watcher
             .watch(&dir, RecursiveMode::NonRecursive)
-            .map_err(|e| format!("cannot watch {}: {e}", dir.display()))?;
+            .map_err(|source| WatchError {
+                dir: dir.clone(),
+                source,
+            })?;
         let (stop, stopped) = oneshot::channel();
         let seen = std::fs::read(&file)
             .ok()

@@ -17,7 +17,7 @@ use tokio::task::JoinHandle;
 
 use crate::config::Config;
 use crate::handler::{Handler, HandlerStatus};
-use crate::informer::{InformerFactory, WatchHealth};
+use crate::informer::{Informer, InformerFactory, WatchHealth};
 use crate::metrics::Metrics;
 use crate::plugin::host::default_cache_dir;
 use crate::plugin::{
@@ -33,9 +33,21 @@ pub use topology::{Changes, Plan, Topology};
 /// Errors starting the daemon.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// No Kubernetes client could be built.
+    /// The kubeconfig file could not be read or used.
+    #[error("cannot connect to Kubernetes: {}: {source}", .path.display())]
+    Kubeconfig {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: kube::config::KubeconfigError,
+    },
+    /// No kubeconfig was found and the in-cluster config is not available.
     #[error("cannot connect to Kubernetes: {0}")]
-    Client(String),
+    InferConfig(#[source] kube::config::InferConfigError),
+    /// The client could not be built from the config.
+    #[error("cannot connect to Kubernetes: {0}")]
+    Client(#[source] kube::Error),
     /// The wasm engine could not start.
     #[error(transparent)]
     Plugin(#[from] crate::plugin::Error),
@@ -48,13 +60,20 @@ pub enum Error {
         #[source]
         source: crate::informer::Error,
     },
-    /// The config cannot be wired up (a route's kinds match no informer).
-    #[error("{0}")]
-    Config(String),
-    /// The admin API's access rule cannot be set up (no token beyond loopback, or an
-    /// unreadable token).
+    /// A route's kinds match no informer.
+    #[error("route {route:?}: no informer watches kind {kind:?}")]
+    UnwatchedKind {
+        /// The route.
+        route: String,
+        /// The kind no informer watches.
+        kind: String,
+    },
+    /// The admin API's token cannot be read.
     #[error("admin API: {0}")]
-    AdminAccess(String),
+    AdminToken(String),
+    /// The admin API's access rule cannot be set up (no token beyond loopback).
+    #[error("admin API: {0}")]
+    AdminAccess(#[source] crate::admin::auth::Error),
     /// The admin API could not bind its address.
     #[error("cannot listen on {addr} for the admin API: {source}")]
     AdminBind {
@@ -140,12 +159,45 @@ pub struct InformerStatus {
 }
 
 impl Shared {
+    /// The shared state for `config` with nothing running yet: the wasm engine sized for
+    /// its handlers, the plugin registry and its folder watcher (started before the first
+    /// load, so a file changed meanwhile is loaded again), the metrics registry.
+    fn new(config: &Config, client: kube::Client) -> Result<(Arc<Self>, Option<PluginWatcher>)> {
+        let host_options = host_options(config);
+        let pool_memory = host_options
+            .pool
+            .as_ref()
+            .map_or(u64::MAX, |p| p.max_memory);
+        let host = PluginHost::with_options(host_options)?;
+        let plugins = Arc::new(PluginRegistry::new(host, config.plugins_dir.clone(), &[]));
+        let watcher = match PluginWatcher::start(plugins.clone()) {
+            Ok(watcher) => Some(watcher),
+            Err(e) => {
+                tracing::warn!(error = %e, "plugin files will not be reloaded when they change");
+                None
+            }
+        };
+        let metrics = Arc::new(Metrics::new());
+        let shared = Arc::new(Shared {
+            informers: InformerFactory::new(client.clone()),
+            plugins_dir: config.plugins_dir.clone(),
+            plugins,
+            plugin_metrics: Arc::new(PluginMetrics::new(metrics.clone())),
+            metrics,
+            client,
+            pool_memory,
+            logs: PluginLogs::default(),
+            topology: RwLock::new(Arc::new(Topology::empty(config.clone()))),
+            reloading: tokio::sync::Mutex::new(()),
+            reloads: Mutex::new(ReloadHistory::default()),
+            started: Instant::now(),
+        });
+        Ok((shared, watcher))
+    }
+
     /// The stages running now.
     pub fn topology(&self) -> Arc<Topology> {
-        self.topology
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        crate::util::read(&self.topology).clone()
     }
 
     /// The handler named `name`.
@@ -261,6 +313,40 @@ impl Shared {
     }
 }
 
+impl crate::admin::Backend for Shared {
+    type Status = Status;
+    type Plan = Plan;
+    type ReloadError = ReloadError;
+
+    fn informers(&self) -> Vec<Arc<Informer>> {
+        self.informers.informers()
+    }
+
+    fn status(&self) -> Status {
+        Shared::status(self)
+    }
+
+    fn routes(&self) -> Vec<RouteStatus> {
+        Shared::routes(self).iter().map(|r| r.status()).collect()
+    }
+
+    fn metrics_text(&self) -> String {
+        Shared::metrics_text(self)
+    }
+
+    async fn reload(&self) -> Result<Plan, ReloadError> {
+        Shared::reload(self).await
+    }
+
+    fn plugins(&self) -> &PluginRegistry {
+        &self.plugins
+    }
+
+    fn handler(&self, name: &str) -> Option<Arc<Handler>> {
+        Shared::handler(self, name)
+    }
+}
+
 /// A running daemon.
 pub struct Daemon {
     shared: Arc<Shared>,
@@ -275,58 +361,34 @@ impl Daemon {
     /// Builds and starts every stage. Plugins that fail to load are reported in /status and
     /// their events wait in the queue; a route whose resource cannot be watched is an error.
     pub async fn start(config: Config, options: Options) -> Result<Self> {
-        // Refuse an unprotected admin API before starting anything.
+        // Refuse an unprotected admin API, and bind its port, before starting anything: a
+        // second daemon on a busy port fails before any handler runs.
         let addr = options.admin_listen.unwrap_or(config.admin_listen);
-        let token = config
-            .admin_token
-            .as_ref()
-            .map(|source| source.read())
-            .transpose()
-            .map_err(Error::AdminAccess)?;
-        let policy =
-            crate::admin::auth::AccessPolicy::new(addr, token).map_err(Error::AdminAccess)?;
+        let policy = access_policy(&config, addr)?;
+        let listener = TcpListener::bind(addr)
+            .await
+            .map_err(|source| Error::AdminBind { addr, source })?;
+        let admin_addr = listener
+            .local_addr()
+            .map_err(|source| Error::AdminBind { addr, source })?;
         let client = match options.client {
             Some(client) => client,
             None => client_for(&config).await?,
         };
-        let host_options = host_options(&config);
-        let pool_memory = host_options
-            .pool
-            .as_ref()
-            .map_or(u64::MAX, |p| p.max_memory);
-        let host = PluginHost::with_options(host_options)?;
-        let plugins = Arc::new(PluginRegistry::new(
-            host.clone(),
-            config.plugins_dir.clone(),
-            &[],
-        ));
-        // Watch before the first load, so a file changed meanwhile is loaded again.
-        let watcher = match PluginWatcher::start(plugins.clone()) {
-            Ok(watcher) => Some(watcher),
+        let (shared, watcher) = Shared::new(&config, client)?;
+        let applied = Topology::empty(config.clone())
+            .apply(config.clone(), &shared.stages())
+            .await;
+        let topology = match applied {
+            Ok((topology, _)) => topology,
             Err(e) => {
-                tracing::warn!(error = %e, "plugin files will not be reloaded when they change");
-                None
+                if let Some(watcher) = watcher {
+                    watcher.stop().await;
+                }
+                return Err(e);
             }
         };
-        let metrics = Arc::new(Metrics::new());
-        let shared = Arc::new(Shared {
-            informers: InformerFactory::new(client.clone()),
-            plugins_dir: config.plugins_dir.clone(),
-            plugins,
-            plugin_metrics: Arc::new(PluginMetrics::new(metrics.clone())),
-            metrics,
-            client,
-            pool_memory,
-            logs: PluginLogs::default(),
-            topology: RwLock::new(Arc::new(Topology::empty(config.clone()))),
-            reloading: tokio::sync::Mutex::new(()),
-            reloads: Mutex::new(ReloadHistory::default()),
-            started: Instant::now(),
-        });
-        let (topology, _) = Topology::empty(config.clone())
-            .apply(config.clone(), &shared.stages())
-            .await?;
-        *shared.topology.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(topology);
+        *crate::util::write(&shared.topology) = Arc::new(topology);
         let config_watcher = if options.watch_config {
             match ConfigWatcher::start(shared.clone()) {
                 Ok(watcher) => Some(watcher),
@@ -338,12 +400,6 @@ impl Daemon {
         } else {
             None
         };
-        let listener = TcpListener::bind(addr)
-            .await
-            .map_err(|source| Error::AdminBind { addr, source })?;
-        let admin_addr = listener
-            .local_addr()
-            .map_err(|source| Error::AdminBind { addr, source })?;
         let (admin_stop, stopped) = oneshot::channel::<()>();
         let app = crate::admin::router(shared.clone(), policy);
         let admin_task = tokio::spawn(async move {
@@ -431,6 +487,17 @@ impl Daemon {
     }
 }
 
+/// The admin API's access rule for `addr`: refused beyond loopback without a token.
+fn access_policy(config: &Config, addr: SocketAddr) -> Result<crate::admin::auth::AccessPolicy> {
+    let token = config
+        .admin_token
+        .as_ref()
+        .map(|source| source.read())
+        .transpose()
+        .map_err(Error::AdminToken)?;
+    crate::admin::auth::AccessPolicy::new(addr, token).map_err(Error::AdminAccess)
+}
+
 /// The engine's settings for `config`: compiled plugins cached in the default folder, and a
 /// pooling allocator with a slot for every worker of every handler, each as large as the
 /// largest handler memory cap (see `plugin::host` for why).
@@ -455,15 +522,16 @@ fn host_options(config: &Config) -> HostOptions {
 async fn client_for(config: &Config) -> Result<kube::Client> {
     let kube_config = match &config.kubeconfig {
         Some(path) => {
-            let file = kube::config::Kubeconfig::read_from(path)
-                .map_err(|e| Error::Client(format!("{}: {e}", path.display())))?;
+            let kubeconfig = |source| Error::Kubeconfig {
+                path: path.clone(),
+                source,
+            };
+            let file = kube::config::Kubeconfig::read_from(path).map_err(kubeconfig)?;
             kube::Config::from_custom_kubeconfig(file, &Default::default())
                 .await
-                .map_err(|e| Error::Client(format!("{}: {e}", path.display())))?
+                .map_err(kubeconfig)?
         }
-        None => kube::Config::infer()
-            .await
-            .map_err(|e| Error::Client(e.to_string()))?,
+        None => kube::Config::infer().await.map_err(Error::InferConfig)?,
     };
-    kube::Client::try_from(kube_config).map_err(|e| Error::Client(e.to_string()))
+    kube::Client::try_from(kube_config).map_err(Error::Client)
 }

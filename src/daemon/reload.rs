@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use super::{Plan, Shared};
 use crate::config::{self, Config, ConfigError, ConfigErrors};
-use crate::queue::dead_letter::rfc3339;
+use crate::util::{lock, rfc3339};
 
 /// Why a reload was rejected. The running config stays in place.
 #[derive(Debug, thiserror::Error)]
@@ -22,7 +22,7 @@ pub enum ReloadError {
     NeedsRestart(Vec<String>),
     /// A new stage could not be started (a resource that cannot be watched).
     #[error("cannot apply the config: {0}; the running config stays")]
-    Apply(String),
+    Apply(#[source] super::Error),
 }
 
 impl ReloadError {
@@ -32,6 +32,12 @@ impl ReloadError {
             ReloadError::Invalid(errors) => &errors.0,
             _ => &[],
         }
+    }
+}
+
+impl crate::admin::ReloadFailure for ReloadError {
+    fn config_errors(&self) -> &[ConfigError] {
+        ReloadError::config_errors(self)
     }
 }
 
@@ -83,7 +89,7 @@ impl Shared {
         let _one_at_a_time = self.reloading.lock().await;
         let running = self.topology();
         let result = self.try_reload(&running).await;
-        let mut history = self.reloads.lock().unwrap_or_else(|e| e.into_inner());
+        let mut history = lock(&self.reloads);
         let record = ReloadRecord {
             at: rfc3339(SystemTime::now()),
             trigger,
@@ -126,8 +132,8 @@ impl Shared {
         let (topology, plan) = running
             .apply(config, &self.stages())
             .await
-            .map_err(|e| ReloadError::Apply(e.to_string()))?;
-        *self.topology.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(topology);
+            .map_err(ReloadError::Apply)?;
+        *crate::util::write(&self.topology) = Arc::new(topology);
         Ok(plan)
     }
 
@@ -135,11 +141,7 @@ impl Shared {
     pub fn config_status(&self) -> ConfigStatus {
         ConfigStatus {
             file: self.topology().config.source.display().to_string(),
-            reloads: self
-                .reloads
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .clone(),
+            reloads: lock(&self.reloads).clone(),
         }
     }
 }

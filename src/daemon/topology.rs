@@ -28,7 +28,7 @@ use crate::informer::{
     CacheOptions, IndexFn, Indexers, Informer, InformerFactory, SubscriptionId, Transform, WatchKey,
 };
 use crate::metrics::Metrics;
-use crate::plugin::{HostContext, PluginLogs, PluginMetrics, PluginRegistry};
+use crate::plugin::{HostContext, PluginLogs, PluginMetrics, PluginRegistry, PluginUser};
 use crate::router::{ObjectFilter, Route};
 
 /// A route at run time with what it is subscribed to.
@@ -125,33 +125,86 @@ impl Topology {
         stages: &Stages<'_>,
     ) -> Result<(Topology, Plan), super::Error> {
         let mut plan = Plan::default();
-
         // 1. The watches the routes need, with their cache options. New ones start now,
         //    before anything running changes.
         let wiring = wire(&config, stages.informers).await?;
-        let cache = wiring.cache;
-        let route_keys = wiring.routes;
+        let restarted = self.start_informers(&wiring, stages, &mut plan).await?;
+        // 2. Handlers: keep the equal ones, start the rest paused (until routes and plugins
+        //    are in place and replaced handlers have handed over).
+        let handlers = self.start_handlers(&config, stages, &mut plan).await;
+        // 3. Routes: unsubscribe the old ones not kept, restart informers whose cache
+        //    options changed, then subscribe the new ones.
+        let kept = self.unsubscribe_changed_routes(&config, &wiring, &restarted);
+        for key in &restarted {
+            stages.informers.release(key);
+            open(stages.informers, key, &wiring.cache).await?;
+        }
+        // Each handler's imports read its routes' caches: set before new routes deliver.
+        set_host_contexts(&handlers.all, &config, &wiring, stages).await?;
+        let routes = self
+            .subscribe_routes(&config, &wiring, &kept, &handlers.all, stages, &mut plan)
+            .await?;
+        // 4. Replaced handlers hand their work over; new ones start taking work.
+        for (old, new, was_paused) in handlers.replaced {
+            old.hand_over(&new, drain_grace(old.spec())).await;
+            if !was_paused {
+                new.resume();
+            }
+        }
+        for new in handlers.fresh {
+            new.resume();
+        }
+        // 5. Removed handlers finish what they have queued; unused informers stop.
+        futures::future::join_all(
+            handlers
+                .removed
+                .iter()
+                .map(|h| h.shut_down(drain_grace(h.spec()))),
+        )
+        .await;
+        for key in self.cache.keys() {
+            if !wiring.cache.contains_key(key) {
+                stages.informers.release(key);
+            }
+        }
+        let topology = Topology {
+            config,
+            handlers: handlers.all,
+            routes,
+            cache: wiring.cache,
+        };
+        Ok((topology, plan))
+    }
+
+    /// Starts the informers `wiring` needs that are not running, and records in `plan` what
+    /// changes for informers. Returns the running ones whose cache options change (to be
+    /// restarted). If one cannot start, those started here stop again.
+    async fn start_informers(
+        &self,
+        wiring: &Wiring,
+        stages: &Stages<'_>,
+        plan: &mut Plan,
+    ) -> Result<HashSet<WatchKey>, super::Error> {
+        let cache = &wiring.cache;
         let mut started = Vec::new();
-        for (key, options) in &cache {
+        for (key, options) in cache {
             if self.cache.contains_key(key) {
                 continue;
             }
-            match stages
+            if let Err(source) = stages
                 .informers
                 .informer(key.clone(), options.clone())
                 .await
             {
-                Ok(_) => started.push(key.clone()),
-                Err(source) => {
-                    for key in &started {
-                        stages.informers.release(key);
-                    }
-                    return Err(super::Error::Watch {
-                        watch: key.to_string(),
-                        source,
-                    });
+                for key in &started {
+                    stages.informers.release(key);
                 }
+                return Err(super::Error::Watch {
+                    watch: key.to_string(),
+                    source,
+                });
             }
+            started.push(key.clone());
         }
         let restarted: HashSet<WatchKey> = cache
             .iter()
@@ -174,17 +227,23 @@ impl Topology {
             list.push(key.to_string());
         }
         plan.informers.sort();
+        Ok(restarted)
+    }
 
-        // 2. Handlers: keep the equal ones, start the rest paused (until routes and plugins
-        //    are in place and replaced handlers have handed over).
-        let mut handlers = Vec::new();
-        let mut replaced: Vec<(Arc<Handler>, Arc<Handler>, bool)> = Vec::new();
-        let mut fresh = Vec::new();
+    /// Keeps every handler whose settings are equal and starts the others paused, then
+    /// gives the plugin registry the new set of handlers (loading plugins new to it).
+    async fn start_handlers(
+        &self,
+        config: &Config,
+        stages: &Stages<'_>,
+        plan: &mut Plan,
+    ) -> HandlerChanges {
+        let mut changes = HandlerChanges::default();
         for spec in &config.handlers {
             match self.handler(&spec.name) {
                 Some(old) if old.spec() == spec => {
                     plan.handlers.unchanged.push(spec.name.clone());
-                    handlers.push(old.clone());
+                    changes.all.push(old.clone());
                 }
                 old => {
                     let new = Handler::start(spec.clone(), stages.logs.clone(), stages.metrics);
@@ -193,45 +252,54 @@ impl Topology {
                         Some(old) => {
                             plan.handlers.changed.push(spec.name.clone());
                             let was_paused = old.status().paused;
-                            replaced.push((old.clone(), new.clone(), was_paused));
+                            changes
+                                .replaced
+                                .push((old.clone(), new.clone(), was_paused));
                         }
                         None => {
                             plan.handlers.added.push(spec.name.clone());
-                            fresh.push(new.clone());
+                            changes.fresh.push(new.clone());
                         }
                     }
-                    handlers.push(new);
+                    changes.all.push(new);
                 }
             }
         }
-        let removed_handlers: Vec<Arc<Handler>> = self
+        changes.removed = self
             .handlers
             .iter()
             .filter(|h| config.handlers.iter().all(|s| s.name != h.name()))
             .cloned()
             .collect();
-        plan.handlers.removed = removed_handlers
+        plan.handlers.removed = changes
+            .removed
             .iter()
             .map(|h| h.name().to_string())
             .collect();
-        for name in stages.plugins.set_handlers(&handlers) {
+        let users: Vec<Arc<dyn PluginUser>> = changes
+            .all
+            .iter()
+            .map(|h| h.clone() as Arc<dyn PluginUser>)
+            .collect();
+        for name in stages.plugins.set_users(&users) {
             // A plugin that fails to load is reported in /status; its events wait.
             let _ = stages.plugins.load(&name, true).await;
         }
-        let handler_for = |name: &str| {
-            handlers
-                .iter()
-                .find(|h| h.name() == name)
-                .expect("validation checked every route's handler")
-                .clone()
-        };
+        changes
+    }
 
-        // 3. Routes: unsubscribe the old ones not kept, restart informers whose cache
-        //    options changed, then subscribe the new ones.
-        let mut kept: HashMap<&str, &RunningRoute> = HashMap::new();
+    /// Unsubscribes every running route that does not stay as it is; returns those that
+    /// stay, by name.
+    fn unsubscribe_changed_routes<'a>(
+        &'a self,
+        config: &Config,
+        wiring: &Wiring,
+        restarted: &HashSet<WatchKey>,
+    ) -> HashMap<&'a str, &'a RunningRoute> {
+        let mut kept = HashMap::new();
         for old in &self.routes {
             let same = config.routes.contains(&old.spec)
-                && route_keys.get(&old.spec.name) == Some(&old.keys)
+                && wiring.routes.get(&old.spec.name) == Some(&old.keys)
                 && !old.keys.iter().any(|k| restarted.contains(k));
             if same {
                 kept.insert(old.spec.name.as_str(), old);
@@ -241,47 +309,30 @@ impl Topology {
                 }
             }
         }
-        for key in &restarted {
-            stages.informers.release(key);
-            open(stages.informers, key, &cache).await?;
-        }
-        // Each handler's imports read its routes' caches: set before new routes deliver.
-        for handler in &handlers {
-            let mut context = HostContext::new(handler.name().into(), stages.logs.clone())
-                .with_capabilities(handler.spec().capabilities.clone())
-                .with_client(stages.client.clone())
-                .with_metrics(stages.plugin_metrics.clone());
-            for route in config.routes.iter().filter(|r| r.handler == handler.name()) {
-                for key in &route_keys[&route.name] {
-                    context = context.with_resource(open(stages.informers, key, &cache).await?);
-                }
-            }
-            for unused in context.unmatched_grants() {
-                tracing::warn!(handler = %handler.name(), resource = %unused, "capability names no resource the handler's routes watch; it grants nothing");
-            }
-            handler.set_host_context(context);
-        }
+        kept
+    }
+
+    /// The routes of `config`: kept ones pointed at their (possibly replaced) handler, new
+    /// or changed ones subscribed to their informers.
+    async fn subscribe_routes(
+        &self,
+        config: &Config,
+        wiring: &Wiring,
+        kept: &HashMap<&str, &RunningRoute>,
+        handlers: &[Arc<Handler>],
+        stages: &Stages<'_>,
+        plan: &mut Plan,
+    ) -> Result<Vec<RunningRoute>, super::Error> {
         let mut routes = Vec::new();
         for spec in &config.routes {
-            let handler = handler_for(&spec.handler);
+            let handler = handlers
+                .iter()
+                .find(|h| h.name() == spec.handler)
+                .expect("validation checked every route's handler")
+                .clone();
             if let Some(old) = kept.get(spec.name.as_str()) {
-                let current = old.route.handler().clone();
-                if !Arc::ptr_eq(&current, &handler) {
-                    let resync_changed = current.spec().resync != handler.spec().resync;
-                    old.route.set_handler(handler);
-                    if resync_changed {
-                        for (informer, _) in &old.subscriptions {
-                            informer.resync_periods_changed();
-                        }
-                    }
-                }
                 plan.routes.unchanged.push(spec.name.clone());
-                routes.push(RunningRoute {
-                    spec: spec.clone(),
-                    route: old.route.clone(),
-                    keys: old.keys.clone(),
-                    subscriptions: old.subscriptions.clone(),
-                });
+                routes.push(keep_route(old, spec, handler));
                 continue;
             }
             if self.routes.iter().any(|r| r.spec.name == spec.name) {
@@ -296,10 +347,10 @@ impl Topology {
                 spec.delivery,
                 handler,
             ));
-            let keys = route_keys[&spec.name].clone();
+            let keys = wiring.routes[&spec.name].clone();
             let mut subscriptions = Vec::new();
             for key in &keys {
-                let informer = open(stages.informers, key, &cache).await?;
+                let informer = open(stages.informers, key, &wiring.cache).await?;
                 let id = informer.subscribe(route.clone());
                 subscriptions.push((informer, id));
             }
@@ -315,40 +366,67 @@ impl Topology {
                 plan.routes.removed.push(old.spec.name.clone());
             }
         }
-
-        // 4. Replaced handlers hand their work over; new ones start taking work.
-        for (old, new, was_paused) in replaced {
-            old.hand_over(&new, drain_grace(old.spec())).await;
-            if !was_paused {
-                new.resume();
-            }
-        }
-        for new in fresh {
-            new.resume();
-        }
-
-        // 5. Removed handlers finish what they have queued; unused informers stop.
-        futures::future::join_all(
-            removed_handlers
-                .iter()
-                .map(|h| h.shut_down(drain_grace(h.spec()))),
-        )
-        .await;
-        for key in self.cache.keys() {
-            if !cache.contains_key(key) {
-                stages.informers.release(key);
-            }
-        }
-        Ok((
-            Topology {
-                config,
-                handlers,
-                routes,
-                cache,
-            },
-            plan,
-        ))
+        Ok(routes)
     }
+}
+
+/// The handlers of a new topology and how they differ from the running ones.
+#[derive(Default)]
+struct HandlerChanges {
+    /// Every handler, in config order.
+    all: Vec<Arc<Handler>>,
+    /// (running, its replacement, whether the running one was paused).
+    replaced: Vec<(Arc<Handler>, Arc<Handler>, bool)>,
+    /// Handlers new to the config.
+    fresh: Vec<Arc<Handler>>,
+    /// Handlers no longer in the config.
+    removed: Vec<Arc<Handler>>,
+}
+
+/// A route that stays, pointed at `handler` (the replacement if its handler was replaced).
+fn keep_route(old: &RunningRoute, spec: &RouteSpec, handler: Arc<Handler>) -> RunningRoute {
+    let current = old.route.handler().clone();
+    if !Arc::ptr_eq(&current, &handler) {
+        let resync_changed = current.spec().resync != handler.spec().resync;
+        old.route.set_handler(handler);
+        if resync_changed {
+            for (informer, _) in &old.subscriptions {
+                informer.resync_periods_changed();
+            }
+        }
+    }
+    RunningRoute {
+        spec: spec.clone(),
+        route: old.route.clone(),
+        keys: old.keys.clone(),
+        subscriptions: old.subscriptions.clone(),
+    }
+}
+
+/// Sets each handler's host context: its capabilities, the client, the metrics, and the
+/// caches of the watches feeding its routes.
+async fn set_host_contexts(
+    handlers: &[Arc<Handler>],
+    config: &Config,
+    wiring: &Wiring,
+    stages: &Stages<'_>,
+) -> Result<(), super::Error> {
+    for handler in handlers {
+        let mut context = HostContext::new(handler.name().into(), stages.logs.clone())
+            .with_capabilities(handler.spec().capabilities.clone())
+            .with_client(stages.client.clone())
+            .with_metrics(stages.plugin_metrics.clone());
+        for route in config.routes.iter().filter(|r| r.handler == handler.name()) {
+            for key in &wiring.routes[&route.name] {
+                context = context.with_resource(open(stages.informers, key, &wiring.cache).await?);
+            }
+        }
+        for unused in context.unmatched_grants() {
+            tracing::warn!(handler = %handler.name(), resource = %unused, "capability names no resource the handler's routes watch; it grants nothing");
+        }
+        handler.set_host_context(context);
+    }
+    Ok(())
 }
 
 impl Changes {
@@ -471,10 +549,10 @@ async fn wire(config: &Config, factory: &InformerFactory) -> Result<Wiring, supe
                         })
                         .peekable();
                     if found.peek().is_none() {
-                        return Err(super::Error::Config(format!(
-                            "route {:?}: no informer watches kind {kind:?}",
-                            route.name
-                        )));
+                        return Err(super::Error::UnwatchedKind {
+                            route: route.name.clone(),
+                            kind: kind.clone(),
+                        });
                     }
                     keys.extend(found.flat_map(|(_, (k, _))| k.clone()));
                 }

@@ -21,7 +21,7 @@ pub use bindings::switchyard::plugin::types::{Event, EventKind, Outcome};
 pub use host::{CallLimits, HostOptions, Plugin, PluginHost, PluginInstance, PoolOptions};
 pub use imports::{HostContext, PluginMetrics};
 pub use logs::{PluginLog, PluginLogs};
-pub use registry::{PluginRegistry, PluginView, Reloaded};
+pub use registry::{PluginRegistry, PluginUser, PluginView, Reloaded};
 pub use watcher::PluginWatcher;
 
 /// Errors loading or calling a plugin.

@@ -1,5 +1,6 @@
-//! The plugins the daemon runs: for each plugin name, the handlers that use it, the file it
-//! comes from, the version running now and what went wrong last.
+//! The plugins the daemon runs: for each plugin name, its users (the handlers, seen here
+//! only as [`PluginUser`]s), the file it comes from, the version running now and what went
+//! wrong last.
 //!
 //! A load reads `plugins_dir/NAME.wasm`, compiles it off the async runtime, checks it
 //! against the `handler` world and, only if all of that succeeds, swaps the new version into
@@ -11,7 +12,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::SystemTime;
 
 use serde::Serialize;
@@ -19,8 +20,23 @@ use sha2::{Digest, Sha256};
 
 use super::loader::plugin_path;
 use super::{Error, Plugin, PluginHost, Result};
-use crate::handler::Handler;
-use crate::queue::dead_letter::rfc3339;
+use crate::util::{lock, read, rfc3339, write};
+
+/// Something that runs versions of a plugin (a handler). The registry installs each new
+/// version into every user of the plugin and tells them when a load fails.
+pub trait PluginUser: Send + Sync {
+    /// The user's name, as `GET /plugins` lists it.
+    fn user_name(&self) -> &str;
+    /// The name of the plugin it runs.
+    fn plugin_name(&self) -> &str;
+    /// Swaps `plugin` in: calls that start afterwards use it.
+    fn install_plugin(&self, plugin: Arc<Plugin>);
+    /// Records a problem loading the plugin; the running version, if any, stays.
+    fn report_plugin_problem(&self, problem: String);
+}
+
+/// The users of one plugin.
+type Users = Vec<Arc<dyn PluginUser>>;
 
 /// What a successful load did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -50,7 +66,7 @@ struct State {
 }
 
 struct Entry {
-    handlers: Mutex<Vec<Arc<Handler>>>,
+    users: Mutex<Users>,
     state: Mutex<State>,
     /// Held for a whole load, so loads of one plugin never overlap.
     loading: tokio::sync::Mutex<()>,
@@ -90,33 +106,33 @@ pub struct PluginRegistry {
 }
 
 impl PluginRegistry {
-    /// A registry for the plugins `handlers` use, loaded from `dir` with `host`. Nothing is
+    /// A registry for the plugins `users` run, loaded from `dir` with `host`. Nothing is
     /// loaded yet: see [`PluginRegistry::load_all`].
-    pub fn new(host: Arc<PluginHost>, dir: PathBuf, handlers: &[Arc<Handler>]) -> Self {
+    pub fn new(host: Arc<PluginHost>, dir: PathBuf, users: &[Arc<dyn PluginUser>]) -> Self {
         let registry = Self {
             host,
             dir,
             plugins: RwLock::new(BTreeMap::new()),
             watching: AtomicBool::new(false),
         };
-        registry.set_handlers(handlers);
+        registry.set_users(users);
         registry
     }
 
-    /// Makes `handlers` the handlers the registry serves, after a config reload. A plugin
-    /// still in use keeps its running version and state, and a handler that starts using it
-    /// gets the running version at once; a plugin no handler uses any more is forgotten.
+    /// Makes `users` the users the registry serves, after a config reload. A plugin still in
+    /// use keeps its running version and state, and a user that starts using it gets the
+    /// running version at once; a plugin nobody uses any more is forgotten.
     /// Returns the plugins that are new, in name order: load them with
     /// [`PluginRegistry::load`].
-    pub fn set_handlers(&self, handlers: &[Arc<Handler>]) -> Vec<String> {
-        let mut wanted: BTreeMap<String, Vec<Arc<Handler>>> = BTreeMap::new();
-        for handler in handlers {
+    pub fn set_users(&self, users: &[Arc<dyn PluginUser>]) -> Vec<String> {
+        let mut wanted: BTreeMap<String, Users> = BTreeMap::new();
+        for user in users {
             wanted
-                .entry(handler.spec().plugin.clone())
+                .entry(user.plugin_name().to_string())
                 .or_default()
-                .push(handler.clone());
+                .push(user.clone());
         }
-        let mut plugins = self.plugins.write().unwrap_or_else(|e| e.into_inner());
+        let mut plugins = write(&self.plugins);
         plugins.retain(|name, _| wanted.contains_key(name));
         let mut new = Vec::new();
         for (name, users) in wanted {
@@ -126,11 +142,11 @@ impl PluginRegistry {
                         .running
                         .as_ref()
                         .map(|r| r.plugin.clone());
-                    let mut current = lock(&entry.handlers);
-                    for handler in &users {
-                        let attached = current.iter().any(|h| Arc::ptr_eq(h, handler));
+                    let mut current = lock(&entry.users);
+                    for user in &users {
+                        let attached = current.iter().any(|u| Arc::ptr_eq(u, user));
                         if let (false, Some(plugin)) = (attached, &running) {
-                            handler.install_plugin(plugin.clone());
+                            user.install_plugin(plugin.clone());
                         }
                     }
                     *current = users;
@@ -139,7 +155,7 @@ impl PluginRegistry {
                     plugins.insert(
                         name.clone(),
                         Arc::new(Entry {
-                            handlers: Mutex::new(users),
+                            users: Mutex::new(users),
                             state: Mutex::new(State::default()),
                             loading: tokio::sync::Mutex::new(()),
                         }),
@@ -152,11 +168,7 @@ impl PluginRegistry {
     }
 
     fn entry(&self, name: &str) -> Option<Arc<Entry>> {
-        self.plugins
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(name)
-            .cloned()
+        read(&self.plugins).get(name).cloned()
     }
 
     /// The plugins folder.
@@ -171,12 +183,7 @@ impl PluginRegistry {
 
     /// The names of every plugin in use, sorted.
     pub fn names(&self) -> Vec<String> {
-        self.plugins
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .keys()
-            .cloned()
-            .collect()
+        read(&self.plugins).keys().cloned().collect()
     }
 
     /// Whether a [`super::PluginWatcher`] reloads plugins when their files change.
@@ -234,8 +241,8 @@ impl PluginRegistry {
         match self.host.compile(name, bytes).await {
             Ok(plugin) => {
                 let plugin = Arc::new(plugin);
-                for handler in lock(&entry.handlers).iter() {
-                    handler.install_plugin(plugin.clone());
+                for user in lock(&entry.users).iter() {
+                    user.install_plugin(plugin.clone());
                 }
                 let mut state = lock(&entry.state);
                 state.running = Some(Running {
@@ -271,16 +278,14 @@ impl PluginRegistry {
                 None => error.to_string(),
             }
         };
-        for handler in lock(&entry.handlers).iter() {
-            handler.report_plugin_problem(problem.clone());
+        for user in lock(&entry.users).iter() {
+            user.report_plugin_problem(problem.clone());
         }
     }
 
     /// Every plugin in use, by name.
     pub fn views(&self) -> Vec<PluginView> {
-        self.plugins
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
+        read(&self.plugins)
             .iter()
             .map(|(name, entry)| self.view_of(name, entry))
             .collect()
@@ -303,9 +308,9 @@ impl PluginRegistry {
             loaded_at: state.running.as_ref().map(|r| rfc3339(r.loaded_at)),
             last_error: state.last_error.clone(),
             swaps: state.swaps,
-            handlers: lock(&entry.handlers)
+            handlers: lock(&entry.users)
                 .iter()
-                .map(|h| h.name().to_string())
+                .map(|u| u.user_name().to_string())
                 .collect(),
         }
     }
@@ -313,8 +318,4 @@ impl PluginRegistry {
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }

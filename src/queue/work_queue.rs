@@ -119,7 +119,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
     }
 
     fn lock(&self) -> MutexGuard<'_, State<K>> {
-        self.inner.state.lock().unwrap_or_else(|e| e.into_inner())
+        crate::util::lock(&self.inner.state)
     }
 
     /// Marks `key` as needing processing. A key already waiting is not queued twice; a key
@@ -320,7 +320,7 @@ impl<K: Clone + Eq + Hash> Inner<K> {
 
     /// Moves every key whose time has come into the queue; returns the next time to wake.
     fn release_due(&self) -> Option<Instant> {
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut state = crate::util::lock(&self.state);
         let now = Instant::now();
         let mut woke = 0usize;
         while let Some(Reverse(next)) = state.heap.peek() {

@@ -9,9 +9,9 @@ use std::sync::{Arc, RwLock, RwLockReadGuard};
 use serde::Serialize;
 
 use crate::config::EventFilter;
+use crate::handler::Delivery;
 use crate::handler::Handler;
 use crate::informer::{Delta, DeltaSink};
-use crate::queue::Delivery;
 
 pub use filter::ObjectFilter;
 
@@ -84,13 +84,13 @@ impl Route {
 
     /// The handler the route feeds now.
     pub fn handler(&self) -> RwLockReadGuard<'_, Arc<Handler>> {
-        self.handler.read().unwrap_or_else(|e| e.into_inner())
+        crate::util::read(&self.handler)
     }
 
     /// Feeds `handler` from now on; returns the handler fed before. Once this returns, no
     /// delta reaches the previous handler through this route.
     pub fn set_handler(&self, handler: Arc<Handler>) -> Arc<Handler> {
-        let mut current = self.handler.write().unwrap_or_else(|e| e.into_inner());
+        let mut current = crate::util::write(&self.handler);
         std::mem::replace(&mut *current, handler)
     }
 

@@ -201,7 +201,7 @@ impl HostContext {
         self.writable(&plural, Verb::Event, "record events about")?;
         let namespace = field("namespace");
         let event_namespace = namespace.clone().unwrap_or_else(|| "default".into());
-        let now = crate::queue::dead_letter::rfc3339(SystemTime::now());
+        let now = crate::util::rfc3339(SystemTime::now());
         let suffix = uuid::Uuid::new_v4().simple().to_string();
         let event: CoreEvent = serde_json::from_value(json!({
             "metadata": {

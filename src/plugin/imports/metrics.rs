@@ -146,7 +146,7 @@ impl PluginMetrics {
             _ => {}
         }
         let labels = series_labels(handler, labels)?;
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut state = crate::util::lock(&self.state);
         if let Some(existing) = state.families.get(name)
             && existing.kind() != kind
         {

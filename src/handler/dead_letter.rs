@@ -1,12 +1,14 @@
 //! Dead letters: events a handler gave up on after `max_retries`, kept with why, so an
-//! operator can see them and retry or purge them.
+//! operator can see them and retry or purge them through the admin API.
 
 use std::collections::BTreeMap;
 use std::time::SystemTime;
 
 use serde::Serialize;
 
-use super::{Delivery, PendingEvent};
+use super::{Delivery, Handler, PendingEvent, WorkKey};
+use crate::informer::ObjectKey;
+use crate::util::{lock, rfc3339};
 
 /// One event given up on.
 #[derive(Debug, Clone)]
@@ -111,9 +113,34 @@ impl DeadLetters {
     }
 }
 
-/// A time as RFC 3339 (UTC, seconds).
-pub fn rfc3339(time: SystemTime) -> String {
-    jiff::Timestamp::try_from(time)
-        .map(|t| t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string())
-        .unwrap_or_default()
+impl Handler {
+    /// The dead letters waiting now.
+    pub fn dead_letters(&self) -> Vec<DeadLetterView> {
+        lock(&self.dead_letters).views()
+    }
+
+    /// Delivers dead letters again (those with these ids, or all); returns how many.
+    pub fn retry_dead_letters(&self, ids: Option<&[String]>) -> usize {
+        let letters = lock(&self.dead_letters).take(ids);
+        let count = letters.len();
+        for letter in letters {
+            let key = WorkKey {
+                route: letter.route.as_str().into(),
+                object: ObjectKey::from_raw(&letter.object),
+            };
+            let event = PendingEvent {
+                first_failure: None,
+                ..letter.event
+            };
+            self.queue.forget(&key);
+            self.put_back(&key, letter.delivery, event);
+            self.queue.add(key);
+        }
+        count
+    }
+
+    /// Drops dead letters (those with these ids, or all); returns how many.
+    pub fn purge_dead_letters(&self, ids: Option<&[String]>) -> usize {
+        lock(&self.dead_letters).take(ids).len()
+    }
 }

@@ -1,0 +1,98 @@
+//! A handler's life: pause and resume, handing its work to a successor after a config
+//! change, and shutting down.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use tokio::task::JoinHandle;
+
+use super::status::RECENT_ERRORS;
+use super::{Delivery, Handler, Owed, WorkKey};
+use crate::util::lock;
+
+impl Handler {
+    /// Stops handing events to the plugin; calls in flight finish, new events queue up.
+    /// Returns whether it was running.
+    pub fn pause(&self) -> bool {
+        !self.paused.send_replace(true)
+    }
+
+    /// Hands events to the plugin again. Returns whether it was paused.
+    pub fn resume(&self) -> bool {
+        self.paused.send_replace(false)
+    }
+
+    /// Hands this handler's work to `successor`, which replaces it after a config change:
+    /// no new call starts here, calls in flight finish (for up to `grace`), the workers
+    /// stop, and every event still owed, every dead letter and the counters move to
+    /// `successor`. Events it owes a key are delivered before those the key already owes
+    /// `successor`. Retry counts start again from the first attempt.
+    pub async fn hand_over(&self, successor: &Handler, grace: Duration) {
+        self.pause();
+        let deadline = tokio::time::Instant::now() + grace;
+        while self.queue.in_flight() > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        self.shut_down(Duration::ZERO).await;
+        self.hand_over_pending(successor);
+        let letters = lock(&self.dead_letters).take(None);
+        let mut theirs = lock(&successor.dead_letters);
+        for letter in letters {
+            theirs.insert(letter);
+        }
+        drop(theirs);
+        for (from, to) in self.counters.pairs(&successor.counters) {
+            to.fetch_add(from.swap(0, Ordering::Relaxed), Ordering::Relaxed);
+        }
+        let recent = std::mem::take(&mut *lock(&self.recent));
+        let mut theirs = lock(&successor.recent);
+        let mut errors = recent.errors;
+        errors.extend(theirs.errors.drain(..));
+        while errors.len() > RECENT_ERRORS {
+            errors.pop_front();
+        }
+        theirs.errors = errors;
+    }
+
+    /// Moves every event still owed to `successor`, ahead of what it already owes the key.
+    fn hand_over_pending(&self, successor: &Handler) {
+        let owed: Vec<(WorkKey, (Delivery, Owed))> = lock(&self.pending).drain().collect();
+        for (key, (delivery, mut earlier)) in owed {
+            {
+                let mut pending = lock(&successor.pending);
+                let merged = match pending.remove(&key) {
+                    Some((later_delivery, mut later)) => {
+                        while let Some(event) = later.take_next() {
+                            earlier.push(later_delivery, event);
+                        }
+                        (later_delivery, earlier)
+                    }
+                    None => (delivery, earlier),
+                };
+                pending.insert(key.clone(), merged);
+            }
+            successor.queue.add(key);
+        }
+    }
+
+    /// Updates the time-based queue gauges before metrics are read.
+    pub fn update_time_metrics(&self) {
+        self.queue.update_time_metrics();
+    }
+
+    /// Stops taking events, lets the workers finish what is queued for up to `grace`, then
+    /// stops them.
+    pub async fn shut_down(&self, grace: Duration) {
+        self.queue.shut_down();
+        self.stopping.send_replace(true);
+        let workers: Vec<JoinHandle<()>> = lock(&self.workers).drain(..).collect();
+        let aborts: Vec<_> = workers.iter().map(JoinHandle::abort_handle).collect();
+        if tokio::time::timeout(grace, futures::future::join_all(workers))
+            .await
+            .is_err()
+        {
+            tracing::warn!(handler = %self.name, "workers did not finish in time; stopping them");
+            aborts.iter().for_each(|a| a.abort());
+        }
+    }
+}

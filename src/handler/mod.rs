@@ -1,0 +1,174 @@
+//! The handler stage: one handler at run time. Routes queue deltas into it; its workers
+//! take keys from its [`WorkQueue`], call the plugin with a memory cap and a deadline, and
+//! retry, delay or dead-letter what fails.
+//!
+//! - [`pending`]: what each queued key is owed, by delivery mode (`latest` coalesces,
+//!   `every` keeps each delta);
+//! - `worker`: the worker loop and the retry policy;
+//! - [`dead_letter`]: events given up on, for an operator to retry or purge;
+//! - `lifecycle`: pause, resume, hand-over to a successor on reload, shutdown;
+//! - `slot`: the plugin version the workers call, swapped in by the plugin registry;
+//! - [`status`]: counters and the views /status and /handlers/{name} show.
+//!
+//! The handler owns the per-key buffer beside the queue rather than in it: the queue only
+//! knows keys (de-duplication, one worker per key, delays), so it stays generic and the
+//! delivery modes stay in one place.
+
+pub mod dead_letter;
+mod lifecycle;
+pub mod pending;
+mod slot;
+pub mod status;
+mod worker;
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tracing::Instrument;
+
+use crate::config::HandlerSpec;
+use crate::informer::{Delta, ObjectKey};
+use crate::metrics::Metrics;
+use crate::plugin::{HostContext, PluginLogs};
+use crate::queue::{RateLimits, WorkQueue};
+use crate::util::lock;
+
+pub use dead_letter::{DeadLetter, DeadLetterView, DeadLetters};
+pub use pending::{ChangeKind, Delivery, Owed, PendingEvent};
+pub use status::{HandlerDetail, HandlerStatus, Latency, RecentError};
+
+use slot::Slot;
+use status::{Counters, Recent};
+
+/// What a handler's queue holds: an object as delivered by one route.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct WorkKey {
+    /// The route that delivered it.
+    pub route: Arc<str>,
+    /// The object.
+    pub object: ObjectKey,
+}
+
+/// Events owed per key, with the delivery mode each key was queued in.
+type Pending = HashMap<WorkKey, (Delivery, Owed)>;
+
+/// A running handler. Shared by the routes that feed it and the admin API.
+pub struct Handler {
+    spec: HandlerSpec,
+    name: Arc<str>,
+    config_json: String,
+    queue: WorkQueue<WorkKey>,
+    pending: Mutex<Pending>,
+    dead_letters: Mutex<DeadLetters>,
+    /// The plugin version the workers call, and why loading a new one failed.
+    slot: Slot,
+    /// What the plugin's host imports work from; replaced once the routes' informers exist.
+    host_context: Mutex<Arc<HostContext>>,
+    counters: Counters,
+    workers: Mutex<Vec<JoinHandle<()>>>,
+    stopping: watch::Sender<bool>,
+    paused: watch::Sender<bool>,
+    recent: Mutex<Recent>,
+}
+
+impl Handler {
+    /// Starts a handler with `spec.concurrency` workers, its queue reporting to `metrics`.
+    /// Until a plugin is set, events wait in the queue.
+    pub fn start(spec: HandlerSpec, logs: PluginLogs, metrics: &Metrics) -> Arc<Self> {
+        let limits = RateLimits {
+            backoff_base: spec.backoff_base,
+            backoff_cap: spec.backoff_cap,
+            qps: spec.qps,
+            burst: spec.burst,
+        };
+        let handler = Arc::new(Self {
+            name: spec.name.as_str().into(),
+            config_json: spec.config.to_string(),
+            queue: WorkQueue::with_limits(limits, Some(metrics.queue(&spec.name))),
+            host_context: Mutex::new(Arc::new(HostContext::new(spec.name.as_str().into(), logs))),
+            spec,
+            pending: Mutex::new(HashMap::new()),
+            dead_letters: Mutex::new(DeadLetters::default()),
+            slot: Slot::default(),
+            counters: Counters::default(),
+            workers: Mutex::new(Vec::new()),
+            stopping: watch::channel(false).0,
+            paused: watch::channel(false).0,
+            recent: Mutex::new(Recent::default()),
+        });
+        let workers = (0..handler.spec.concurrency)
+            .map(|worker| {
+                let span = tracing::info_span!("worker", handler = %handler.name, worker);
+                tokio::spawn(handler.clone().work().instrument(span))
+            })
+            .collect();
+        *lock(&handler.workers) = workers;
+        handler
+    }
+
+    /// The handler's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The handler's settings.
+    pub fn spec(&self) -> &HandlerSpec {
+        &self.spec
+    }
+
+    /// Sets what the plugin's host imports work from (the routes' caches, the granted
+    /// writes, the metrics registry). Until it is set, the plugin may only log.
+    pub fn set_host_context(&self, context: HostContext) {
+        *lock(&self.host_context) = Arc::new(context);
+    }
+
+    /// Queues a delta delivered by `route` in its delivery mode.
+    pub fn enqueue(&self, route: &Arc<str>, delivery: Delivery, delta: &Delta) {
+        let Some(event) = PendingEvent::from_delta(delta) else {
+            return;
+        };
+        let key = WorkKey {
+            route: route.clone(),
+            object: event.object.key().clone(),
+        };
+        let overflowed = {
+            let mut pending = lock(&self.pending);
+            match pending.get_mut(&key) {
+                Some((_, owed)) => owed.push(delivery, event),
+                None => {
+                    pending.insert(key.clone(), (delivery, Owed::new(delivery, event)));
+                    false
+                }
+            }
+        };
+        if overflowed {
+            self.counters
+                .coalesced_overflow
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        self.queue.add(key);
+    }
+
+    /// Puts an event back in front of what the key owes now.
+    fn put_back(&self, key: &WorkKey, delivery: Delivery, event: PendingEvent) {
+        let mut pending = lock(&self.pending);
+        match pending.get_mut(key) {
+            Some((_, owed)) => owed.put_back(event),
+            None => {
+                pending.insert(key.clone(), (delivery, Owed::new(delivery, event)));
+            }
+        }
+    }
+
+    /// Events owed to keys delivered by `route`.
+    pub fn pending_for_route(&self, route: &str) -> usize {
+        lock(&self.pending)
+            .iter()
+            .filter(|(k, _)| &*k.route == route)
+            .map(|(_, (_, owed))| owed.len())
+            .sum()
+    }
+}

@@ -1,0 +1,87 @@
+//! The plugin slot: the version of its plugin a handler's workers call. The plugin
+//! registry swaps new versions in through [`PluginUser`]; a worker takes the newest version
+//! for each event, so calls in flight finish on the version they started with.
+
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::watch;
+
+use super::Handler;
+use crate::plugin::{self, Plugin, PluginUser};
+use crate::util::lock;
+
+/// The running version (none until the first load succeeds) and the last load problem.
+#[derive(Debug)]
+pub(super) struct Slot {
+    plugin: watch::Sender<Option<Arc<Plugin>>>,
+    error: Mutex<Option<String>>,
+}
+
+impl Default for Slot {
+    fn default() -> Self {
+        Self {
+            plugin: watch::channel(None).0,
+            error: Mutex::new(None),
+        }
+    }
+}
+
+impl Slot {
+    /// Follows the running version; a version once set is only ever replaced.
+    pub(super) fn subscribe(&self) -> watch::Receiver<Option<Arc<Plugin>>> {
+        self.plugin.subscribe()
+    }
+
+    /// Whether a version is running.
+    pub(super) fn is_loaded(&self) -> bool {
+        self.plugin.borrow().is_some()
+    }
+
+    /// Why the last load failed, if it did.
+    pub(super) fn error(&self) -> Option<String> {
+        lock(&self.error).clone()
+    }
+}
+
+impl Handler {
+    /// Installs a freshly loaded plugin, or records why loading failed (a plugin already
+    /// running stays in place).
+    pub fn set_plugin(&self, loaded: plugin::Result<Plugin>) {
+        match loaded {
+            Ok(plugin) => self.install_plugin(Arc::new(plugin)),
+            Err(e) => self.report_plugin_problem(e.to_string()),
+        }
+    }
+
+    /// Swaps `plugin` in and clears any recorded problem. Calls already running finish on
+    /// the version they started with; every call that starts afterwards uses `plugin`.
+    pub fn install_plugin(&self, plugin: Arc<Plugin>) {
+        *lock(&self.slot.error) = None;
+        self.slot.plugin.send_replace(Some(plugin));
+    }
+
+    /// Records a problem with the plugin's file (shown in /status as `plugin_error`); the
+    /// plugin running now, if any, stays in place.
+    pub fn report_plugin_problem(&self, problem: String) {
+        tracing::error!(handler = %self.name, error = %problem, "plugin problem");
+        *lock(&self.slot.error) = Some(problem);
+    }
+}
+
+impl PluginUser for Handler {
+    fn user_name(&self) -> &str {
+        self.name()
+    }
+
+    fn plugin_name(&self) -> &str {
+        &self.spec.plugin
+    }
+
+    fn install_plugin(&self, plugin: Arc<Plugin>) {
+        Handler::install_plugin(self, plugin);
+    }
+
+    fn report_plugin_problem(&self, problem: String) {
+        Handler::report_plugin_problem(self, problem);
+    }
+}

@@ -1,0 +1,179 @@
+//! The worker loop and the retry policy: a worker takes a key, hands the event it is owed
+//! to the newest plugin version, and on failure retries with per-key backoff until
+//! `max_retries`, then moves the event to the dead letters.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, SystemTime};
+
+use super::ChangeKind;
+use super::{DeadLetter, Delivery, Handler, PendingEvent, RecentError, WorkKey};
+use crate::plugin::{CallLimits, Event, EventKind, Outcome, Plugin};
+use crate::util::{lock, rfc3339};
+
+impl Handler {
+    /// One worker: runs until the handler shuts down.
+    pub(super) async fn work(self: Arc<Self>) {
+        let mut plugin_rx = self.slot.subscribe();
+        loop {
+            // Wait for a plugin before taking work, so events queue up meanwhile.
+            tokio::select! {
+                p = plugin_rx.wait_for(Option::is_some) => if p.is_err() {
+                    return;
+                },
+                _ = self.wait_for_shutdown() => return,
+            }
+            let mut paused = self.paused.subscribe();
+            tokio::select! {
+                p = paused.wait_for(|paused| !*paused) => if p.is_err() {
+                    return;
+                },
+                _ = self.wait_for_shutdown() => return,
+            }
+            let Some(key) = self.queue.get().await else {
+                return;
+            };
+            if *self.paused.borrow() {
+                // Paused while this worker waited for work: leave the key for later.
+                self.queue.done(&key);
+                self.queue.add(key);
+                continue;
+            }
+            // The newest plugin, taken after the wait for work: a swap made while this
+            // worker waited applies to the event it now handles. A plugin once set is only
+            // ever replaced, never removed.
+            let plugin = plugin_rx
+                .borrow_and_update()
+                .clone()
+                .expect("a plugin once set is never removed");
+            if let Some((delivery, event)) = self.take_next(&key) {
+                self.handle(&plugin, &key, delivery, event).await;
+            }
+            self.queue.done(&key);
+        }
+    }
+
+    async fn wait_for_shutdown(&self) {
+        // The sender lives in self, so the wait cannot fail while we run.
+        let _ = self
+            .stopping
+            .subscribe()
+            .wait_for(|stopping| *stopping)
+            .await;
+    }
+
+    /// The next event for a key just taken from the queue. If the key owes more (`every`
+    /// mode), it is added again so the queue hands it out after this one is done.
+    fn take_next(&self, key: &WorkKey) -> Option<(Delivery, PendingEvent)> {
+        let mut pending = lock(&self.pending);
+        let (delivery, owed) = pending.get_mut(key)?;
+        let delivery = *delivery;
+        let event = owed.take_next();
+        if owed.is_empty() {
+            pending.remove(key);
+        } else {
+            self.queue.add(key.clone());
+        }
+        event.map(|e| (delivery, e))
+    }
+
+    /// Calls the plugin with one event and acts on the outcome.
+    async fn handle(
+        &self,
+        plugin: &Plugin,
+        key: &WorkKey,
+        delivery: Delivery,
+        event: PendingEvent,
+    ) {
+        let attempt = self.queue.num_requeues(key) + 1;
+        let call = plugin_event(key, &event, attempt);
+        let limits = CallLimits {
+            timeout: self.spec.timeout,
+            memory: self.spec.memory,
+        };
+        let context = lock(&self.host_context).clone();
+        let started = std::time::Instant::now();
+        let result = plugin
+            .call_in(&context, &limits, &self.config_json, &call)
+            .await;
+        let failure = result.as_ref().err().map(|e| RecentError {
+            at: rfc3339(SystemTime::now()),
+            object: format!("{}/{}", key.route, key.object),
+            attempt,
+            error: e.to_string(),
+        });
+        self.record_call(started.elapsed().as_secs_f64(), failure);
+        match result {
+            Ok(Outcome::Done) => {
+                self.counters.processed.fetch_add(1, Ordering::Relaxed);
+                self.queue.forget(key);
+            }
+            Ok(Outcome::RequeueAfter(ms)) => {
+                self.counters.processed.fetch_add(1, Ordering::Relaxed);
+                self.queue.forget(key);
+                self.put_back(key, delivery, event);
+                self.queue.add_after(key.clone(), Duration::from_millis(ms));
+            }
+            Err(error) => self.failed(key, delivery, event, attempt, &error),
+        }
+    }
+
+    /// The retry policy: retry with the key's backoff, or after `max_retries` give the event
+    /// up to the dead letters.
+    fn failed(
+        &self,
+        key: &WorkKey,
+        delivery: Delivery,
+        event: PendingEvent,
+        attempt: u32,
+        error: &crate::plugin::Error,
+    ) {
+        self.counters.failed.fetch_add(1, Ordering::Relaxed);
+        let now = SystemTime::now();
+        let first_failure = event.first_failure.unwrap_or(now);
+        if attempt > self.spec.max_retries {
+            self.counters.dead_lettered.fetch_add(1, Ordering::Relaxed);
+            tracing::error!(object = %key.object, route = %key.route, %error, attempt, "giving up: event moved to dead letters");
+            self.queue.forget(key);
+            lock(&self.dead_letters).insert(DeadLetter {
+                route: key.route.to_string(),
+                object: key.object.to_string(),
+                delivery,
+                event,
+                last_error: error.to_string(),
+                attempts: attempt,
+                first_failure,
+                last_failure: now,
+            });
+            return;
+        }
+        self.counters.retries.fetch_add(1, Ordering::Relaxed);
+        self.put_back(
+            key,
+            delivery,
+            PendingEvent {
+                first_failure: Some(first_failure),
+                ..event
+            },
+        );
+        let delay = self.queue.add_rate_limited(key.clone());
+        tracing::warn!(object = %key.object, route = %key.route, %error, attempt, retry_in = ?delay, "handler failed; will retry");
+    }
+}
+
+/// The event as the plugin contract has it.
+fn plugin_event(key: &WorkKey, event: &PendingEvent, attempt: u32) -> Event {
+    Event {
+        kind: match event.kind {
+            ChangeKind::Added => EventKind::Added,
+            ChangeKind::Updated => EventKind::Updated,
+            ChangeKind::Deleted => EventKind::Deleted,
+            ChangeKind::Sync => EventKind::Sync,
+        },
+        route: key.route.to_string(),
+        object: event.object.json().to_string(),
+        old_object: event.old.as_ref().map(|o| o.json().to_string()),
+        attempt,
+        final_state_unknown: event.final_state_unknown,
+    }
+}
