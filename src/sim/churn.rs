@@ -29,16 +29,19 @@ pub enum ChurnKind {
     Pods,
 }
 
+/// A churn kind that is neither ConfigMaps nor Pods.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown churn kind {0:?}; expected configmaps or pods")]
+pub struct UnknownChurnKind(pub String);
+
 impl FromStr for ChurnKind {
-    type Err = String;
+    type Err = UnknownChurnKind;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s.trim() {
             "configmaps" | "configmap" | "cm" => Ok(Self::ConfigMaps),
             "pods" | "pod" | "po" => Ok(Self::Pods),
-            other => Err(format!(
-                "unknown churn kind {other:?}; expected configmaps or pods"
-            )),
+            other => Err(UnknownChurnKind(other.to_string())),
         }
     }
 }

@@ -196,7 +196,7 @@ impl Cluster {
     pub fn define_crd(&self, config: &CrdConfig) -> Result<usize, ApiError> {
         let crds = builtin_index("apiextensions.k8s.io", "v1", "customresourcedefinitions");
         let created = self.create(crds, "", crd::object_for(config))?;
-        let def = crd::definition(&created).map_err(ApiError::bad_request)?;
+        let def = crd::definition(&created).map_err(|e| ApiError::bad_request(e.to_string()))?;
         self.find_resource(&def.group, &def.version, &def.plural)
             .ok_or_else(|| ApiError::internal("the CRD was created but is not served"))
     }
@@ -330,8 +330,8 @@ impl Cluster {
         set_type_meta(&def, &mut object);
         apply_defaults(&def, &mut object);
         if is_crd(&def) {
-            let custom =
-                crd::definition(&object).map_err(|e| ApiError::invalid(&def, &name, &e))?;
+            let custom = crd::definition(&object)
+                .map_err(|e| ApiError::invalid(&def, &name, &e.to_string()))?;
             object["status"] = crd::accepted_status(&object, &custom);
             state
                 .catalogue

@@ -42,18 +42,24 @@ pub fn router() -> axum::Router<ApiState> {
         .route("/faults/restart", post(restart))
 }
 
-fn bad_request(message: String) -> Response {
+/// A control request whose body is not the JSON its endpoint takes.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid body: {0}")]
+struct InvalidBody(#[source] serde_json::Error);
+
+fn bad_request(message: impl std::fmt::Display) -> Response {
+    let message = message.to_string();
     (StatusCode::BAD_REQUEST, Json(json!({"error": message}))).into_response()
 }
 
 /// Parses a JSON body; an empty body is `{}`.
-fn body<T: DeserializeOwned>(bytes: &Bytes) -> Result<T, String> {
+fn body<T: DeserializeOwned>(bytes: &Bytes) -> Result<T, InvalidBody> {
     let bytes: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) {
         b"{}"
     } else {
         bytes
     };
-    serde_json::from_slice(bytes).map_err(|e| format!("invalid body: {e}"))
+    serde_json::from_slice(bytes).map_err(InvalidBody)
 }
 
 fn current(state: &ApiState) -> Response {
@@ -145,7 +151,7 @@ async fn restart(State(state): State<ApiState>, bytes: Bytes) -> Response {
         done: None,
     };
     if state.server.send(command).is_err() {
-        return bad_request("the server is stopping".into());
+        return bad_request("the server is stopping");
     }
     (
         StatusCode::ACCEPTED,

@@ -12,25 +12,48 @@ use super::cluster::now_rfc3339;
 use super::config::CrdConfig;
 use super::resources::{PrinterColumn, ResourceDef};
 
-/// The resource a CustomResourceDefinition object defines, or why it is invalid (a message
-/// in the API server's `field: problem` form).
-pub fn definition(crd: &Value) -> Result<ResourceDef, String> {
+/// Why a CustomResourceDefinition is invalid, in the API server's `field: problem` form.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CrdError {
+    /// A required field is missing or empty.
+    #[error("{0}: Required value")]
+    Required(&'static str),
+    /// `spec.group` is not a domain.
+    #[error("spec.group: Invalid value: {0:?}: should be a domain with at least one dot")]
+    GroupNotDomain(String),
+    /// A name is not a lowercase RFC 1123 label.
+    #[error(
+        "{field}: Invalid value: {value:?}: a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-'"
+    )]
+    NotDnsLabel {
+        /// The field holding the name.
+        field: &'static str,
+        /// The name.
+        value: String,
+    },
+    /// `metadata.name` is not `plural.group`.
+    #[error("metadata.name: Invalid value: {0:?}: must be spec.names.plural+\".\"+spec.group")]
+    NameMismatch(String),
+    /// `spec.scope` is neither `Cluster` nor `Namespaced`.
+    #[error("spec.scope: Unsupported value: must be \"Cluster\" or \"Namespaced\"")]
+    UnsupportedScope,
+    /// No version is served.
+    #[error(
+        "spec.versions: Invalid value: must have exactly one version marked as storage version"
+    )]
+    NoStorageVersion,
+}
+
+/// The resource a CustomResourceDefinition object defines, or why it is invalid.
+pub fn definition(crd: &Value) -> Result<ResourceDef, CrdError> {
     let spec = &crd["spec"];
-    let text = |v: &Value, field: &str| -> Result<String, String> {
-        match v.as_str() {
-            Some(s) if !s.is_empty() => Ok(s.to_string()),
-            _ => Err(format!("{field}: Required value")),
-        }
-    };
-    let group = text(&spec["group"], "spec.group")?;
+    let group = required(&spec["group"], "spec.group")?;
     if !group.contains('.') {
-        return Err(format!(
-            "spec.group: Invalid value: {group:?}: should be a domain with at least one dot"
-        ));
+        return Err(CrdError::GroupNotDomain(group));
     }
     let names = &spec["names"];
-    let plural = text(&names["plural"], "spec.names.plural")?;
-    let kind = text(&names["kind"], "spec.names.kind")?;
+    let plural = required(&names["plural"], "spec.names.plural")?;
+    let kind = required(&names["kind"], "spec.names.kind")?;
     let singular = names["singular"]
         .as_str()
         .filter(|s| !s.is_empty())
@@ -40,72 +63,85 @@ pub fn definition(crd: &Value) -> Result<ResourceDef, String> {
         ("spec.names.singular", &singular),
     ] {
         if !is_dns_label(value) {
-            return Err(format!(
-                "{field}: Invalid value: {value:?}: a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-'"
-            ));
+            let value = value.clone();
+            return Err(CrdError::NotDnsLabel { field, value });
         }
     }
     let name = crd["metadata"]["name"].as_str().unwrap_or_default();
     if name != format!("{plural}.{group}") {
-        return Err(format!(
-            "metadata.name: Invalid value: {name:?}: must be spec.names.plural+\".\"+spec.group"
-        ));
+        return Err(CrdError::NameMismatch(name.to_string()));
     }
     let namespaced = match spec["scope"].as_str() {
         Some("Namespaced") => true,
         Some("Cluster") => false,
-        _ => {
-            return Err(
-                "spec.scope: Unsupported value: must be \"Cluster\" or \"Namespaced\"".into(),
-            );
-        }
+        _ => return Err(CrdError::UnsupportedScope),
     };
-    let versions = spec["versions"].as_array().cloned().unwrap_or_default();
-    let version = versions
-        .iter()
-        .find(|v| v["storage"] == true && v["served"] != false)
-        .or_else(|| versions.iter().find(|v| v["served"] != false))
-        .ok_or(
-            "spec.versions: Invalid value: must have exactly one version marked as storage version",
-        )?;
-    let strings = |v: &Value| -> Vec<String> {
-        v.as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(Value::as_str)
-                    .map(String::from)
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    let columns = version["additionalPrinterColumns"]
-        .as_array()
-        .map(|cols| {
-            cols.iter()
-                .filter_map(|c| {
-                    Some(PrinterColumn {
-                        name: c["name"].as_str()?.to_string(),
-                        type_: c["type"].as_str().unwrap_or("string").to_string(),
-                        json_path: c["jsonPath"].as_str()?.to_string(),
-                        priority: c["priority"].as_u64().unwrap_or(0) as u32,
-                    })
-                })
-                .collect()
-        })
-        .unwrap_or_default();
+    let version = served_version(spec)?;
     Ok(ResourceDef {
         group,
-        version: text(&version["name"], "spec.versions[].name")?,
+        version: required(&version["name"], "spec.versions[].name")?,
         plural,
         singular,
         kind,
         short_names: strings(&names["shortNames"]),
         categories: strings(&names["categories"]),
         namespaced,
-        columns,
+        columns: printer_columns(version),
         custom: true,
         returns_deleted_object: false,
     })
+}
+
+/// A required string field: present and not empty.
+fn required(value: &Value, field: &'static str) -> Result<String, CrdError> {
+    match value.as_str() {
+        Some(s) if !s.is_empty() => Ok(s.to_string()),
+        _ => Err(CrdError::Required(field)),
+    }
+}
+
+/// The version served: the storage version, or the first served one.
+fn served_version(spec: &Value) -> Result<&Value, CrdError> {
+    let versions = spec["versions"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    versions
+        .iter()
+        .find(|v| v["storage"] == true && v["served"] != false)
+        .or_else(|| versions.iter().find(|v| v["served"] != false))
+        .ok_or(CrdError::NoStorageVersion)
+}
+
+/// The strings of a JSON array (other items skipped); empty when it is not an array.
+fn strings(value: &Value) -> Vec<String> {
+    value
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(String::from)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A version's `additionalPrinterColumns`; a column without a name or a JSON path is skipped.
+fn printer_columns(version: &Value) -> Vec<PrinterColumn> {
+    let Some(columns) = version["additionalPrinterColumns"].as_array() else {
+        return Vec::new();
+    };
+    columns
+        .iter()
+        .filter_map(|c| {
+            Some(PrinterColumn {
+                name: c["name"].as_str()?.to_string(),
+                type_: c["type"].as_str().unwrap_or("string").to_string(),
+                json_path: c["jsonPath"].as_str()?.to_string(),
+                priority: c["priority"].as_u64().unwrap_or(0) as u32,
+            })
+        })
+        .collect()
 }
 
 /// The status the API server gives an accepted CRD: its names accepted, established.
@@ -222,10 +258,15 @@ mod tests {
     fn a_crd_whose_name_does_not_match_its_names_is_invalid() {
         let mut crd = object_for(&config());
         crd["metadata"]["name"] = "gadgets.example.com".into();
-        let err = definition(&crd).unwrap_err();
+        let err = definition(&crd).unwrap_err().to_string();
         assert!(err.starts_with("metadata.name: Invalid value"), "{err}");
         let mut crd = object_for(&config());
         crd["spec"]["group"] = "example".into();
-        assert!(definition(&crd).unwrap_err().starts_with("spec.group"));
+        assert!(
+            definition(&crd)
+                .unwrap_err()
+                .to_string()
+                .starts_with("spec.group")
+        );
     }
 }

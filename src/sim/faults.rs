@@ -15,6 +15,17 @@ pub const VERBS: &[&str] = &[
     "get", "list", "watch", "create", "update", "patch", "delete",
 ];
 
+/// Why a request failure was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FaultError {
+    /// The code is not a 4xx or 5xx.
+    #[error("code {0} is not an HTTP error code (400-599)")]
+    NotAnErrorCode(u16),
+    /// A verb is not one of [`VERBS`].
+    #[error("unknown verb {0:?}; expected some of {verbs}", verbs = VERBS.join(", "))]
+    UnknownVerb(String),
+}
+
 /// Answer the next `count` requests (of the given verbs) with an error.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -60,18 +71,12 @@ impl RequestFailure {
     }
 
     /// Checks the code and the verbs.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), FaultError> {
         if !(400..=599).contains(&self.code) {
-            return Err(format!(
-                "code {} is not an HTTP error code (400-599)",
-                self.code
-            ));
+            return Err(FaultError::NotAnErrorCode(self.code));
         }
         if let Some(verb) = self.verbs.iter().find(|v| !VERBS.contains(&v.as_str())) {
-            return Err(format!(
-                "unknown verb {verb:?}; expected some of {}",
-                VERBS.join(", ")
-            ));
+            return Err(FaultError::UnknownVerb(verb.clone()));
         }
         Ok(())
     }
@@ -111,7 +116,7 @@ impl Faults {
     }
 
     /// Answers the next requests with an error; see [`RequestFailure`].
-    pub fn fail_next_requests(&self, failure: RequestFailure) -> Result<(), String> {
+    pub fn fail_next_requests(&self, failure: RequestFailure) -> Result<(), FaultError> {
         failure.validate()?;
         if failure.count > 0 {
             self.lock().failures.push(failure);

@@ -14,18 +14,15 @@
 //!
 //! Contradictory options are 422 Invalid `ListOptions`, naming the field.
 
-use std::sync::Arc;
-
 use axum::Json;
 use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::api::{ApiState, Filter, Request};
+use super::api::{ApiState, Collection, Filter, Request, parse_rv, wait_for};
 use super::error::ApiError;
 use super::history::{Page, PageRequest, ReadAt, ReadError};
-use super::resources::ResourceDef;
 use super::table;
 
 /// The token version kube-apiserver writes into continue tokens.
@@ -91,11 +88,6 @@ struct ListOptions {
     exact: bool,
     token: Option<ContinueToken>,
     limit: Option<usize>,
-}
-
-fn parse_rv(text: &str) -> Result<u64, ApiError> {
-    text.parse()
-        .map_err(|_| ApiError::bad_request(format!("invalid resource version {text:?}")))
 }
 
 impl ListOptions {
@@ -171,13 +163,12 @@ impl ListOptions {
 /// Serves a list: a `KindList`, or a Table when kubectl asks for one.
 pub(super) async fn list(
     state: &ApiState,
-    resource: usize,
-    def: Arc<ResourceDef>,
-    namespace: Option<&str>,
+    collection: &Collection<'_>,
     req: &Request,
 ) -> Result<Response, ApiError> {
     let options = ListOptions::from_request(req)?;
-    let include = table::requested(&req.headers, req.param("includeObject"))?;
+    let include = req.table()?;
+    let def = &collection.def;
     let filter = Filter::from_request(def.clone(), req)?;
     let (at, after) = match (&options.token, options.rv) {
         (Some(token), _) if token.rv == -1 => (ReadAt::Latest, Some(token.after())),
@@ -190,8 +181,8 @@ pub(super) async fn list(
         (None, None) => (ReadAt::Latest, None),
     };
     let request = PageRequest {
-        resource,
-        namespace,
+        resource: collection.resource,
+        namespace: collection.namespace,
         at,
         after,
         limit: options.limit,
@@ -225,7 +216,7 @@ pub(super) async fn list(
     let meta = list_meta(&page, &filter);
     let items: Vec<&Value> = page.items.iter().map(AsRef::as_ref).collect();
     if let Some(include) = include {
-        return Ok(Json(table::table(&def, &items, meta, include)).into_response());
+        return Ok(Json(table::table(def, &items, meta, include)).into_response());
     }
     // Like kube-apiserver, list items carry no kind or apiVersion of their own.
     let items: Vec<Value> = items
@@ -246,18 +237,6 @@ pub(super) async fn list(
         "items": items,
     }))
     .into_response())
-}
-
-/// Waits until the cluster reaches `rv`, or answers 504 as kube-apiserver does.
-async fn wait_for(state: &ApiState, rv: u64) -> Result<(), ApiError> {
-    if state.cluster.wait_for_version(rv, state.version_wait).await {
-        Ok(())
-    } else {
-        Err(ApiError::too_large_resource_version(
-            rv,
-            state.cluster.resource_version(),
-        ))
-    }
 }
 
 /// The list metadata: the version, and when more items follow, the continue token and (when

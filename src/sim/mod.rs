@@ -44,11 +44,11 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
-pub use churn::{Churn, ChurnConfig, ChurnCounts, ChurnKind};
+pub use churn::{Churn, ChurnConfig, ChurnCounts, ChurnKind, UnknownChurnKind};
 pub use cluster::{Cluster, ObjectRef};
 pub use config::SimConfig;
 pub use error::ApiError;
-pub use faults::{Faults, RequestFailure};
+pub use faults::{FaultError, Faults, RequestFailure};
 
 use watch::WatchSignals;
 

@@ -5,17 +5,50 @@
 //! The envelope is the magic `k8s\0` followed by a `runtime.Unknown` message whose `raw`
 //! field holds the object's own message. Only the fields a client sets on create are read.
 
+use std::num::TryFromIntError;
+use std::string::FromUtf8Error;
+
 use base64::Engine as _;
 use serde_json::{Map, Value, json};
 
 /// The magic prefix of a protobuf-encoded Kubernetes object.
 const MAGIC: &[u8] = b"k8s\0";
 
+/// Why a protobuf body could not be decoded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProtobufError {
+    /// The body does not start with [`MAGIC`].
+    #[error("protobuf body without the k8s magic prefix")]
+    NoMagic,
+    /// The object is of a kind this decoder does not know.
+    #[error("protobuf is not supported for kind {0:?}; send JSON")]
+    UnsupportedKind(String),
+    /// A string field holds bytes that are not UTF-8.
+    #[error("protobuf string is not UTF-8")]
+    NotUtf8(#[source] FromUtf8Error),
+    /// The body ends inside a varint.
+    #[error("truncated protobuf varint")]
+    TruncatedVarint,
+    /// A varint runs over ten bytes.
+    #[error("protobuf varint too long")]
+    VarintTooLong,
+    /// The body ends inside a field.
+    #[error("truncated protobuf field")]
+    TruncatedField,
+    /// A length does not fit this machine's `usize`.
+    #[error("protobuf length overflow")]
+    LengthOverflow(#[source] TryFromIntError),
+    /// A field has a wire type this decoder does not read (groups, or garbage).
+    #[error("unsupported protobuf wire type {0}")]
+    UnsupportedWireType(u64),
+}
+
+/// The result of decoding protobuf.
+pub type Result<T, E = ProtobufError> = std::result::Result<T, E>;
+
 /// Decodes a protobuf-encoded object into its JSON form.
-pub fn decode_object(bytes: &[u8]) -> Result<Value, String> {
-    let body = bytes
-        .strip_prefix(MAGIC)
-        .ok_or("protobuf body without the k8s magic prefix")?;
+pub fn decode_object(bytes: &[u8]) -> Result<Value> {
+    let body = bytes.strip_prefix(MAGIC).ok_or(ProtobufError::NoMagic)?;
     let (mut api_version, mut kind, mut raw) = (String::new(), String::new(), &[][..]);
     for field in Fields::new(body) {
         match field? {
@@ -36,18 +69,14 @@ pub fn decode_object(bytes: &[u8]) -> Result<Value, String> {
         "ConfigMap" => config_map(raw)?,
         "Secret" => secret(raw)?,
         "Namespace" => namespace(raw)?,
-        other => {
-            return Err(format!(
-                "protobuf is not supported for kind {other:?}; send JSON"
-            ));
-        }
+        other => return Err(ProtobufError::UnsupportedKind(other.to_string())),
     };
     object["apiVersion"] = api_version.into();
     object["kind"] = kind.into();
     Ok(object)
 }
 
-fn config_map(raw: &[u8]) -> Result<Value, String> {
+fn config_map(raw: &[u8]) -> Result<Value> {
     let mut object = json!({});
     for field in Fields::new(raw) {
         match field? {
@@ -61,7 +90,7 @@ fn config_map(raw: &[u8]) -> Result<Value, String> {
     Ok(object)
 }
 
-fn secret(raw: &[u8]) -> Result<Value, String> {
+fn secret(raw: &[u8]) -> Result<Value> {
     let mut object = json!({});
     for field in Fields::new(raw) {
         match field? {
@@ -76,7 +105,7 @@ fn secret(raw: &[u8]) -> Result<Value, String> {
     Ok(object)
 }
 
-fn namespace(raw: &[u8]) -> Result<Value, String> {
+fn namespace(raw: &[u8]) -> Result<Value> {
     let mut object = json!({});
     for field in Fields::new(raw) {
         if let (1, Wire::Bytes(m)) = field? {
@@ -86,7 +115,7 @@ fn namespace(raw: &[u8]) -> Result<Value, String> {
     Ok(object)
 }
 
-fn object_meta(raw: &[u8]) -> Result<Value, String> {
+fn object_meta(raw: &[u8]) -> Result<Value> {
     let mut meta = json!({});
     for field in Fields::new(raw) {
         match field? {
@@ -97,8 +126,7 @@ fn object_meta(raw: &[u8]) -> Result<Value, String> {
             (11, Wire::Bytes(entry)) => insert_entry(&mut meta, "labels", entry, false)?,
             (12, Wire::Bytes(entry)) => insert_entry(&mut meta, "annotations", entry, false)?,
             (14, Wire::Bytes(v)) => {
-                let list = meta["finalizers"].as_array().cloned().unwrap_or_default();
-                let mut list = list;
+                let mut list = meta["finalizers"].as_array().cloned().unwrap_or_default();
                 list.push(utf8(v)?.into());
                 meta["finalizers"] = list.into();
             }
@@ -114,7 +142,7 @@ fn object_meta(raw: &[u8]) -> Result<Value, String> {
 
 /// Inserts one map entry (`key = 1, value = 2`) into `object[field]`; `binary` values are
 /// base64-encoded, as JSON carries bytes.
-fn insert_entry(object: &mut Value, field: &str, entry: &[u8], binary: bool) -> Result<(), String> {
+fn insert_entry(object: &mut Value, field: &str, entry: &[u8], binary: bool) -> Result<()> {
     let (mut key, mut value) = (String::new(), Value::String(String::new()));
     for f in Fields::new(entry) {
         match f? {
@@ -133,8 +161,8 @@ fn insert_entry(object: &mut Value, field: &str, entry: &[u8], binary: bool) -> 
     Ok(())
 }
 
-fn utf8(bytes: &[u8]) -> Result<String, String> {
-    String::from_utf8(bytes.to_vec()).map_err(|_| "protobuf string is not UTF-8".to_string())
+fn utf8(bytes: &[u8]) -> Result<String> {
+    String::from_utf8(bytes.to_vec()).map_err(ProtobufError::NotUtf8)
 }
 
 /// A field's value by wire type.
@@ -154,22 +182,25 @@ impl<'a> Fields<'a> {
         Self { rest: message }
     }
 
-    fn varint(&mut self) -> Result<u64, String> {
+    fn varint(&mut self) -> Result<u64> {
         let mut value = 0u64;
         for shift in (0..64).step_by(7) {
-            let (&byte, rest) = self.rest.split_first().ok_or("truncated protobuf varint")?;
+            let (&byte, rest) = self
+                .rest
+                .split_first()
+                .ok_or(ProtobufError::TruncatedVarint)?;
             self.rest = rest;
             value |= u64::from(byte & 0x7f) << shift;
             if byte & 0x80 == 0 {
                 return Ok(value);
             }
         }
-        Err("protobuf varint too long".into())
+        Err(ProtobufError::VarintTooLong)
     }
 
-    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8]> {
         if self.rest.len() < n {
-            return Err("truncated protobuf field".into());
+            return Err(ProtobufError::TruncatedField);
         }
         let (head, rest) = self.rest.split_at(n);
         self.rest = rest;
@@ -178,7 +209,7 @@ impl<'a> Fields<'a> {
 }
 
 impl<'a> Iterator for Fields<'a> {
-    type Item = Result<(u64, Wire<'a>), String>;
+    type Item = Result<(u64, Wire<'a>)>;
 
     fn next(&mut self) -> Option<Self::Item> {
         if self.rest.is_empty() {
@@ -191,11 +222,11 @@ impl<'a> Iterator for Fields<'a> {
                 1 => self.take(8).map(|_| Wire::Fixed)?,
                 2 => {
                     let len =
-                        usize::try_from(self.varint()?).map_err(|_| "protobuf length overflow")?;
+                        usize::try_from(self.varint()?).map_err(ProtobufError::LengthOverflow)?;
                     Wire::Bytes(self.take(len)?)
                 }
                 5 => self.take(4).map(|_| Wire::Fixed)?,
-                other => return Err(format!("unsupported protobuf wire type {other}")),
+                other => return Err(ProtobufError::UnsupportedWireType(other)),
             };
             Ok((tag >> 3, value))
         })();

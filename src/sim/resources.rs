@@ -168,6 +168,29 @@ pub(crate) fn builtin_index(group: &str, version: &str, plural: &str) -> usize {
     find(group, version, plural).expect("the resource is in the built-in catalogue")
 }
 
+/// Why a resource cannot be served.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ServeError {
+    /// Another served resource in the group already has this plural or kind.
+    #[error("{plural} or {kind} is already served in group {group:?}")]
+    NameTaken {
+        /// The plural of the refused resource.
+        plural: String,
+        /// Its kind.
+        kind: String,
+        /// Its group.
+        group: String,
+    },
+    /// The same resource is already served.
+    #[error("{api_version}/{plural} is already served")]
+    AlreadyServed {
+        /// `group/version` (or `version`) of the resource.
+        api_version: String,
+        /// Its plural.
+        plural: String,
+    },
+}
+
 /// The resources a cluster serves: the built-ins, then custom resources in the order their
 /// CRDs were created. Indexes never change; a resource whose CRD was deleted stays in the
 /// list, marked as not served, and comes back at the same index if the CRD is recreated.
@@ -212,17 +235,18 @@ impl Catalogue {
     /// Serves `def`, reusing the index of an earlier definition of the same resource; returns
     /// the index. Fails naming the clash when another served resource already uses one of its
     /// names in the same group.
-    pub fn serve(&mut self, def: ResourceDef) -> Result<usize, String> {
+    pub fn serve(&mut self, def: ResourceDef) -> Result<usize, ServeError> {
         for (other, served) in &self.entries {
             let same_resource = other.is(&def.group, &def.version, &def.plural);
             if !*served || same_resource || other.group != def.group {
                 continue;
             }
             if other.plural == def.plural || other.kind == def.kind {
-                return Err(format!(
-                    "{} or {} is already served in group {:?}",
-                    def.plural, def.kind, def.group
-                ));
+                return Err(ServeError::NameTaken {
+                    plural: def.plural,
+                    kind: def.kind,
+                    group: def.group,
+                });
             }
         }
         match self
@@ -230,11 +254,10 @@ impl Catalogue {
             .iter()
             .position(|(other, _)| other.is(&def.group, &def.version, &def.plural))
         {
-            Some(index) if self.entries[index].1 => Err(format!(
-                "{}/{} is already served",
-                def.api_version(),
-                def.plural
-            )),
+            Some(index) if self.entries[index].1 => Err(ServeError::AlreadyServed {
+                api_version: def.api_version(),
+                plural: def.plural,
+            }),
             Some(index) => {
                 self.entries[index] = (Arc::new(def), true);
                 Ok(index)

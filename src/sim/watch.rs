@@ -29,7 +29,7 @@ use tokio::sync::{broadcast, mpsc, watch};
 use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
 
-use super::api::{ApiState, Filter, Request, is_true};
+use super::api::{ApiState, Collection, Filter, Request, parse_rv, wait_for};
 use super::cluster::{Change, ChangeType};
 use super::error::ApiError;
 use super::history::{ReadError, WatchFrom, WatchStart};
@@ -104,11 +104,9 @@ impl WatchOptions {
         }
         let rv = match req.param("resourceVersion") {
             None | Some("0") => None,
-            Some(text) => Some(text.parse::<u64>().map_err(|_| {
-                ApiError::bad_request(format!("invalid resource version {text:?}"))
-            })?),
+            Some(text) => Some(parse_rv(text)?),
         };
-        let initial_events = is_true(req.params.get("sendInitialEvents"));
+        let initial_events = req.flag("sendInitialEvents");
         let (from, wait_for) = match (send_initial.is_some(), initial_events, rv) {
             (_, true, rv) => (WatchFrom::CurrentState, rv),
             (true, false, None) => (WatchFrom::Now, None),
@@ -125,7 +123,7 @@ impl WatchOptions {
             from,
             wait_for,
             initial_events,
-            bookmarks: is_true(req.params.get("allowWatchBookmarks")),
+            bookmarks: req.flag("allowWatchBookmarks"),
             timeout,
         })
     }
@@ -134,15 +132,13 @@ impl WatchOptions {
 /// Serves a watch.
 pub(super) async fn watch(
     state: &ApiState,
-    resource: usize,
-    def: Arc<ResourceDef>,
-    namespace: Option<&str>,
+    collection: &Collection<'_>,
     req: &Request,
 ) -> Response {
     let prepared = async {
         let options = WatchOptions::from_request(req)?;
-        let filter = Filter::from_request(def.clone(), req)?;
-        let table = table::requested(&req.headers, req.param("includeObject"))?;
+        let filter = Filter::from_request(collection.def.clone(), req)?;
+        let table = req.table()?;
         Ok::<_, ApiError>((options, filter, table))
     };
     let (options, filter, table) = match prepared.await {
@@ -150,7 +146,7 @@ pub(super) async fn watch(
         Err(e) => return e.into_response(),
     };
     let (tx, rx) = mpsc::channel::<Bytes>(256);
-    let started = start(state, resource, namespace, &options).await;
+    let started = start(state, collection, &options).await;
     match started {
         Err(error) => {
             let line = event_line("ERROR", &error.status());
@@ -162,9 +158,9 @@ pub(super) async fn watch(
                 state.watches.stopping.subscribe(),
             );
             let stream = WatchStream {
-                resource,
-                namespace: namespace.map(String::from),
-                def,
+                resource: collection.resource,
+                namespace: collection.namespace.map(String::from),
+                def: collection.def.clone(),
                 filter,
                 table,
                 bookmark_every: options.bookmarks.then_some(state.bookmark_interval),
@@ -189,25 +185,19 @@ pub(super) async fn watch(
 /// Where the watch starts, or the error its only event is.
 async fn start(
     state: &ApiState,
-    resource: usize,
-    namespace: Option<&str>,
+    collection: &Collection<'_>,
     options: &WatchOptions,
 ) -> Result<WatchStart, ApiError> {
     let requested = options.wait_for.unwrap_or_default();
     if state.faults.take_watch_expiry() {
         return Err(too_old(requested, state.cluster.resource_version()));
     }
-    if let Some(rv) = options.wait_for
-        && !state.cluster.wait_for_version(rv, state.version_wait).await
-    {
-        return Err(ApiError::too_large_resource_version(
-            rv,
-            state.cluster.resource_version(),
-        ));
+    if let Some(rv) = options.wait_for {
+        wait_for(state, rv).await?;
     }
     state
         .cluster
-        .watch_from(resource, namespace, options.from)
+        .watch_from(collection.resource, collection.namespace, options.from)
         .map_err(|e| match e {
             ReadError::Expired { oldest } => too_old(requested, oldest),
             ReadError::TooLarge { current } => {
