@@ -189,7 +189,10 @@ async fn a_fifo_named_as_a_plugin_blocks_neither_reloads_nor_shutdown() {
             .await
             .starts_with(&format!("{error}; still running the version loaded at ")),
     );
-    assert_eq!(f.plugin("bad").await["sha256"], sha256_of(&built("log-events")));
+    assert_eq!(
+        f.plugin("bad").await["sha256"],
+        sha256_of(&built("log-events"))
+    );
 
     let (code, body) = f.reload("bad").await;
     assert_eq!(code, 422, "{body}");

@@ -36,9 +36,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
-use wasmtime::{
-    Engine, ResourceLimiter, Store, StoreLimits, StoreLimitsBuilder, UpdateDeadline,
-};
+use wasmtime::{Engine, ResourceLimiter, Store, StoreLimits, StoreLimitsBuilder, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::bindings::switchyard::plugin::{host, types};
@@ -269,7 +267,9 @@ fn header_problem(bytes: &[u8]) -> Option<&'static str> {
     } else if bytes.len() < COMPONENT_HEADER.len() {
         Some("the file ends inside its header")
     } else if bytes[..8] == CORE_MODULE_HEADER {
-        Some("it is a core module: make a component of it, for example with `wasm-tools component new`")
+        Some(
+            "it is a core module: make a component of it, for example with `wasm-tools component new`",
+        )
     } else if bytes[..8] != COMPONENT_HEADER {
         Some("unsupported binary version")
     } else {
@@ -558,7 +558,13 @@ impl ResourceLimiter for CallLimiter {
 fn error_chain(error: &wasmtime::Error) -> String {
     error
         .chain()
-        .map(|cause| cause.to_string().split_whitespace().collect::<Vec<_>>().join(" "))
+        .map(|cause| {
+            cause
+                .to_string()
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
         .collect::<Vec<_>>()
         .join(": ")
 }
@@ -583,13 +589,17 @@ mod tests {
 
     #[test]
     fn header_problems_are_named_without_the_bytes() {
-        assert_eq!(compile_error(b""), "plugin \"x\" is invalid: not a WebAssembly component (the file is empty)");
+        assert_eq!(
+            compile_error(b""),
+            "plugin \"x\" is invalid: not a WebAssembly component (the file is empty)"
+        );
         assert_eq!(
             compile_error(b"\0asm\x0d"),
             "plugin \"x\" is invalid: not a WebAssembly component (the file ends inside its header)"
         );
         assert!(
-            compile_error(b"\0asm\x01\0\0\0").contains("(it is a core module: make a component of it"),
+            compile_error(b"\0asm\x01\0\0\0")
+                .contains("(it is a core module: make a component of it"),
         );
         assert_eq!(
             compile_error(b"\0asm garbage"),

@@ -262,7 +262,10 @@ mod tests {
         let dir = folder();
         let error = read_plugin_file(dir.path(), "p").await.unwrap_err();
         assert!(error.is_file_gone(), "{error}");
-        assert!(error.to_string().ends_with("p.wasm: the file is gone"), "{error}");
+        assert!(
+            error.to_string().ends_with("p.wasm: the file is gone"),
+            "{error}"
+        );
     }
 
     #[tokio::test]

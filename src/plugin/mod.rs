@@ -90,7 +90,7 @@ impl Error {
 /// `bytes` in MiB for messages: `64 MiB`, or `80.5 MiB` when not a whole number.
 pub(crate) fn mib(bytes: u64) -> String {
     const MIB: u64 = 1 << 20;
-    if bytes % MIB == 0 {
+    if bytes.is_multiple_of(MIB) {
         format!("{} MiB", bytes / MIB)
     } else {
         format!("{:.1} MiB", bytes as f64 / MIB as f64)
