@@ -36,14 +36,14 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
-use wasmtime::{Engine, Store, StoreLimits, StoreLimitsBuilder, UpdateDeadline};
+use wasmtime::{Engine, ResourceLimiter, Store, StoreLimits, StoreLimitsBuilder, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::bindings::switchyard::plugin::{host, types};
 use super::bindings::{self, HandlerPre};
 use super::imports::HostContext;
 use super::logs::PluginLogs;
-use super::{Error, Result};
+use super::{Error, Result, mib};
 
 /// How often the engine's epoch advances: the resolution of call deadlines, and how often a
 /// long-running call yields to other tasks.
@@ -53,7 +53,7 @@ pub const EPOCH_TICK: Duration = Duration::from_millis(5);
 pub struct CallState {
     wasi: WasiCtx,
     table: ResourceTable,
-    limits: StoreLimits,
+    limits: CallLimiter,
     context: Arc<HostContext>,
     deadline: Instant,
     timed_out: bool,
@@ -225,6 +225,9 @@ impl PluginHost {
             plugin: name.to_string(),
             reason,
         };
+        if let Some(problem) = header_problem(bytes) {
+            return Err(invalid(format!("not a WebAssembly component ({problem})")));
+        }
         let component = Component::from_binary(&self.engine, bytes)
             .map_err(|e| invalid(format!("not a WebAssembly component: {}", error_chain(&e))))?;
         let instance_pre = self.linker.instantiate_pre(&component).map_err(|e| {
@@ -246,6 +249,31 @@ impl PluginHost {
             size: bytes.len(),
             slots: self.slots.clone(),
         })
+    }
+}
+
+/// The header of a component in the encoding the host reads: `\0asm`, version 0x0d, layer 1.
+const COMPONENT_HEADER: [u8; 8] = *b"\0asm\x0d\x00\x01\x00";
+/// The header of a core WebAssembly module: `\0asm`, version 1, layer 0.
+const CORE_MODULE_HEADER: [u8; 8] = *b"\0asm\x01\x00\x00\x00";
+
+/// What is wrong with the first bytes of a file that should be a component, in words that
+/// never quote the bytes (the file may be anything, and the error is shown in /status).
+fn header_problem(bytes: &[u8]) -> Option<&'static str> {
+    if bytes.is_empty() {
+        Some("the file is empty")
+    } else if !bytes.starts_with(&COMPONENT_HEADER[..4]) {
+        Some("bad magic number")
+    } else if bytes.len() < COMPONENT_HEADER.len() {
+        Some("the file ends inside its header")
+    } else if bytes[..8] == CORE_MODULE_HEADER {
+        Some(
+            "it is a core module: make a component of it, for example with `wasm-tools component new`",
+        )
+    } else if bytes[..8] != COMPONENT_HEADER {
+        Some("unsupported binary version")
+    } else {
+        None
     }
 }
 
@@ -370,10 +398,7 @@ impl Plugin {
             CallState {
                 wasi: WasiCtx::builder().build(),
                 table: ResourceTable::new(),
-                limits: StoreLimitsBuilder::new()
-                    .memory_size(usize::try_from(limits.memory).unwrap_or(usize::MAX))
-                    .trap_on_grow_failure(true)
-                    .build(),
+                limits: CallLimiter::new(limits.memory),
                 context,
                 deadline: Instant::now() + limits.timeout,
                 timed_out: false,
@@ -440,21 +465,165 @@ impl PluginInstance {
 }
 
 /// The error for a call that failed in wasmtime: a timeout if the deadline stopped it,
-/// otherwise a trap in `stage`.
+/// otherwise a trap in `stage`, saying what went wrong before where (the wasm backtrace).
 fn trap(store: &Store<CallState>, timeout: Duration, stage: &str, e: wasmtime::Error) -> Error {
     if store.data().timed_out {
         Error::Timeout(timeout)
     } else {
-        Error::Trap(format!("{stage}: {}", error_chain(&e)))
+        Error::Trap(format!("{stage}: {}", reason_first(&e)))
     }
 }
 
-/// An error with its causes, on one line.
-fn error_chain(error: &wasmtime::Error) -> String {
-    let mut text = error.to_string();
-    for cause in error.chain().skip(1) {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
+/// An error's root cause (what went wrong: a trap code, the memory cap), then the context
+/// wrapped around it, outermost first (where: wasmtime adds the wasm backtrace there).
+fn reason_first(error: &wasmtime::Error) -> String {
+    let mut text = error.root_cause().to_string();
+    let chain: Vec<String> = error.chain().map(|cause| cause.to_string()).collect();
+    for context in &chain[..chain.len().saturating_sub(1)] {
+        text.push_str("; ");
+        text.push_str(context);
     }
     text
+}
+
+/// The resource limits of one call: [`StoreLimits`]' defaults, and a memory cap whose trap
+/// names the cap and what the plugin asked for.
+struct CallLimiter {
+    memory: usize,
+    defaults: StoreLimits,
+}
+
+impl CallLimiter {
+    fn new(memory: u64) -> Self {
+        let memory = usize::try_from(memory).unwrap_or(usize::MAX);
+        Self {
+            memory,
+            defaults: StoreLimitsBuilder::new()
+                .memory_size(memory)
+                .trap_on_grow_failure(true)
+                .build(),
+        }
+    }
+}
+
+impl ResourceLimiter for CallLimiter {
+    fn memory_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > self.memory {
+            wasmtime::bail!(
+                "memory cap of {} exceeded: the plugin asked to grow its memory from {} to {}",
+                mib(self.memory as u64),
+                mib(current as u64),
+                mib(desired as u64)
+            );
+        }
+        self.defaults.memory_growing(current, desired, maximum)
+    }
+
+    fn memory_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
+        self.defaults.memory_grow_failed(error)
+    }
+
+    fn table_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        self.defaults.table_growing(current, desired, maximum)
+    }
+
+    fn table_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
+        self.defaults.table_grow_failed(error)
+    }
+
+    fn instances(&self) -> usize {
+        self.defaults.instances()
+    }
+
+    fn tables(&self) -> usize {
+        self.defaults.tables()
+    }
+
+    fn memories(&self) -> usize {
+        self.defaults.memories()
+    }
+}
+
+/// An error with its causes, on one line (a cause written over several lines is joined).
+fn error_chain(error: &wasmtime::Error) -> String {
+    error
+        .chain()
+        .map(|cause| {
+            cause
+                .to_string()
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect::<Vec<_>>()
+        .join(": ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn compile_error(bytes: &[u8]) -> String {
+        let host = PluginHost::with_cache(None).unwrap();
+        host.compile_blocking("x", bytes).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn a_text_file_is_refused_in_one_line_that_quotes_none_of_it() {
+        let error = compile_error(b"root:x:0:0:root:/root:/bin/bash\ndaemon:x:1:1::/:/bin/sh\n");
+        assert_eq!(
+            error,
+            "plugin \"x\" is invalid: not a WebAssembly component (bad magic number)"
+        );
+    }
+
+    #[test]
+    fn header_problems_are_named_without_the_bytes() {
+        assert_eq!(
+            compile_error(b""),
+            "plugin \"x\" is invalid: not a WebAssembly component (the file is empty)"
+        );
+        assert_eq!(
+            compile_error(b"\0asm\x0d"),
+            "plugin \"x\" is invalid: not a WebAssembly component (the file ends inside its header)"
+        );
+        assert!(
+            compile_error(b"\0asm\x01\0\0\0")
+                .contains("(it is a core module: make a component of it"),
+        );
+        assert_eq!(
+            compile_error(b"\0asm garbage"),
+            "plugin \"x\" is invalid: not a WebAssembly component (unsupported binary version)"
+        );
+    }
+
+    #[test]
+    fn a_truncated_component_is_refused_in_one_line() {
+        let error = compile_error(b"\0asm\x0d\0\x01\0\x01\x7f");
+        assert!(
+            error.starts_with("plugin \"x\" is invalid: not a WebAssembly component: "),
+            "{error}"
+        );
+        assert!(!error.contains('\n'), "{error}");
+    }
+
+    #[test]
+    fn a_trap_reads_reason_first_then_where() {
+        let error = wasmtime::Error::msg("memory cap of 16 MiB exceeded")
+            .context("error while executing at wasm backtrace:\n    0: 0x1 - f");
+        assert_eq!(
+            reason_first(&error),
+            "memory cap of 16 MiB exceeded; error while executing at wasm backtrace:\n    0: 0x1 - f"
+        );
+    }
 }

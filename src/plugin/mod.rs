@@ -1,7 +1,8 @@
 //! Plugins: WebAssembly components that handle events, run by wasmtime with a memory cap and
 //! a deadline per call.
 //!
-//! [`PluginHost`] owns the engine; [`loader`] reads plugin files from the plugins folder;
+//! [`PluginHost`] owns the engine; [`loader`] reads plugin files from the plugins folder
+//! (regular files inside it only, at most [`MAX_PLUGIN_FILE_SIZE`], within [`READ_DEADLINE`]);
 //! [`PluginRegistry`] knows which handlers use which plugin and swaps new versions into
 //! them; [`PluginWatcher`] reloads a plugin when its file changes; [`PluginLogs`] carries
 //! what plugins log; [`imports`] is what else the host gives plugins (metrics, cache reads,
@@ -20,6 +21,7 @@ use std::time::Duration;
 pub use bindings::switchyard::plugin::types::{Event, EventKind, Outcome};
 pub use host::{CallLimits, HostOptions, Plugin, PluginHost, PluginInstance, PoolOptions};
 pub use imports::{HostContext, PluginMetrics};
+pub use loader::{MAX_PLUGIN_FILE_SIZE, PluginFile, READ_DEADLINE, ReadError};
 pub use logs::{PluginLog, PluginLogs};
 pub use registry::{PluginRegistry, PluginUser, PluginView, Reloaded};
 pub use watcher::PluginWatcher;
@@ -30,13 +32,14 @@ pub enum Error {
     /// The wasm engine could not be set up.
     #[error("wasm engine: {0}")]
     Engine(String),
-    /// The plugin file could not be read.
-    #[error("cannot read plugin {path}: {reason}")]
+    /// The plugin file could not be read, or is not a file a plugin may be read from.
+    #[error("cannot read plugin {path}: {problem}")]
     Read {
         /// The file.
         path: String,
         /// Why.
-        reason: String,
+        #[source]
+        problem: ReadError,
     },
     /// No handler uses a plugin of that name.
     #[error("no handler uses a plugin named {0:?}")]
@@ -69,6 +72,29 @@ pub enum Error {
     /// The plugin's `handle` returned an error.
     #[error("{0}")]
     Handler(String),
+}
+
+impl Error {
+    /// Whether this is a failed read because the plugin file does not exist.
+    pub fn is_file_gone(&self) -> bool {
+        matches!(
+            self,
+            Self::Read {
+                problem: ReadError::Gone,
+                ..
+            }
+        )
+    }
+}
+
+/// `bytes` in MiB for messages: `64 MiB`, or `80.5 MiB` when not a whole number.
+pub(crate) fn mib(bytes: u64) -> String {
+    const MIB: u64 = 1 << 20;
+    if bytes.is_multiple_of(MIB) {
+        format!("{} MiB", bytes / MIB)
+    } else {
+        format!("{:.1} MiB", bytes as f64 / MIB as f64)
+    }
 }
 
 /// Result of plugin operations.

@@ -2,9 +2,10 @@
 //! only as [`PluginUser`]s), the file it comes from, the version running now and what went
 //! wrong last.
 //!
-//! A load reads `plugins_dir/NAME.wasm`, compiles it off the async runtime, checks it
-//! against the `handler` world and, only if all of that succeeds, swaps the new version into
-//! every handler that uses the plugin. Anything that fails (a missing, garbled, half-written
+//! A load reads `plugins_dir/NAME.wasm` (a regular file inside the folder, capped in size:
+//! see [`super::loader`]), compiles it off the async runtime, checks it against the
+//! `handler` world and, only if all of that succeeds, swaps the new version into every
+//! handler that uses the plugin. Anything that fails (a missing, garbled, half-written
 //! or wrong-world file) leaves the running version in place and shows the reason in each
 //! handler's `plugin_error` and in the plugin's `last_error`. Loads of one plugin run one at
 //! a time, so versions are swapped in the order they were read.
@@ -16,9 +17,8 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::SystemTime;
 
 use serde::Serialize;
-use sha2::{Digest, Sha256};
 
-use super::loader::plugin_path;
+use super::loader::{PluginFile, plugin_path, read_plugin_file};
 use super::{Error, Plugin, PluginHost, Result};
 use crate::util::{lock, read, rfc3339, write};
 
@@ -211,24 +211,13 @@ impl PluginRegistry {
             .entry(name)
             .ok_or_else(|| Error::Unknown(name.to_string()))?;
         let _loading = entry.loading.lock().await;
-        let path = plugin_path(&self.dir, name);
-        let bytes = match tokio::fs::read(&path).await {
-            Ok(bytes) => bytes,
-            Err(e) => {
-                let gone = e.kind() == std::io::ErrorKind::NotFound;
-                let error = Error::Read {
-                    path: path.display().to_string(),
-                    reason: if gone {
-                        "the file is gone".to_string()
-                    } else {
-                        e.to_string()
-                    },
-                };
-                self.record_failure(&entry, &error, !gone);
+        let PluginFile { bytes, sha256 } = match read_plugin_file(&self.dir, name).await {
+            Ok(file) => file,
+            Err(error) => {
+                self.record_failure(&entry, &error, !error.is_file_gone());
                 return Err(error);
             }
         };
-        let sha256 = hex(&Sha256::digest(&bytes));
         {
             let mut state = lock(&entry.state);
             state.file_present = true;
@@ -314,8 +303,4 @@ impl PluginRegistry {
                 .collect(),
         }
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -9,6 +9,11 @@
 //! swaps only a good file in. A file still half-written when it is read fails to compile,
 //! the old version keeps running, and the write that completes it triggers another load.
 //! Other files in the folder (temporaries, plugins nobody uses) are ignored.
+//!
+//! Each load runs as a task of its own: the loop that collects events never waits for one,
+//! so a file that is slow to read or compile never delays reloads of other plugins or
+//! stopping. Loads of one plugin still run one at a time, in order (the registry sees to
+//! that).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -17,7 +22,7 @@ use std::time::Duration;
 
 use notify::{EventKind, RecursiveMode, Watcher};
 use tokio::sync::{mpsc, oneshot};
-use tokio::task::JoinHandle;
+use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::Instant;
 
 use super::{Error, PluginRegistry, Result};
@@ -69,7 +74,8 @@ impl PluginWatcher {
         })
     }
 
-    /// Stops watching; a load under way finishes first.
+    /// Stops watching. Loads under way are abandoned: each either swapped its new version in
+    /// already or leaves the running one in place.
     pub async fn stop(self) {
         let Self {
             watcher,
@@ -92,6 +98,8 @@ async fn debounce(
     quiet: Duration,
 ) {
     let mut due: HashMap<String, Instant> = HashMap::new();
+    // Dropped on return, which aborts loads still under way.
+    let mut loads = JoinSet::new();
     loop {
         let next = due.values().min().copied();
         tokio::select! {
@@ -121,12 +129,21 @@ async fn debounce(
                     .collect();
                 for name in ready {
                     due.remove(&name);
-                    match registry.load(&name, false).await {
-                        Ok(outcome) => tracing::debug!(plugin = %name, ?outcome, "plugin file changed"),
-                        Err(e) => tracing::warn!(plugin = %name, error = %e, "changed plugin file not loaded; the running version stays"),
-                    }
+                    loads.spawn(load_changed(registry.clone(), name));
                 }
             }
+            Some(_) = loads.join_next(), if !loads.is_empty() => {}
+        }
+    }
+}
+
+/// Loads a plugin whose file changed. Runs as a task of its own, so a slow or failing load
+/// never holds up events for other files, nor stopping.
+async fn load_changed(registry: Arc<PluginRegistry>, name: String) {
+    match registry.load(&name, false).await {
+        Ok(outcome) => tracing::debug!(plugin = %name, ?outcome, "plugin file changed"),
+        Err(e) => {
+            tracing::warn!(plugin = %name, error = %e, "changed plugin file not loaded; the running version stays");
         }
     }
 }
