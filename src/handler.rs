@@ -11,13 +11,12 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
-use crate::config::HandlerSpec;
+use crate::config::{Delivery, HandlerSpec};
 use crate::informer::{Delta, ObjectKey};
 use crate::metrics::Metrics;
 use crate::plugin::{self, CallLimits, Event, EventKind, HostContext, Outcome, Plugin, PluginLogs};
 use crate::queue::{
-    ChangeKind, DeadLetter, DeadLetterView, DeadLetters, Delivery, Owed, PendingEvent, RateLimits,
-    WorkQueue,
+    ChangeKind, DeadLetter, DeadLetterView, DeadLetters, Owed, PendingEvent, RateLimits, WorkQueue,
 };
 
 /// What a handler's queue holds: an object as delivered by one route.

@@ -3,7 +3,9 @@
 //!
 //! # Layout
 //!
-//! - [`config`]: the YAML routing file and its validation with precise locations.
+//! - [`config`]: the bottom floor: the YAML routing file, its validation with precise
+//!   locations, and the values every stage reads (selectors, field paths, units). It
+//!   imports no other module; every other module may import it.
 //! - [`informer`]: shared watches (reflector), the cache (store) and deltas.
 //! - [`router`]: a route's rules, handing selected deltas to its handler.
 //! - [`queue`]: the work queue (de-duplication, one worker per key, delays) and the
@@ -14,7 +16,6 @@
 //! - [`admin`]: the HTTP admin API (health, status).
 //! - [`daemon`]: builds every stage from a config, runs them, shuts them down.
 //! - [`sim`]: the built-in Kubernetes API simulator.
-//! - [`selector`]: label and field selectors.
 
 pub mod admin;
 pub mod config;
@@ -25,7 +26,6 @@ pub mod metrics;
 pub mod plugin;
 pub mod queue;
 pub mod router;
-pub mod selector;
 pub mod sim;
 
 pub use config::Config;

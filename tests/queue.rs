@@ -153,8 +153,9 @@ fn rand_key(seq: u32) -> u32 {
 mod every_mode {
     use super::*;
     use kube::api::{ApiResource, DynamicObject};
+    use switchyard::config::Delivery;
     use switchyard::informer::{CachedObject, Delta};
-    use switchyard::queue::{Delivery, Owed, PendingEvent};
+    use switchyard::queue::{Owed, PendingEvent};
 
     fn updated(from: u32, to: u32) -> PendingEvent {
         let ar = ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&());

@@ -282,7 +282,7 @@ impl Daemon {
             .as_ref()
             .map(|source| source.read())
             .transpose()
-            .map_err(Error::AdminAccess)?;
+            .map_err(|e| Error::AdminAccess(e.to_string()))?;
         let policy =
             crate::admin::auth::AccessPolicy::new(addr, token).map_err(Error::AdminAccess)?;
         let client = match options.client {

@@ -6,7 +6,8 @@ use std::time::SystemTime;
 
 use serde::Serialize;
 
-use super::{Delivery, PendingEvent};
+use super::PendingEvent;
+use crate::config::Delivery;
 
 /// One event given up on.
 #[derive(Debug, Clone)]

@@ -8,6 +8,6 @@ pub mod rate_limit;
 pub mod work_queue;
 
 pub use dead_letter::{DeadLetter, DeadLetterView, DeadLetters};
-pub use pending::{ChangeKind, Delivery, Owed, PendingEvent};
+pub use pending::{ChangeKind, Owed, PendingEvent};
 pub use rate_limit::RateLimits;
 pub use work_queue::WorkQueue;

@@ -8,10 +8,9 @@ use std::sync::{Arc, RwLock, RwLockReadGuard};
 
 use serde::Serialize;
 
-use crate::config::EventFilter;
+use crate::config::{Delivery, EventFilter};
 use crate::handler::Handler;
 use crate::informer::{Delta, DeltaSink};
-use crate::queue::Delivery;
 
 pub use filter::ObjectFilter;
 

@@ -29,7 +29,7 @@ use super::resources::ResourceDef;
 use super::table;
 use super::watch::WatchSignals;
 use super::{control, discovery, list, openapi, watch};
-use crate::selector::Selector;
+use crate::config::Selector;
 
 /// What the HTTP handlers share.
 #[derive(Clone)]
