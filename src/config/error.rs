@@ -2,7 +2,9 @@
 //! all of them together.
 
 use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+use super::limits::MAX_CONFIG_BYTES;
 
 /// One problem in a config file, with where it is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,6 +19,19 @@ pub struct ConfigError {
     pub path: String,
     /// What is wrong.
     pub message: String,
+}
+
+impl ConfigError {
+    /// A problem with the whole file, which has no place in it.
+    pub(super) fn whole_file(file: &Path, message: impl fmt::Display) -> Self {
+        Self {
+            file: file.to_path_buf(),
+            line: 0,
+            column: 0,
+            path: String::new(),
+            message: message.to_string(),
+        }
+    }
 }
 
 impl fmt::Display for ConfigError {
@@ -46,4 +61,18 @@ impl fmt::Display for ConfigErrors {
         }
         Ok(())
     }
+}
+
+/// Why the text of a config file cannot be had.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum SourceError {
+    /// The file cannot be read, or is not UTF-8.
+    #[error("cannot read the config file: {0}")]
+    Read(#[source] std::io::Error),
+    /// The file is larger than [`MAX_CONFIG_BYTES`].
+    #[error(
+        "the config file is larger than {} KiB; a config needs a few KiB",
+        MAX_CONFIG_BYTES >> 10
+    )]
+    TooLarge,
 }

@@ -7,6 +7,7 @@ pub mod capabilities;
 mod document;
 mod error;
 pub mod field_path;
+pub mod limits;
 pub mod pointer;
 pub mod resource;
 pub mod schema;
@@ -16,8 +17,11 @@ mod token;
 pub mod units;
 mod validate;
 
+use std::io::Read;
 use std::net::SocketAddr;
 use std::path::Path;
+
+use error::SourceError;
 
 pub use capabilities::{Capabilities, Verb};
 pub use error::{ConfigError, ConfigErrors};
@@ -44,16 +48,26 @@ pub const NAMESPACE_INDEX: &str = "namespace";
 /// name under `informers:` can have it.
 pub const ROUTE_INFORMER_PREFIX: &str = "route:";
 
-/// Reads and validates a config file.
+/// Reads and validates a config file, reading at most [`limits::MAX_CONFIG_BYTES`] of it.
+///
+/// This blocks: it reads the file (and the admin token), and parsing and checking are CPU
+/// work, bounded by [`limits`]. Async code calls it through `tokio::task::spawn_blocking`.
 pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        ConfigErrors(vec![ConfigError {
-            file: path.to_path_buf(),
-            line: 0,
-            column: 0,
-            path: String::new(),
-            message: format!("cannot read the config file: {e}"),
-        }])
-    })?;
+    let text =
+        read_bounded(path).map_err(|e| ConfigErrors(vec![ConfigError::whole_file(path, e)]))?;
     validate(path, &text)
+}
+
+/// The text of the file at `path`, if it is no larger than a config may be.
+fn read_bounded(path: &Path) -> Result<String, SourceError> {
+    let file = std::fs::File::open(path).map_err(SourceError::Read)?;
+    let mut bytes = Vec::new();
+    file.take(limits::MAX_CONFIG_BYTES as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(SourceError::Read)?;
+    if bytes.len() > limits::MAX_CONFIG_BYTES {
+        return Err(SourceError::TooLarge);
+    }
+    String::from_utf8(bytes)
+        .map_err(|e| SourceError::Read(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))
 }

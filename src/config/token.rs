@@ -15,6 +15,12 @@ pub enum TokenError {
         #[source]
         source: std::io::Error,
     },
+    /// The token file holds nothing but white space.
+    #[error("the admin token file {} is empty", path.display())]
+    EmptyFile {
+        /// The file.
+        path: PathBuf,
+    },
     /// The token variable is not set (or not valid Unicode).
     #[error("the admin token variable {var} is not set")]
     Env {
@@ -23,6 +29,12 @@ pub enum TokenError {
         /// Why.
         #[source]
         source: std::env::VarError,
+    },
+    /// The token variable holds nothing but white space.
+    #[error("the admin token variable {var} is empty")]
+    EmptyEnv {
+        /// The variable.
+        var: String,
     },
 }
 
@@ -36,23 +48,27 @@ pub enum TokenSource {
 }
 
 impl TokenSource {
-    /// Reads the secret.
+    /// Reads the secret, trimmed; an empty one is an error.
     pub fn read(&self) -> Result<String, TokenError> {
-        match self {
-            TokenSource::File(path) => std::fs::read_to_string(path)
-                .map(|t| t.trim().to_string())
-                .map_err(|source| TokenError::File {
+        let token = match self {
+            TokenSource::File(path) => {
+                std::fs::read_to_string(path).map_err(|source| TokenError::File {
                     path: path.clone(),
                     source,
-                }),
-            TokenSource::Env(var) => {
-                std::env::var(var)
-                    .map(|t| t.trim().to_string())
-                    .map_err(|source| TokenError::Env {
-                        var: var.clone(),
-                        source,
-                    })
+                })?
             }
+            TokenSource::Env(var) => std::env::var(var).map_err(|source| TokenError::Env {
+                var: var.clone(),
+                source,
+            })?,
+        };
+        let token = token.trim();
+        if !token.is_empty() {
+            return Ok(token.to_string());
         }
+        Err(match self {
+            TokenSource::File(path) => TokenError::EmptyFile { path: path.clone() },
+            TokenSource::Env(var) => TokenError::EmptyEnv { var: var.clone() },
+        })
     }
 }

@@ -1,6 +1,8 @@
 //! The problems validation finds, each placed at the line and column of the value or key it
 //! is about, and the reading of a part of the document into its schema type.
 
+use std::borrow::Cow;
+use std::collections::HashSet;
 use std::fmt;
 use std::path::PathBuf;
 
@@ -69,37 +71,149 @@ impl<'a> Errors<'a> {
         });
     }
 
-    /// Reads the value at `path` into `T`, or records why it cannot be (with the place of
-    /// the offending value or key inside it).
+    /// Reads the value at `path` into `T`, or records every reason it cannot be, each at the
+    /// place of the offending value or key inside it: after each mistake the offending part
+    /// is taken out and the rest read again, so a mapping with four wrong fields reports
+    /// four problems.
     pub(super) fn read<T: DeserializeOwned>(&mut self, path: &str, value: &Value) -> Option<T> {
-        match serde_path_to_error::deserialize::<_, T>(value) {
-            Ok(read) => Some(read),
-            Err(e) => {
-                let mut at = path.to_string();
-                for segment in e.path().iter() {
-                    match segment {
-                        serde_path_to_error::Segment::Seq { index } => {
-                            at.push_str(&format!("[{index}]"));
-                        }
-                        serde_path_to_error::Segment::Map { key } => at = join(&at, key),
-                        _ => {}
-                    }
-                }
-                let message = first_line(&e.inner().to_string());
-                match unknown_field(&message) {
-                    Some(field) => {
-                        // The path may or may not already name the unknown field.
-                        let field_path = if at.ends_with(&format!(".{field}")) || at == field {
-                            at
-                        } else {
-                            join(&at, field)
-                        };
-                        self.at_key(field_path, message);
-                    }
+        let mut value = Cow::Borrowed(value);
+        let mut taken = Taken::default();
+        for attempt in 0..MAX_PROBLEMS_PER_ITEM {
+            let e = match serde_path_to_error::deserialize::<_, T>(value.as_ref()) {
+                Ok(read) => return (attempt == 0).then_some(read),
+                Err(e) => e,
+            };
+            let message = first_line(&e.inner().to_string());
+            let (mut steps, exact) = steps_of(e.path());
+            let unknown = unknown_field(&message);
+            if let Some(field) = unknown
+                && !matches!(steps.last(), Some(Step::Key(k)) if k == field)
+            {
+                steps.push(Step::Key(field.to_string()));
+            }
+            let at = taken.original_path(path, &steps);
+            if let Some(meant) = suggested_field(&message) {
+                // A misspelt field is not also missing.
+                taken.keys.insert(join(parent_of(&at), meant));
+            }
+            // A required field taken out after its own mistake is not missing again: the
+            // mapping that needs it is taken out too, silently.
+            let reported =
+                missing_field(&message).is_some_and(|f| taken.keys.contains(&join(&at, f)));
+            if !reported {
+                match unknown {
+                    Some(_) => self.at_key(at, message),
                     None => self.at(at, message),
                 }
+            }
+            if !exact || !taken.take(path, value.to_mut(), &steps) {
+                break;
+            }
+        }
+        None
+    }
+}
+
+/// The most problems reported inside one item (a handler, a route); past them the item is
+/// left at that.
+const MAX_PROBLEMS_PER_ITEM: usize = 50;
+
+/// One step from a value to a part of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Step {
+    /// The value of a mapping key.
+    Key(String),
+    /// An item of a sequence.
+    Index(usize),
+}
+
+/// The steps of an error's path, and whether they are all there is to it (a path through
+/// an enum or a non-text key cannot be followed back into the value).
+fn steps_of(path: &serde_path_to_error::Path) -> (Vec<Step>, bool) {
+    let mut exact = true;
+    let steps = path
+        .iter()
+        .filter_map(|segment| match segment {
+            serde_path_to_error::Segment::Seq { index } => Some(Step::Index(*index)),
+            serde_path_to_error::Segment::Map { key } => Some(Step::Key(key.clone())),
+            _ => {
+                exact = false;
                 None
             }
+        })
+        .collect();
+    (steps, exact)
+}
+
+/// The parts of a value taken out so far, by their paths in the file.
+#[derive(Default)]
+struct Taken {
+    /// Mapping entries.
+    keys: HashSet<String>,
+    /// Sequence items: the sequence's path and the item's index in the file.
+    items: Vec<(String, usize)>,
+}
+
+impl Taken {
+    /// The path in the file of the part `steps` lead to in what is left of the value.
+    fn original_path(&self, root: &str, steps: &[Step]) -> String {
+        let mut at = root.to_string();
+        for step in steps {
+            match step {
+                Step::Key(key) => at = join(&at, key),
+                Step::Index(index) => {
+                    let index = self.original_index(&at, *index);
+                    at.push_str(&format!("[{index}]"));
+                }
+            }
+        }
+        at
+    }
+
+    /// The index in the file of what is now item `index` of the sequence at `sequence`.
+    fn original_index(&self, sequence: &str, index: usize) -> usize {
+        let mut gone: Vec<usize> = self
+            .items
+            .iter()
+            .filter(|(at, _)| at == sequence)
+            .map(|(_, i)| *i)
+            .collect();
+        gone.sort_unstable();
+        gone.into_iter()
+            .fold(index, |index, i| if i <= index { index + 1 } else { index })
+    }
+
+    /// Takes the part `steps` lead to out of `value`; false if there is no such part.
+    fn take(&mut self, root: &str, value: &mut Value, steps: &[Step]) -> bool {
+        let Some((last, parents)) = steps.split_last() else {
+            return false;
+        };
+        let mut parent = &mut *value;
+        for step in parents {
+            let next = match (step, parent) {
+                (Step::Key(key), Value::Object(map)) => map.get_mut(key),
+                (Step::Index(i), Value::Array(items)) => items.get_mut(*i),
+                _ => None,
+            };
+            match next {
+                Some(next) => parent = next,
+                None => return false,
+            }
+        }
+        let at = self.original_path(root, parents);
+        match (last, parent) {
+            (Step::Key(key), Value::Object(map)) => {
+                let taken = map.remove(key).is_some();
+                self.keys.insert(join(&at, key));
+                taken
+            }
+            (Step::Index(i), Value::Array(items)) if *i < items.len() => {
+                let original = self.original_index(&at, *i);
+                items.remove(*i);
+                self.items.push((at, original));
+                true
+            }
+            _ => false,
         }
     }
 }
@@ -119,6 +233,27 @@ pub(super) fn first_line(message: &str) -> String {
         text.push_str(&hint);
     }
     text
+}
+
+/// For a message ending "; did you mean `x`?": the field.
+fn suggested_field(message: &str) -> Option<&str> {
+    message
+        .rsplit_once("; did you mean `")?
+        .1
+        .strip_suffix("`?")
+}
+
+/// The path of the mapping a field at `path` is in (`routes[0].handler` → `routes[0]`).
+fn parent_of(path: &str) -> &str {
+    path.rfind('.').map_or("", |cut| &path[..cut])
+}
+
+/// For serde's "missing field `x`": the field.
+fn missing_field(message: &str) -> Option<&str> {
+    message
+        .strip_prefix("missing field `")?
+        .split_once('`')
+        .map(|(field, _)| field)
 }
 
 /// For serde's "unknown field `x`, expected one of a, b, c": the field.

@@ -30,13 +30,22 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::document::{Document, join};
+use super::error::SourceError;
+use super::limits;
 use super::schema::{ConfigFile, HandlerFile, InformerFile, RouteFile};
 use super::{Config, ConfigError, ConfigErrors, HandlerSpec, InformerSpec, RouteSpec};
 use errors::Errors;
 use routes::{Known, RouteContext};
 
 /// Parses and checks the config in `text`, read from `file`.
+///
+/// Reads the admin token, if the config names one, to check that it is there. Blocking, like
+/// [`super::load`].
 pub fn validate(file: &Path, text: &str) -> Result<Config, ConfigErrors> {
+    if text.len() > limits::MAX_CONFIG_BYTES {
+        let error = ConfigError::whole_file(file, SourceError::TooLarge);
+        return Err(ConfigErrors(vec![error]));
+    }
     let document = Document::parse(text).map_err(|e| {
         ConfigErrors(vec![ConfigError {
             file: file.to_path_buf(),
@@ -105,6 +114,7 @@ fn build(file: &Path, top: ConfigFile, errors: &mut Errors) -> Config {
         .into_iter()
         .map(|(name, h)| handlers::build_handler(name, h, errors))
         .collect();
+    handlers::check_workers(&handlers, errors);
     let known = Known {
         names: informer_files.names.iter().map(String::as_str).collect(),
         read: &informers,

@@ -74,9 +74,19 @@ routes:
 fn a_yaml_error_names_its_line() {
     let text = "handlers:\n  a: {}\nroutes:\n  - name: x\n    bogus: 1\n";
     let errors = validate(Path::new("c.yaml"), text).unwrap_err().0;
-    assert_eq!(errors.len(), 1);
-    assert_eq!(errors[0].line, 5, "{}", errors[0]);
-    assert!(errors[0].message.contains("bogus"), "{}", errors[0]);
+    // The unknown field, and the handler the route lacks: both, each at its line.
+    let found: Vec<(u64, &str)> = errors.iter().map(|e| (e.line, e.path.as_str())).collect();
+    assert_eq!(
+        found,
+        [(4, "routes[0]"), (5, "routes[0].bogus")],
+        "{errors:?}"
+    );
+    assert!(
+        errors[0].message.contains("missing field `handler`"),
+        "{}",
+        errors[0]
+    );
+    assert!(errors[1].message.contains("bogus"), "{}", errors[1]);
 }
 
 #[test]
@@ -244,4 +254,82 @@ routes:
     assert_eq!(route.filter.when.len(), 2);
     assert_eq!(route.filter.when[1].test, Test::Equals("db".into()));
     assert!(!route.events.added && route.events.updated);
+}
+
+#[test]
+fn every_wrong_item_of_a_list_is_reported_at_its_own_index() {
+    let text = "\
+handlers:
+  h: {}
+routes:
+  - name: a
+    resource: configmaps
+    events: [bogus, added, nope]
+    when:
+      - path: [1]
+        exists: true
+      - path: spec
+        equal: 1
+    handler: h
+";
+    let errors = validate(Path::new("c.yaml"), text).unwrap_err().0;
+    let found: Vec<(u64, u64, &str)> = errors
+        .iter()
+        .map(|e| (e.line, e.column, e.path.as_str()))
+        .collect();
+    let all = errors
+        .iter()
+        .map(|e| e.to_string() + "\n")
+        .collect::<String>();
+    assert_eq!(
+        found,
+        vec![
+            (6, 14, "routes[0].events[0]"),
+            (6, 28, "routes[0].events[2]"),
+            (8, 15, "routes[0].when[0].path"),
+            (11, 9, "routes[0].when[1].equal"),
+        ],
+        "{all}"
+    );
+    assert!(!all.contains("missing field"), "{all}");
+    assert!(
+        errors[3].message.contains("did you mean `equals`?"),
+        "{all}"
+    );
+}
+
+#[test]
+fn a_file_larger_than_a_config_can_be_is_refused_before_it_is_parsed() {
+    let padding = "# padding\n".repeat(crate::config::limits::MAX_CONFIG_BYTES / 10 + 1);
+    let text = format!("{GOOD}{padding}");
+    let errors = validate(Path::new("c.yaml"), &text).unwrap_err().0;
+    assert_eq!(errors.len(), 1);
+    assert_eq!(
+        errors[0].to_string(),
+        "c.yaml: the config file is larger than 1024 KiB; a config needs a few KiB"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("big.yaml");
+    std::fs::write(&path, &text).unwrap();
+    let loaded = crate::config::load(&path).unwrap_err().0;
+    assert!(
+        loaded[0].message.contains("larger than 1024 KiB"),
+        "{loaded:?}"
+    );
+}
+
+#[tokio::test]
+async fn load_runs_on_a_blocking_thread_and_reports_like_validate() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.yaml");
+    std::fs::write(&path, GOOD.replace("timeout: 2s", "timeout: 0s")).unwrap();
+    let errors = tokio::task::spawn_blocking(move || crate::config::load(&path))
+        .await
+        .unwrap()
+        .unwrap_err()
+        .0;
+    assert_eq!(
+        (errors[0].line, errors[0].path.as_str()),
+        (4, "handlers.log-events.timeout")
+    );
 }
