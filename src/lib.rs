@@ -42,7 +42,6 @@ pub mod metrics;
 pub mod plugin;
 pub mod queue;
 pub mod router;
-pub mod selector;
 pub mod sim;
 pub mod util;
 

@@ -5,8 +5,13 @@ mod common;
 use std::process::Command;
 
 fn switchyard(args: &[&str]) -> (i32, String, String) {
+    switchyard_with_env(args, &[])
+}
+
+fn switchyard_with_env(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
     let output = Command::new(env!("CARGO_BIN_EXE_switchyard"))
         .args(args)
+        .envs(env.iter().copied())
         .output()
         .expect("run switchyard");
     (
@@ -94,4 +99,78 @@ fn check_accepts_the_python_example_handler() {
     let (code, out, err) = switchyard(&["check", "--config", path.to_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("ok (1 handler(s), 1 route(s)"), "{out}");
+}
+
+#[test]
+fn check_and_run_list_every_value_run_would_refuse_each_at_its_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("limits.yaml");
+    std::fs::write(
+        &path,
+        "\
+admin:
+  token_env: SWITCHYARD_CLI_TEST_EMPTY_TOKEN
+handlers:
+  big:
+    memory: 1000Gi
+    concurrency: 100000
+    timeout: 0s
+  small:
+    memory: 0
+    concurrency: lots
+    max_retries: -1
+routes:
+  - {name: a, resource: configmaps, handler: big}
+  - {name: b, resource: configmaps, handler: small}
+",
+    )
+    .unwrap();
+    let shown = path.display();
+    let expected = [
+        "2:14: admin.token_env: the admin token variable SWITCHYARD_CLI_TEST_EMPTY_TOKEN is empty",
+        "5:13: handlers.big.memory: memory of 1073741824000 bytes is more than a plugin instance can address",
+        "6:18: handlers.big.concurrency: concurrency 100000 is more than the plugin instance pool can hold",
+        "7:14: handlers.big.timeout: timeout must be longer than 0s",
+        "9:13: handlers.small.memory: memory must be at least 64Ki",
+        "10:18: handlers.small.concurrency: ",
+        "11:18: handlers.small.max_retries: ",
+    ];
+    for command in ["check", "run"] {
+        let (code, out, err) = switchyard_with_env(
+            &[command, "--config", path.to_str().unwrap()],
+            &[("SWITCHYARD_CLI_TEST_EMPTY_TOKEN", "")],
+        );
+        assert_eq!(code, 2, "{command}: {err}");
+        assert!(out.is_empty(), "{command}: {out}");
+        for line in expected {
+            assert!(
+                err.contains(&format!("error: {shown}:{line}")),
+                "{command}: {line}\n{err}"
+            );
+        }
+        assert!(
+            err.contains("7 problem(s); nothing was started"),
+            "{command}: {err}"
+        );
+    }
+}
+
+#[test]
+fn check_refuses_an_admin_api_beyond_loopback_without_a_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("open.yaml");
+    std::fs::write(
+        &path,
+        "admin:\n  listen: 0.0.0.0:9470\nhandlers:\n  h: {}\nroutes:\n  - {name: a, resource: configmaps, handler: h}\n",
+    )
+    .unwrap();
+    let (code, _, err) = switchyard(&["check", "--config", path.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains(&format!(
+            "{}:2:11: admin.listen: the admin API would listen on 0.0.0.0:9470, beyond loopback, without a token",
+            path.display()
+        )),
+        "{err}"
+    );
 }

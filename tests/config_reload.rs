@@ -379,6 +379,41 @@ routes:
 }
 
 #[tokio::test]
+async fn a_reload_with_values_the_engine_cannot_give_is_rejected_with_their_places() {
+    let sim = common::start_sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = common::start_daemon(&sim, dir.path(), TWO_HANDLERS).await;
+    common::write_config(
+        dir.path(),
+        &TWO_HANDLERS.replace(
+            "log-events: {}",
+            "log-events:\n    timeout: 0s\n    memory: 1000Gi",
+        ),
+    );
+    let (code, body) = common::post_json(&format!("{}/reload", daemon.admin_url())).await;
+    assert_eq!(code, 422, "{body:#}");
+    let errors: Vec<(u64, &str)> = body["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["line"].as_u64().unwrap(), e["path"].as_str().unwrap()))
+        .collect();
+    // Three lines of header (plugins_dir, admin, token_file) precede the YAML.
+    assert_eq!(
+        errors,
+        [
+            (7, "handlers.log-events.timeout"),
+            (8, "handlers.log-events.memory")
+        ],
+        "{body:#}"
+    );
+    let s = status(&daemon).await;
+    assert_eq!(s["config"]["rejected"], 1, "{s:#}");
+    assert_eq!(s["handlers"].as_array().unwrap().len(), 2);
+    daemon.shut_down(Duration::from_secs(5)).await;
+}
+
+#[tokio::test]
 async fn editing_the_config_file_reloads_it() {
     let sim = common::start_sim().await;
     let client = sim.client().unwrap();

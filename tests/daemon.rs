@@ -460,7 +460,15 @@ async fn the_daemon_refuses_an_admin_api_beyond_loopback_without_a_token() {
         ),
     )
     .unwrap();
-    let config = switchyard::config::load(&path).unwrap();
+    // Validation refuses such a config with its place; the daemon checks again, as a last
+    // guard, whatever config it is handed.
+    let refused = switchyard::config::load(&path).unwrap_err().to_string();
+    assert!(refused.contains("admin.listen: "), "{refused}");
+    let loopback = dir.path().join("loopback.yaml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&loopback, text.replace("0.0.0.0:0", "127.0.0.1:0")).unwrap();
+    let mut config = switchyard::config::load(&loopback).unwrap();
+    config.admin_listen = "0.0.0.0:0".parse().unwrap();
     let options = switchyard::daemon::Options {
         client: Some(sim.client().unwrap()),
         admin_listen: None,

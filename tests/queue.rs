@@ -153,7 +153,8 @@ fn rand_key(seq: u32) -> u32 {
 mod every_mode {
     use super::*;
     use kube::api::{ApiResource, DynamicObject};
-    use switchyard::handler::{Delivery, Owed, PendingEvent};
+    use switchyard::config::Delivery;
+    use switchyard::handler::{Owed, PendingEvent};
     use switchyard::informer::{CachedObject, Delta};
 
     fn updated(from: u32, to: u32) -> PendingEvent {

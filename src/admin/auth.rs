@@ -63,19 +63,28 @@ impl AccessPolicy {
                 "this endpoint changes the daemon and needs a bearer token, but none is configured: set admin.token_file or admin.token_env".into(),
             ));
         };
-        let given = authorization
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim);
+        let given = authorization.and_then(bearer_token);
         match given {
             Some(given) if constant_time_eq(given.as_bytes(), token.as_bytes()) => Ok(()),
             Some(_) => Err(ApiError::unauthorized(
                 "the bearer token is not valid".into(),
+            )),
+            None if authorization.is_some() => Err(ApiError::unauthorized(
+                "the `Authorization` header must be `Bearer TOKEN`".into(),
             )),
             None => Err(ApiError::unauthorized(
                 "missing `Authorization: Bearer TOKEN` header".into(),
             )),
         }
     }
+}
+
+/// The token of a `Bearer` credential; the scheme is case-insensitive (RFC 9110 §11.1).
+fn bearer_token(authorization: &str) -> Option<&str> {
+    let (scheme, token) = authorization.trim_start().split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then_some(token.trim())
 }
 
 /// Compares without stopping at the first difference, so timing does not reveal the token.
@@ -105,6 +114,21 @@ pub async fn require_token(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_bearer_scheme_is_case_insensitive() {
+        let policy = AccessPolicy::new(addr("127.0.0.1:9470"), Some("s3cret".into())).unwrap();
+        for header in ["Bearer s3cret", "bearer s3cret", "BEARER  s3cret"] {
+            assert!(
+                policy.check(&Method::POST, Some(header)).is_ok(),
+                "{header}"
+            );
+        }
+        let basic = policy.check(&Method::POST, Some("Basic czNjcmV0"));
+        let error = basic.unwrap_err();
+        let message = error.message();
+        assert!(message.contains("must be `Bearer TOKEN`"), "{message}");
+    }
 
     fn addr(text: &str) -> SocketAddr {
         text.parse().unwrap()

@@ -52,7 +52,23 @@ impl ApiError {
     }
 }
 
+impl From<axum::extract::rejection::BytesRejection> for ApiError {
+    /// A body that could not be read (too large: 413) answered as JSON like every other error.
+    fn from(rejection: axum::extract::rejection::BytesRejection) -> Self {
+        Self {
+            status: rejection.status(),
+            message: rejection.body_text(),
+            details: None,
+        }
+    }
+}
+
 impl ApiError {
+    /// The message the body carries.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
     /// Adds the fields of `details` (a JSON object) to the body.
     pub fn with_details(mut self, details: serde_json::Value) -> Self {
         self.details = Some(details);

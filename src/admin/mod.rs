@@ -241,8 +241,9 @@ fn parse_selection(body: &[u8]) -> Result<Selection, ApiError> {
 async fn retry_dead_letters<B: Backend>(
     State(shared): State<Arc<B>>,
     Path(name): Path<String>,
-    body: axum::body::Bytes,
+    body: Result<axum::body::Bytes, axum::extract::rejection::BytesRejection>,
 ) -> Result<impl IntoResponse, ApiError> {
+    let body = body?;
     let handler = find_handler(shared.as_ref(), &name)?;
     let selection = parse_selection(&body)?;
     let retried = handler.retry_dead_letters(selection.ids.as_deref());
@@ -252,8 +253,9 @@ async fn retry_dead_letters<B: Backend>(
 async fn purge_dead_letters<B: Backend>(
     State(shared): State<Arc<B>>,
     Path(name): Path<String>,
-    body: axum::body::Bytes,
+    body: Result<axum::body::Bytes, axum::extract::rejection::BytesRejection>,
 ) -> Result<impl IntoResponse, ApiError> {
+    let body = body?;
     let handler = find_handler(shared.as_ref(), &name)?;
     let selection = parse_selection(&body)?;
     let purged = handler.purge_dead_letters(selection.ids.as_deref());

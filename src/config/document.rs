@@ -10,6 +10,8 @@ use serde::de::{self, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 use serde_saphyr::Spanned;
 
+use super::limits;
+
 /// A place in the file: 1-based line and column; 0 and 0 when unknown.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Place {
@@ -46,12 +48,8 @@ impl Document {
                 ..Self::default()
             });
         }
-        // YAML 1.2 booleans only: `y`, `no` or `on` stay text, as a typed parse would read
-        // them into a string field.
-        let mut options = serde_saphyr::Options::default();
-        options.strict_booleans = true;
-        let tree: Spanned<Tree> =
-            serde_saphyr::from_str_with_options(text, options).map_err(|e| SyntaxError {
+        let tree: Spanned<Tree> = serde_saphyr::from_str_with_options(text, parse_options())
+            .map_err(|e| SyntaxError {
                 place: e
                     .location()
                     .map(|l| Place {
@@ -59,7 +57,7 @@ impl Document {
                         column: l.column(),
                     })
                     .unwrap_or_default(),
-                message: e.to_string(),
+                message: too_complex(&e).unwrap_or_else(|| e.to_string()),
             })?;
         let mut document = Self::default();
         document.root = document.record(String::new(), tree);
@@ -111,6 +109,77 @@ impl Document {
             .copied()
             .unwrap_or_else(|| self.value_place(path))
     }
+}
+
+/// How a config is parsed: YAML 1.2 booleans only (`y`, `no` or `on` stay text, as a typed
+/// parse would read them into a string field), and a budget that refuses a document no
+/// config needs (deep nesting, aliases that expand to a flood of values) before it costs
+/// more than a moment of CPU. See [`super::limits`].
+fn parse_options() -> serde_saphyr::Options {
+    let mut budget = serde_saphyr::Budget::default();
+    budget.max_depth = limits::MAX_YAML_DEPTH;
+    budget.max_nodes = limits::MAX_YAML_NODES;
+    budget.max_events = 2 * limits::MAX_YAML_NODES;
+    budget.max_aliases = limits::MAX_YAML_ALIASES;
+    budget.max_anchors = limits::MAX_YAML_ALIASES;
+    budget.max_merge_keys = limits::MAX_YAML_ALIASES;
+    budget.max_documents = 1;
+    budget.max_total_scalar_bytes = limits::MAX_CONFIG_BYTES;
+    budget.max_recorded_anchor_events = limits::MAX_YAML_ALIAS_EXPANSION;
+    budget.max_recorded_anchor_bytes = limits::MAX_CONFIG_BYTES;
+    let mut options = serde_saphyr::Options::default();
+    options.strict_booleans = true;
+    options.budget = Some(budget);
+    options.alias_limits.max_total_replayed_events = limits::MAX_YAML_ALIAS_EXPANSION;
+    options.alias_limits.max_replay_stack_depth = limits::MAX_YAML_DEPTH;
+    options
+}
+
+/// A clear message for a document refused by the budget of [`parse_options`].
+fn too_complex(error: &serde_saphyr::Error) -> Option<String> {
+    use serde_saphyr::budget::BudgetBreach;
+    let what = match original(error) {
+        serde_saphyr::Error::Budget { breach, .. } => match breach {
+            BudgetBreach::Depth { .. } => {
+                format!("it nests deeper than {} levels", limits::MAX_YAML_DEPTH)
+            }
+            BudgetBreach::Nodes { .. } | BudgetBreach::Events { .. } => {
+                format!("it has more than {} values", limits::MAX_YAML_NODES)
+            }
+            BudgetBreach::Documents { .. } => "it holds more than one document".to_string(),
+            BudgetBreach::Aliases { .. }
+            | BudgetBreach::Anchors { .. }
+            | BudgetBreach::AliasAnchorRatio { .. }
+            | BudgetBreach::MergeKeys { .. } => format!(
+                "it has more than {} aliases, anchors or merge keys",
+                limits::MAX_YAML_ALIASES
+            ),
+            BudgetBreach::RecordedAnchorEvents { .. }
+            | BudgetBreach::RecordedAnchorBytes { .. } => alias_flood(),
+            other => format!("it breaks the parser's limit on {other:?}"),
+        },
+        serde_saphyr::Error::AliasReplayLimitExceeded { .. }
+        | serde_saphyr::Error::AliasExpansionLimitExceeded { .. }
+        | serde_saphyr::Error::AliasReplayStackDepthExceeded { .. } => alias_flood(),
+        _ => return None,
+    };
+    Some(format!("the YAML is too complex for a config: {what}"))
+}
+
+/// The error itself, out of the wrappers that add a snippet or the alias it came through.
+fn original(error: &serde_saphyr::Error) -> &serde_saphyr::Error {
+    match error {
+        serde_saphyr::Error::WithSnippet { error, .. }
+        | serde_saphyr::Error::AliasError { error, .. } => original(error),
+        other => other,
+    }
+}
+
+fn alias_flood() -> String {
+    format!(
+        "its aliases expand to more than {} values",
+        limits::MAX_YAML_ALIAS_EXPANSION
+    )
 }
 
 /// `parent.key`, or `key` at the top.
@@ -287,5 +356,48 @@ mod tests {
     fn a_syntax_error_has_its_place() {
         let err = Document::parse("a: [1, 2\nb: 3\n").unwrap_err();
         assert!(err.place.line >= 1, "{err:?}");
+    }
+
+    #[test]
+    fn aliases_that_expand_to_a_flood_of_values_are_refused() {
+        // "Billion laughs": nine levels of ten aliases each, 10^9 values.
+        let mut text = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+        for level in 1..10 {
+            let prev = format!("*a{}", level - 1);
+            let items = [prev.as_str(); 10].join(", ");
+            text.push_str(&format!("a{level}: &a{level} [{items}]\n"));
+        }
+        let err = Document::parse(&text).unwrap_err();
+        assert_eq!(
+            err.message,
+            "the YAML is too complex for a config: its aliases expand to more than 10000 values"
+        );
+    }
+
+    #[test]
+    fn deep_nesting_is_refused() {
+        let depth = limits::MAX_YAML_DEPTH + 1;
+        let text = format!("a: {}{}\n", "[".repeat(depth), "]".repeat(depth));
+        let err = Document::parse(&text).unwrap_err();
+        assert_eq!(
+            err.message,
+            "the YAML is too complex for a config: it nests deeper than 32 levels"
+        );
+        let block: String = (0..depth)
+            .map(|i| format!("{}k:\n", "  ".repeat(i)))
+            .collect();
+        let err = Document::parse(&block).unwrap_err();
+        assert!(
+            err.message.contains("nests deeper than 32 levels"),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn anchors_shared_between_parts_of_a_config_are_fine() {
+        let text = "defaults: &d {timeout: 2s, memory: 32Mi}\nhandlers:\n  a: *d\n  b: {<<: *d, concurrency: 3}\n";
+        let doc = Document::parse(text).unwrap();
+        assert_eq!(doc.root["handlers"]["a"]["timeout"], "2s");
+        assert_eq!(doc.root["handlers"]["b"]["memory"], "32Mi");
     }
 }

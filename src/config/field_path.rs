@@ -6,6 +6,19 @@ use std::fmt;
 
 use serde_json::Value;
 
+/// Why a field path is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FieldPathError {
+    /// A part of the path is empty (`spec..x`, `` or `/a//b`).
+    #[error(
+        "invalid field path {text:?}: use a dotted path such as spec.replicas, or a JSON pointer such as /metadata/labels/app"
+    )]
+    EmptyPart {
+        /// The path as written.
+        text: String,
+    },
+}
+
 /// A parsed path: the keys (or array indexes) from the object's root.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct FieldPath {
@@ -15,7 +28,7 @@ pub struct FieldPath {
 
 impl FieldPath {
     /// Parses a dotted path or a JSON pointer.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, FieldPathError> {
         let parts: Vec<String> = if let Some(pointer) = text.strip_prefix('/') {
             pointer
                 .split('/')
@@ -29,9 +42,9 @@ impl FieldPath {
                 .collect()
         };
         if parts.iter().any(String::is_empty) {
-            return Err(format!(
-                "invalid field path {text:?}: use a dotted path such as spec.replicas, or a JSON pointer such as /metadata/labels/app"
-            ));
+            return Err(FieldPathError::EmptyPart {
+                text: text.to_string(),
+            });
         }
         Ok(Self {
             text: text.to_string(),

@@ -1,331 +1,73 @@
-//! The routing config: the YAML schema ([`schema`]), its validation into a [`Config`] with
-//! errors that name file, line, column and path, and the units it is written in.
+//! The routing config, the bottom floor of the crate: the YAML schema ([`schema`]), its
+//! validation into a [`Config`] with errors that name file, line, column and path, and the
+//! values every stage reads (units, field paths, selectors, resource names). It imports no
+//! other module of the crate, so any stage may depend on it.
 
 pub mod capabilities;
 mod document;
+mod error;
 pub mod field_path;
+pub mod limits;
+pub mod pointer;
 pub mod resource;
 pub mod schema;
+pub mod selector;
+mod spec;
+mod token;
 pub mod units;
 mod validate;
 
-use std::fmt;
+use std::io::Read;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::path::Path;
+
+use error::SourceError;
 
 pub use capabilities::{Capabilities, Verb};
+pub use error::{ConfigError, ConfigErrors};
 pub use field_path::FieldPath;
+pub use pointer::validate_pointer;
 pub use resource::ResourceName;
-pub use validate::{ROUTE_INFORMER_PREFIX, validate};
+pub use selector::Selector;
+pub use spec::{
+    Condition, Config, Delivery, EventFilter, HandlerSpec, InformerSpec, ResourceRef, RouteFilter,
+    RouteSource, RouteSpec, Test,
+};
+pub use token::{TokenError, TokenSource};
+pub use validate::validate;
 
 /// Where the admin API listens when the config does not say.
 pub const DEFAULT_ADMIN_LISTEN: SocketAddr =
     SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 9470);
 
-/// One problem in a config file, with where it is.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigError {
-    /// The config file.
-    pub file: PathBuf,
-    /// 1-based line; 0 when the problem has no place in the file.
-    pub line: u64,
-    /// 1-based column; 0 when the problem has no place in the file.
-    pub column: u64,
-    /// The path of the offending value (`routes[2].handler`); empty for the whole file.
-    pub path: String,
-    /// What is wrong.
-    pub message: String,
-}
+/// The built-in cache index of objects by namespace: reserved, a config cannot define an
+/// index by this name.
+pub const NAMESPACE_INDEX: &str = "namespace";
 
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.file.display())?;
-        if self.line > 0 {
-            write!(f, ":{}:{}", self.line, self.column)?;
-        }
-        if !self.path.is_empty() {
-            write!(f, ": {}", self.path)?;
-        }
-        write!(f, ": {}", self.message)
-    }
-}
+/// Prefix of the informer a route's own `resource:` defines (`route:NAME`): reserved, no
+/// name under `informers:` can have it.
+pub const ROUTE_INFORMER_PREFIX: &str = "route:";
 
-/// Everything wrong with a config file.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub struct ConfigErrors(pub Vec<ConfigError>);
-
-impl fmt::Display for ConfigErrors {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, e) in self.0.iter().enumerate() {
-            if i > 0 {
-                writeln!(f)?;
-            }
-            write!(f, "{e}")?;
-        }
-        Ok(())
-    }
-}
-
-/// A validated config, ready to build a daemon from.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Config {
-    /// The file it came from.
-    pub source: PathBuf,
-    /// Kubeconfig to use; `None` for the usual inference.
-    pub kubeconfig: Option<PathBuf>,
-    /// The plugins folder.
-    pub plugins_dir: PathBuf,
-    /// Where the admin API listens.
-    pub admin_listen: SocketAddr,
-    /// Where the admin API's bearer token comes from.
-    pub admin_token: Option<TokenSource>,
-    /// Informers, by name order: those under `informers:`, then each route's own watch.
-    pub informers: Vec<InformerSpec>,
-    /// Handlers, by name order.
-    pub handlers: Vec<HandlerSpec>,
-    /// Routes, in file order.
-    pub routes: Vec<RouteSpec>,
-}
-
-/// Where a secret is read from when the daemon starts.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TokenSource {
-    /// A file (its content, trimmed).
-    File(PathBuf),
-    /// An environment variable.
-    Env(String),
-}
-
-impl TokenSource {
-    /// Reads the secret.
-    pub fn read(&self) -> Result<String, String> {
-        match self {
-            TokenSource::File(path) => std::fs::read_to_string(path)
-                .map(|t| t.trim().to_string())
-                .map_err(|e| format!("cannot read the admin token file {}: {e}", path.display())),
-            TokenSource::Env(var) => std::env::var(var)
-                .map(|t| t.trim().to_string())
-                .map_err(|_| format!("the admin token variable {var} is not set")),
-        }
-    }
-}
-
-/// A handler, with every default filled in.
-#[derive(Debug, Clone, PartialEq)]
-pub struct HandlerSpec {
-    /// Handler name.
-    pub name: String,
-    /// Plugin name (`NAME.wasm` in the plugins folder).
-    pub plugin: String,
-    /// Workers calling the plugin at once.
-    pub concurrency: usize,
-    /// Deadline for one call.
-    pub timeout: Duration,
-    /// Memory cap for one plugin instance, in bytes.
-    pub memory: u64,
-    /// Retries after a failure before the event is dropped.
-    pub max_retries: u32,
-    /// First retry delay.
-    pub backoff_base: Duration,
-    /// Longest retry delay.
-    pub backoff_cap: Duration,
-    /// How often every cached object is delivered again as `sync`; `None` for never.
-    pub resync: Option<Duration>,
-    /// Retries per second (token bucket); `None` for no bucket.
-    pub qps: Option<f64>,
-    /// Retries that may go at once.
-    pub burst: u32,
-    /// Settings passed to the plugin's `init`.
-    pub config: serde_json::Value,
-    /// Kubernetes writes the plugin may make.
-    pub capabilities: Capabilities,
-}
-
-/// How an informer names its resource.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum ResourceRef {
-    /// By group, version and plural name.
-    Plural(ResourceName),
-    /// By group, version and kind; discovery finds the plural.
-    Kind {
-        /// API group; empty for the core group.
-        group: String,
-        /// API version.
-        version: String,
-        /// Kind, such as `Deployment`.
-        kind: String,
-    },
-}
-
-impl ResourceRef {
-    /// Whether `name` names this resource: its plural (`pods`), its full name
-    /// (`v1/pods`), its kind (`Pod`), or a kind whose usual plural it is.
-    pub fn answers_to(&self, name: &str) -> bool {
-        match self {
-            ResourceRef::Plural(r) => {
-                name == r.plural
-                    || name == r.to_string()
-                    || ResourceName::parse(name).is_ok_and(|n| n == *r)
-                    || plurals_of(name).contains(&r.plural)
-            }
-            ResourceRef::Kind {
-                group,
-                version,
-                kind,
-            } => {
-                name == kind
-                    || plurals_of(kind).iter().any(|p| {
-                        name == p
-                            || ResourceName::parse(name).is_ok_and(|n| {
-                                n.plural == *p && n.group == *group && n.version == *version
-                            })
-                    })
-            }
-        }
-    }
-}
-
-/// The plural spellings a kind usually has (`Pod` → pods, `Ingress` → ingresses, `Policy`
-/// → policies, `Endpoints` → endpoints).
-fn plurals_of(kind: &str) -> Vec<String> {
-    let lower = kind.to_ascii_lowercase();
-    let mut plurals = vec![lower.clone(), format!("{lower}s"), format!("{lower}es")];
-    if let Some(stem) = lower.strip_suffix('y') {
-        plurals.push(format!("{stem}ies"));
-    }
-    plurals
-}
-
-impl fmt::Display for ResourceRef {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ResourceRef::Plural(r) => write!(f, "{r}"),
-            ResourceRef::Kind {
-                group,
-                version,
-                kind,
-            } if group.is_empty() => write!(f, "{version} {kind}"),
-            ResourceRef::Kind {
-                group,
-                version,
-                kind,
-            } => write!(f, "{group}/{version} {kind}"),
-        }
-    }
-}
-
-/// An informer, with every default filled in.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InformerSpec {
-    /// Its name under `informers:`, or `route:NAME` for a route's own watch.
-    pub name: String,
-    /// The resource watched.
-    pub resource: ResourceRef,
-    /// Namespaces watched, one watch each; empty for all namespaces.
-    pub namespaces: Vec<String>,
-    /// Label selector of the watch.
-    pub label_selector: Option<String>,
-    /// Field selector of the watch.
-    pub field_selector: Option<String>,
-    /// Cache indexes by name: a field path or `label:KEY`.
-    pub indexes: Vec<(String, String)>,
-    /// Keep `metadata.managedFields` in the cache.
-    pub keep_managed_fields: bool,
-    /// JSON pointers dropped before caching.
-    pub drop_fields: Vec<String>,
-}
-
-/// Where a route's changes come from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RouteSource {
-    /// One informer, by name (a route's own watch is `route:NAME`).
-    Informer(String),
-    /// Every informer under `informers:` of these kinds.
-    Kinds(Vec<String>),
-}
-
-/// A test on the value at a field path.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Test {
-    /// The value equals this.
-    Equals(serde_json::Value),
-    /// The path has a value (`true`) or none (`false`).
-    Exists(bool),
-    /// An update changed the value (`true`) or left it alone (`false`).
-    Changed(bool),
-}
-
-/// A condition a route puts on the objects it delivers.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Condition {
-    /// Where the value is.
-    pub path: FieldPath,
-    /// What it must be.
-    pub test: Test,
-}
-
-/// Which objects a route delivers, beyond what its informer watches.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct RouteFilter {
-    /// Only objects in these namespaces; empty for all.
-    pub namespaces: Vec<String>,
-    /// Only objects whose labels match.
-    pub labels: Option<String>,
-    /// Only objects whose fields match (field selector syntax).
-    pub fields: Option<String>,
-    /// Only changes that meet every condition.
-    pub when: Vec<Condition>,
-}
-
-/// A route, with every default filled in.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RouteSpec {
-    /// Route name.
-    pub name: String,
-    /// Where its changes come from.
-    pub source: RouteSource,
-    /// Which objects it delivers.
-    pub filter: RouteFilter,
-    /// Kinds of change delivered.
-    pub events: EventFilter,
-    /// How changes are delivered.
-    pub delivery: crate::handler::Delivery,
-    /// The handler that gets the changes.
-    pub handler: String,
-}
-
-/// Which kinds of change a route delivers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct EventFilter {
-    /// Deliver additions.
-    pub added: bool,
-    /// Deliver updates.
-    pub updated: bool,
-    /// Deliver deletions.
-    pub deleted: bool,
-}
-
-impl Default for EventFilter {
-    fn default() -> Self {
-        Self {
-            added: true,
-            updated: true,
-            deleted: true,
-        }
-    }
-}
-
-/// Reads and validates a config file.
+/// Reads and validates a config file, reading at most [`limits::MAX_CONFIG_BYTES`] of it.
+///
+/// This blocks: it reads the file (and the admin token), and parsing and checking are CPU
+/// work, bounded by [`limits`]. Async code calls it through `tokio::task::spawn_blocking`.
 pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        ConfigErrors(vec![ConfigError {
-            file: path.to_path_buf(),
-            line: 0,
-            column: 0,
-            path: String::new(),
-            message: format!("cannot read the config file: {e}"),
-        }])
-    })?;
+    let text =
+        read_bounded(path).map_err(|e| ConfigErrors(vec![ConfigError::whole_file(path, e)]))?;
     validate(path, &text)
+}
+
+/// The text of the file at `path`, if it is no larger than a config may be.
+fn read_bounded(path: &Path) -> Result<String, SourceError> {
+    let file = std::fs::File::open(path).map_err(SourceError::Read)?;
+    let mut bytes = Vec::new();
+    file.take(limits::MAX_CONFIG_BYTES as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(SourceError::Read)?;
+    if bytes.len() > limits::MAX_CONFIG_BYTES {
+        return Err(SourceError::TooLarge);
+    }
+    String::from_utf8(bytes)
+        .map_err(|e| SourceError::Read(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))
 }

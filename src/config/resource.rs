@@ -3,6 +3,25 @@
 
 use std::fmt;
 
+/// Why a resource name is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ResourceNameError {
+    /// A part is empty or has a character other than lower case letters, digits, '-', '.'.
+    #[error(
+        "invalid resource {text:?}: expected plural, version/plural or group/version/plural in lower case, such as configmaps or apps/v1/deployments"
+    )]
+    Invalid {
+        /// The name as written.
+        text: String,
+    },
+    /// More than three parts.
+    #[error("invalid resource {text:?}: expected at most group/version/plural")]
+    TooManyParts {
+        /// The name as written.
+        text: String,
+    },
+}
+
 /// A resource named by group, version and plural.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ResourceName {
@@ -16,7 +35,7 @@ pub struct ResourceName {
 
 impl ResourceName {
     /// Parses `plural` (core v1), `version/plural` (core) or `group/version/plural`.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, ResourceNameError> {
         let parts: Vec<&str> = text.split('/').collect();
         let valid = |s: &str| {
             !s.is_empty()
@@ -24,18 +43,18 @@ impl ResourceName {
                     .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
         };
         if !parts.iter().all(|p| valid(p)) {
-            return Err(format!(
-                "invalid resource {text:?}: expected plural, version/plural or group/version/plural in lower case, such as configmaps or apps/v1/deployments"
-            ));
+            return Err(ResourceNameError::Invalid {
+                text: text.to_string(),
+            });
         }
         let (group, version, plural) = match parts.as_slice() {
             [plural] => ("", "v1", *plural),
             [version, plural] => ("", *version, *plural),
             [group, version, plural] => (*group, *version, *plural),
             _ => {
-                return Err(format!(
-                    "invalid resource {text:?}: expected at most group/version/plural"
-                ));
+                return Err(ResourceNameError::TooManyParts {
+                    text: text.to_string(),
+                });
             }
         };
         Ok(Self {

@@ -7,8 +7,9 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use serde::Deserialize;
+use serde::{Deserialize, Deserializer, de};
 
+use super::limits;
 use super::units::{ByteSize, HumanDuration};
 
 /// The whole config file: its sections, the items of `informers`, `handlers` and `routes`
@@ -60,14 +61,15 @@ pub struct HandlerFile {
     /// Plugin name: the file `NAME.wasm` in the plugins folder. Default: the handler's name.
     #[serde(default)]
     pub plugin: Option<String>,
-    /// Workers calling the plugin at once. Default 2.
-    #[serde(default)]
+    /// Workers calling the plugin at once, 1 to [`limits::MAX_WORKERS`]. Default 2.
+    #[serde(default, deserialize_with = "concurrency")]
     pub concurrency: Option<usize>,
-    /// Deadline for one call. Default `5s`.
-    #[serde(default)]
+    /// Deadline for one call, longer than 0 and at most [`limits::MAX_TIMEOUT`]. Default `5s`.
+    #[serde(default, deserialize_with = "timeout")]
     pub timeout: Option<HumanDuration>,
-    /// Memory cap for one plugin instance. Default `64Mi`.
-    #[serde(default)]
+    /// Memory cap for one plugin instance, [`limits::MIN_MEMORY`] to
+    /// [`limits::MAX_MEMORY`]. Default `64Mi`.
+    #[serde(default, deserialize_with = "memory")]
     pub memory: Option<ByteSize>,
     /// Retries after a failure before the event is dropped. Default 5.
     #[serde(default)]
@@ -78,8 +80,9 @@ pub struct HandlerFile {
     /// Longest retry delay. Default `30s`.
     #[serde(default)]
     pub backoff_cap: Option<HumanDuration>,
-    /// Retries per second across the handler's keys (token bucket). Default 10.
-    #[serde(default)]
+    /// Retries per second across the handler's keys (token bucket); 0 for no bucket.
+    /// Default 10.
+    #[serde(default, deserialize_with = "qps")]
     pub qps: Option<f64>,
     /// Retries that may go at once before `qps` applies. Default 100.
     #[serde(default)]
@@ -93,6 +96,41 @@ pub struct HandlerFile {
     /// Kubernetes writes the plugin may make, per resource. Default: none.
     #[serde(default)]
     pub capabilities: Option<super::capabilities::CapabilitiesFile>,
+}
+
+/// Reads an optional value and holds it to `check`, so a value out of bounds is reported
+/// where it is, with every other mistake of its mapping.
+fn bounded<'de, D, T, E>(
+    deserializer: D,
+    check: impl FnOnce(T) -> Result<T, E>,
+) -> Result<Option<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+    E: std::fmt::Display,
+{
+    Option::<T>::deserialize(deserializer)?
+        .map(check)
+        .transpose()
+        .map_err(de::Error::custom)
+}
+
+fn concurrency<'de, D: Deserializer<'de>>(d: D) -> Result<Option<usize>, D::Error> {
+    bounded(d, limits::check_concurrency)
+}
+
+fn timeout<'de, D: Deserializer<'de>>(d: D) -> Result<Option<HumanDuration>, D::Error> {
+    bounded(d, |t: HumanDuration| {
+        limits::check_timeout(t.0).map(HumanDuration)
+    })
+}
+
+fn memory<'de, D: Deserializer<'de>>(d: D) -> Result<Option<ByteSize>, D::Error> {
+    bounded(d, |m: ByteSize| limits::check_memory(m.0).map(ByteSize))
+}
+
+fn qps<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    bounded(d, limits::check_qps)
 }
 
 /// `informers.NAME:` — one resource watched and cached, shared by the routes that name it.

@@ -6,40 +6,69 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer, de};
 
+/// Why a duration is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DurationError {
+    /// No number before the unit.
+    #[error("invalid duration {text:?}: expected a number and a unit, such as 5s")]
+    NotANumber {
+        /// The duration as written.
+        text: String,
+    },
+    /// A number without a unit.
+    #[error("invalid duration {text:?}: missing unit (ms, s, m or h)")]
+    MissingUnit {
+        /// The duration as written.
+        text: String,
+    },
+    /// A unit other than `ms`, `s`, `m` or `h`.
+    #[error("invalid duration {text:?}: unknown unit {unit:?} (use ms, s, m or h)")]
+    UnknownUnit {
+        /// The duration as written.
+        text: String,
+        /// The unit.
+        unit: String,
+    },
+    /// Too long to represent.
+    #[error("invalid duration {text:?}: out of range")]
+    OutOfRange {
+        /// The duration as written.
+        text: String,
+    },
+}
+
 /// A duration written as a number with a unit: `ms`, `s`, `m` or `h`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HumanDuration(pub Duration);
 
 impl HumanDuration {
     /// Parses `250ms`, `5s`, `1.5m`, `2h`.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, DurationError> {
         let text = text.trim();
         let split = text
             .find(|c: char| !(c.is_ascii_digit() || c == '.'))
             .unwrap_or(text.len());
         let (number, unit) = text.split_at(split);
-        let value: f64 = number.parse().map_err(|_| {
-            format!("invalid duration {text:?}: expected a number and a unit, such as 5s")
-        })?;
+        let owned = || text.to_string();
+        let value: f64 = number
+            .parse()
+            .map_err(|_| DurationError::NotANumber { text: owned() })?;
         let seconds = match unit.trim() {
             "ms" => value / 1000.0,
             "s" => value,
             "m" => value * 60.0,
             "h" => value * 3600.0,
-            "" => {
-                return Err(format!(
-                    "invalid duration {text:?}: missing unit (ms, s, m or h)"
-                ));
-            }
+            "" => return Err(DurationError::MissingUnit { text: owned() }),
             other => {
-                return Err(format!(
-                    "invalid duration {text:?}: unknown unit {other:?} (use ms, s, m or h)"
-                ));
+                return Err(DurationError::UnknownUnit {
+                    text: owned(),
+                    unit: other.to_string(),
+                });
             }
         };
         Duration::try_from_secs_f64(seconds)
             .map(HumanDuration)
-            .map_err(|_| format!("invalid duration {text:?}: out of range"))
+            .map_err(|_| DurationError::OutOfRange { text: owned() })
     }
 }
 
@@ -61,21 +90,47 @@ impl<'de> Deserialize<'de> for HumanDuration {
     }
 }
 
+/// Why a size is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SizeError {
+    /// No number before the unit.
+    #[error("invalid size {text:?}: expected a number and a unit, such as 64Mi")]
+    NotANumber {
+        /// The size as written.
+        text: String,
+    },
+    /// A unit other than `k`, `Ki`, `M`, `Mi`, `G` or `Gi`.
+    #[error("invalid size {text:?}: unknown unit {unit:?} (use Ki, Mi, Gi, k, M or G)")]
+    UnknownUnit {
+        /// The size as written.
+        text: String,
+        /// The unit.
+        unit: String,
+    },
+    /// More bytes than a `u64` holds.
+    #[error("invalid size {text:?}: out of range")]
+    OutOfRange {
+        /// The size as written.
+        text: String,
+    },
+}
+
 /// A size in bytes, written with an optional unit: `k`/`Ki`, `M`/`Mi`, `G`/`Gi`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ByteSize(pub u64);
 
 impl ByteSize {
     /// Parses `1048576`, `512Ki`, `64Mi`, `1G`.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, SizeError> {
         let text = text.trim();
         let split = text
             .find(|c: char| !c.is_ascii_digit())
             .unwrap_or(text.len());
         let (number, unit) = text.split_at(split);
-        let value: u64 = number.parse().map_err(|_| {
-            format!("invalid size {text:?}: expected a number and a unit, such as 64Mi")
-        })?;
+        let owned = || text.to_string();
+        let value: u64 = number
+            .parse()
+            .map_err(|_| SizeError::NotANumber { text: owned() })?;
         let factor: u64 = match unit {
             "" => 1,
             "k" => 1000,
@@ -85,15 +140,16 @@ impl ByteSize {
             "G" => 1000 * 1000 * 1000,
             "Gi" => 1 << 30,
             other => {
-                return Err(format!(
-                    "invalid size {text:?}: unknown unit {other:?} (use Ki, Mi, Gi, k, M or G)"
-                ));
+                return Err(SizeError::UnknownUnit {
+                    text: owned(),
+                    unit: other.to_string(),
+                });
             }
         };
         value
             .checked_mul(factor)
             .map(ByteSize)
-            .ok_or_else(|| format!("invalid size {text:?}: out of range"))
+            .ok_or_else(|| SizeError::OutOfRange { text: owned() })
     }
 }
 
@@ -146,11 +202,13 @@ mod tests {
         assert!(
             HumanDuration::parse("5")
                 .unwrap_err()
+                .to_string()
                 .contains("missing unit")
         );
         assert!(
             HumanDuration::parse("5d")
                 .unwrap_err()
+                .to_string()
                 .contains("unknown unit")
         );
     }

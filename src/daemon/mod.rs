@@ -70,7 +70,7 @@ pub enum Error {
     },
     /// The admin API's token cannot be read.
     #[error("admin API: {0}")]
-    AdminToken(String),
+    AdminToken(#[source] crate::config::TokenError),
     /// The admin API's access rule cannot be set up (no token beyond loopback).
     #[error("admin API: {0}")]
     AdminAccess(#[source] crate::admin::auth::Error),

@@ -6,7 +6,8 @@ use std::time::SystemTime;
 
 use serde::Serialize;
 
-use super::{Delivery, Handler, PendingEvent, WorkKey};
+use super::{Handler, PendingEvent, WorkKey};
+use crate::config::Delivery;
 use crate::informer::ObjectKey;
 use crate::util::{lock, rfc3339};
 

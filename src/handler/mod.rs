@@ -29,7 +29,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
-use crate::config::HandlerSpec;
+use crate::config::{Delivery, HandlerSpec};
 use crate::informer::{Delta, ObjectKey};
 use crate::metrics::Metrics;
 use crate::plugin::{HostContext, PluginLogs};
@@ -37,7 +37,7 @@ use crate::queue::{RateLimits, WorkQueue};
 use crate::util::lock;
 
 pub use dead_letter::{DeadLetter, DeadLetterView, DeadLetters};
-pub use pending::{ChangeKind, Delivery, Owed, PendingEvent};
+pub use pending::{ChangeKind, Owed, PendingEvent};
 pub use status::{HandlerDetail, HandlerStatus, Latency, RecentError};
 
 use slot::Slot;

@@ -11,6 +11,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::SystemTime;
 
+use crate::config::Delivery;
 use crate::informer::{CachedObject, Delta};
 
 /// The kind of change a pending event reports.
@@ -24,18 +25,6 @@ pub enum ChangeKind {
     Deleted,
     /// A periodic resync of an unchanged object.
     Sync,
-}
-
-/// How a route delivers changes to its handler.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Delivery {
-    /// Coalesce per key: the newest object and the kind of change since queued.
-    Latest,
-    /// Every delta in order per key, at most `backlog` waiting per key.
-    Every {
-        /// Events kept per key before the oldest are coalesced.
-        backlog: usize,
-    },
 }
 
 /// One event a handler is owed.

@@ -7,9 +7,7 @@ use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use kube::api::DynamicObject;
 
 use super::object::{CachedObject, ObjectKey};
-
-/// The built-in index of objects by namespace.
-pub const NAMESPACE_INDEX: &str = "namespace";
+use crate::config::NAMESPACE_INDEX;
 
 /// How an index computes an object's values.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

@@ -11,9 +11,9 @@
 
 use serde_json::Value;
 
+use crate::config::selector::{Selector, SelectorError};
 use crate::config::{Condition, RouteFilter, Test};
 use crate::informer::{CachedObject, Delta};
-use crate::selector::Selector;
 
 /// A [`RouteFilter`] ready to test deltas.
 #[derive(Debug, Clone)]
@@ -28,7 +28,8 @@ impl ObjectFilter {
     /// Compiles a validated filter. Selectors were checked by validation; one that fails to
     /// parse here selects nothing rather than everything.
     pub fn new(filter: &RouteFilter) -> Self {
-        let compile = |text: &Option<String>, parse: fn(&str) -> Result<Selector, String>| {
+        let compile = |text: &Option<String>,
+                       parse: fn(&str) -> Result<Selector, SelectorError>| {
             text.as_deref().map(|t| {
                 parse(t).unwrap_or_else(|_| Selector::parse("switchyard.invalid/never").unwrap())
             })

@@ -8,8 +8,7 @@ use std::sync::{Arc, RwLock, RwLockReadGuard};
 
 use serde::Serialize;
 
-use crate::config::EventFilter;
-use crate::handler::Delivery;
+use crate::config::{Delivery, EventFilter};
 use crate::handler::Handler;
 use crate::informer::{Delta, DeltaSink};
 

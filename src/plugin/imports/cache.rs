@@ -39,7 +39,7 @@ impl HostContext {
         let objects = informers.into_iter().flat_map(|i| match namespace {
             Some(ns) => i
                 .store()
-                .list_by_index(crate::informer::store::NAMESPACE_INDEX, ns)
+                .list_by_index(crate::config::NAMESPACE_INDEX, ns)
                 .unwrap_or_default(),
             None => i.store().list(),
         });

@@ -12,7 +12,7 @@ use axum::body::Bytes;
 use axum::http::{HeaderMap, Method, header};
 use serde_json::Value;
 
-use crate::selector::Selector;
+use crate::config::Selector;
 use crate::sim::error::ApiError;
 use crate::sim::fields;
 use crate::sim::protobuf;

@@ -1,7 +1,31 @@
 //! Label and field selectors as the API server parses them (`a=b,c!=d,e in (x,y),!f`):
-//! used to validate route selectors and by the simulator to filter lists and watches.
+//! used to validate route selectors, by routes to filter objects, and by the simulator to
+//! filter lists and watches.
 
 use serde_json::Value;
+
+/// Why a selector is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SelectorError {
+    /// A term with no key, or a key with white space in it.
+    #[error("invalid selector term {term:?}")]
+    InvalidTerm {
+        /// The term as written.
+        term: String,
+    },
+    /// `in` or `notin` without a parenthesised list.
+    #[error("invalid selector term {term:?}: expected a (list)")]
+    ExpectedList {
+        /// The term as written.
+        term: String,
+    },
+    /// A field selector term other than `=`, `==` or `!=`.
+    #[error("invalid field selector term {term:?}: field selectors support only =, == and !=")]
+    FieldOperator {
+        /// The term as written.
+        term: String,
+    },
+}
 
 /// A parsed selector: every requirement must hold.
 #[derive(Debug, Clone, Default)]
@@ -21,7 +45,7 @@ enum Requirement {
 
 impl Selector {
     /// Parses a selector string; an empty string selects everything.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, SelectorError> {
         let mut requirements = Vec::new();
         for term in split_terms(text) {
             let term = term.trim();
@@ -35,7 +59,7 @@ impl Selector {
 
     /// Parses a field selector: like [`Selector::parse`], but, as the API server requires
     /// of field selectors, only `=`, `==` and `!=` are allowed.
-    pub fn parse_fields(text: &str) -> Result<Self, String> {
+    pub fn parse_fields(text: &str) -> Result<Self, SelectorError> {
         let selector = Self::parse(text)?;
         for (term, req) in split_terms(text)
             .into_iter()
@@ -44,9 +68,9 @@ impl Selector {
             .zip(&selector.requirements)
         {
             if !matches!(req, Requirement::Equals(..) | Requirement::NotEquals(..)) {
-                return Err(format!(
-                    "invalid field selector term {term:?}: field selectors support only =, == and !="
-                ));
+                return Err(SelectorError::FieldOperator {
+                    term: term.to_string(),
+                });
             }
         }
         Ok(selector)
@@ -127,7 +151,7 @@ fn split_terms(text: &str) -> Vec<&str> {
     out
 }
 
-fn parse_term(term: &str) -> Result<Requirement, String> {
+fn parse_term(term: &str) -> Result<Requirement, SelectorError> {
     if let Some(key) = term.strip_prefix('!') {
         return Ok(Requirement::NotExists(checked_key(key, term)?));
     }
@@ -146,7 +170,9 @@ fn parse_term(term: &str) -> Result<Requirement, String> {
             let inner = rest
                 .strip_prefix('(')
                 .and_then(|r| r.strip_suffix(')'))
-                .ok_or_else(|| format!("invalid selector term {term:?}: expected a (list)"))?;
+                .ok_or_else(|| SelectorError::ExpectedList {
+                    term: term.to_string(),
+                })?;
             let values = inner.split(',').map(|v| v.trim().to_string()).collect();
             let key = checked_key(k, term)?;
             return Ok(if negated {
@@ -159,10 +185,12 @@ fn parse_term(term: &str) -> Result<Requirement, String> {
     Ok(Requirement::Exists(checked_key(term, term)?))
 }
 
-fn checked_key(key: &str, term: &str) -> Result<String, String> {
+fn checked_key(key: &str, term: &str) -> Result<String, SelectorError> {
     let key = key.trim();
     if key.is_empty() || key.contains(char::is_whitespace) {
-        return Err(format!("invalid selector term {term:?}"));
+        return Err(SelectorError::InvalidTerm {
+            term: term.to_string(),
+        });
     }
     Ok(key.to_string())
 }

@@ -1,0 +1,247 @@
+//! A validated config: the runtime values validation builds from the YAML schema, with every
+//! default filled in. Every stage reads these; none of them is read from YAML directly.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::{Capabilities, FieldPath, ResourceName, TokenSource};
+
+/// A validated config, ready to build a daemon from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// The file it came from.
+    pub source: PathBuf,
+    /// Kubeconfig to use; `None` for the usual inference.
+    pub kubeconfig: Option<PathBuf>,
+    /// The plugins folder.
+    pub plugins_dir: PathBuf,
+    /// Where the admin API listens.
+    pub admin_listen: SocketAddr,
+    /// Where the admin API's bearer token comes from.
+    pub admin_token: Option<TokenSource>,
+    /// Informers, by name order: those under `informers:`, then each route's own watch.
+    pub informers: Vec<InformerSpec>,
+    /// Handlers, by name order.
+    pub handlers: Vec<HandlerSpec>,
+    /// Routes, in file order.
+    pub routes: Vec<RouteSpec>,
+}
+
+/// A handler, with every default filled in.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HandlerSpec {
+    /// Handler name.
+    pub name: String,
+    /// Plugin name (`NAME.wasm` in the plugins folder).
+    pub plugin: String,
+    /// Workers calling the plugin at once.
+    pub concurrency: usize,
+    /// Deadline for one call.
+    pub timeout: Duration,
+    /// Memory cap for one plugin instance, in bytes.
+    pub memory: u64,
+    /// Retries after a failure before the event is dropped.
+    pub max_retries: u32,
+    /// First retry delay.
+    pub backoff_base: Duration,
+    /// Longest retry delay.
+    pub backoff_cap: Duration,
+    /// How often every cached object is delivered again as `sync`; `None` for never.
+    pub resync: Option<Duration>,
+    /// Retries per second (token bucket); `None` for no bucket.
+    pub qps: Option<f64>,
+    /// Retries that may go at once.
+    pub burst: u32,
+    /// Settings passed to the plugin's `init`.
+    pub config: serde_json::Value,
+    /// Kubernetes writes the plugin may make.
+    pub capabilities: Capabilities,
+}
+
+/// How an informer names its resource.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum ResourceRef {
+    /// By group, version and plural name.
+    Plural(ResourceName),
+    /// By group, version and kind; discovery finds the plural.
+    Kind {
+        /// API group; empty for the core group.
+        group: String,
+        /// API version.
+        version: String,
+        /// Kind, such as `Deployment`.
+        kind: String,
+    },
+}
+
+impl ResourceRef {
+    /// Whether `name` names this resource: its plural (`pods`), its full name
+    /// (`v1/pods`), its kind (`Pod`), or a kind whose usual plural it is.
+    pub fn answers_to(&self, name: &str) -> bool {
+        match self {
+            ResourceRef::Plural(r) => {
+                name == r.plural
+                    || name == r.to_string()
+                    || ResourceName::parse(name).is_ok_and(|n| n == *r)
+                    || plurals_of(name).contains(&r.plural)
+            }
+            ResourceRef::Kind {
+                group,
+                version,
+                kind,
+            } => {
+                name == kind
+                    || plurals_of(kind).iter().any(|p| {
+                        name == p
+                            || ResourceName::parse(name).is_ok_and(|n| {
+                                n.plural == *p && n.group == *group && n.version == *version
+                            })
+                    })
+            }
+        }
+    }
+}
+
+/// The plural spellings a kind usually has (`Pod` → pods, `Ingress` → ingresses, `Policy`
+/// → policies, `Endpoints` → endpoints).
+fn plurals_of(kind: &str) -> Vec<String> {
+    let lower = kind.to_ascii_lowercase();
+    let mut plurals = vec![lower.clone(), format!("{lower}s"), format!("{lower}es")];
+    if let Some(stem) = lower.strip_suffix('y') {
+        plurals.push(format!("{stem}ies"));
+    }
+    plurals
+}
+
+impl fmt::Display for ResourceRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ResourceRef::Plural(r) => write!(f, "{r}"),
+            ResourceRef::Kind {
+                group,
+                version,
+                kind,
+            } if group.is_empty() => write!(f, "{version} {kind}"),
+            ResourceRef::Kind {
+                group,
+                version,
+                kind,
+            } => write!(f, "{group}/{version} {kind}"),
+        }
+    }
+}
+
+/// An informer, with every default filled in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InformerSpec {
+    /// Its name under `informers:`, or `route:NAME` for a route's own watch.
+    pub name: String,
+    /// The resource watched.
+    pub resource: ResourceRef,
+    /// Namespaces watched, one watch each; empty for all namespaces.
+    pub namespaces: Vec<String>,
+    /// Label selector of the watch.
+    pub label_selector: Option<String>,
+    /// Field selector of the watch.
+    pub field_selector: Option<String>,
+    /// Cache indexes by name: a field path or `label:KEY`.
+    pub indexes: Vec<(String, String)>,
+    /// Keep `metadata.managedFields` in the cache.
+    pub keep_managed_fields: bool,
+    /// JSON pointers dropped before caching.
+    pub drop_fields: Vec<String>,
+}
+
+/// Where a route's changes come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RouteSource {
+    /// One informer, by name (a route's own watch is `route:NAME`).
+    Informer(String),
+    /// Every informer under `informers:` of these kinds.
+    Kinds(Vec<String>),
+}
+
+/// A test on the value at a field path.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Test {
+    /// The value equals this.
+    Equals(serde_json::Value),
+    /// The path has a value (`true`) or none (`false`).
+    Exists(bool),
+    /// An update changed the value (`true`) or left it alone (`false`).
+    Changed(bool),
+}
+
+/// A condition a route puts on the objects it delivers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Condition {
+    /// Where the value is.
+    pub path: FieldPath,
+    /// What it must be.
+    pub test: Test,
+}
+
+/// Which objects a route delivers, beyond what its informer watches.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RouteFilter {
+    /// Only objects in these namespaces; empty for all.
+    pub namespaces: Vec<String>,
+    /// Only objects whose labels match.
+    pub labels: Option<String>,
+    /// Only objects whose fields match (field selector syntax).
+    pub fields: Option<String>,
+    /// Only changes that meet every condition.
+    pub when: Vec<Condition>,
+}
+
+/// A route, with every default filled in.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RouteSpec {
+    /// Route name.
+    pub name: String,
+    /// Where its changes come from.
+    pub source: RouteSource,
+    /// Which objects it delivers.
+    pub filter: RouteFilter,
+    /// Kinds of change delivered.
+    pub events: EventFilter,
+    /// How changes are delivered.
+    pub delivery: Delivery,
+    /// The handler that gets the changes.
+    pub handler: String,
+}
+
+/// How a route delivers changes to its handler.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delivery {
+    /// Coalesce per key: the newest object and the kind of change since queued.
+    Latest,
+    /// Every delta in order per key, at most `backlog` waiting per key.
+    Every {
+        /// Events kept per key before the oldest are coalesced.
+        backlog: usize,
+    },
+}
+
+/// Which kinds of change a route delivers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EventFilter {
+    /// Deliver additions.
+    pub added: bool,
+    /// Deliver updates.
+    pub updated: bool,
+    /// Deliver deletions.
+    pub deleted: bool,
+}
+
+impl Default for EventFilter {
+    fn default() -> Self {
+        Self {
+            added: true,
+            updated: true,
+            deleted: true,
+        }
+    }
+}

@@ -1,0 +1,139 @@
+//! `admin:`: where the admin API listens and where its bearer token comes from. The token
+//! is read here, so a missing or empty one is reported at its place, as is an API that
+//! would listen beyond loopback with no token at all; the daemon checks both again when
+//! it starts.
+
+use std::net::SocketAddr;
+use std::path::Path;
+
+use serde_json::Value;
+
+use super::errors::Errors;
+use crate::config::schema::AdminFile;
+use crate::config::{DEFAULT_ADMIN_LISTEN, TokenSource};
+
+/// The admin API's settings, with defaults filled in.
+pub(super) struct Admin {
+    /// Where it listens.
+    pub listen: SocketAddr,
+    /// Where its token comes from, if anywhere.
+    pub token: Option<TokenSource>,
+}
+
+/// Reads `admin:`; its defaults when it is absent or cannot be read.
+pub(super) fn read_admin(value: Option<&Value>, errors: &mut Errors) -> AdminFile {
+    match value {
+        Some(value) => errors.read("admin", value).unwrap_or_default(),
+        None => AdminFile::default(),
+    }
+}
+
+/// Builds the admin settings; a token file is relative to `base`, the config's folder.
+pub(super) fn build_admin(admin: AdminFile, base: &Path, errors: &mut Errors) -> Admin {
+    let configured = admin.token_file.is_some() || admin.token_env.is_some();
+    let token = match (admin.token_file, admin.token_env) {
+        (Some(_), Some(_)) => {
+            errors.at("admin.token_env", "set token_file or token_env, not both");
+            None
+        }
+        (Some(path), None) => Some(TokenSource::File(if path.is_absolute() {
+            path
+        } else {
+            base.join(path)
+        })),
+        (None, Some(var)) => Some(TokenSource::Env(var)),
+        (None, None) => None,
+    };
+    if let Some(source) = &token
+        && let Err(e) = source.read()
+    {
+        let field = match source {
+            TokenSource::File(_) => "admin.token_file",
+            TokenSource::Env(_) => "admin.token_env",
+        };
+        errors.at(field, e);
+    }
+    let listen = admin.listen.unwrap_or(DEFAULT_ADMIN_LISTEN);
+    if !listen.ip().is_loopback() && !configured {
+        errors.at(
+            "admin.listen",
+            format!(
+                "the admin API would listen on {listen}, beyond loopback, without a token: set admin.token_file or admin.token_env, or listen on 127.0.0.1"
+            ),
+        );
+    }
+    Admin { listen, token }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use crate::config::{TokenSource, validate};
+
+    const ROUTES: &str =
+        "handlers:\n  h: {}\nroutes:\n  - {name: a, resource: configmaps, handler: h}\n";
+
+    fn errors(dir: &Path, admin: &str) -> Vec<String> {
+        let text = format!("admin:\n{admin}{ROUTES}");
+        match validate(&dir.join("c.yaml"), &text) {
+            Ok(_) => Vec::new(),
+            Err(e) => e.0.iter().map(ToString::to_string).collect(),
+        }
+    }
+
+    #[test]
+    fn an_admin_api_beyond_loopback_without_a_token_is_refused_at_its_address() {
+        let dir = tempfile::tempdir().unwrap();
+        let found = errors(dir.path(), "  listen: 0.0.0.0:9470\n");
+        let shown = dir.path().join("c.yaml");
+        assert_eq!(
+            found,
+            [format!(
+                "{}:2:11: admin.listen: the admin API would listen on 0.0.0.0:9470, beyond loopback, without a token: set admin.token_file or admin.token_env, or listen on 127.0.0.1",
+                shown.display()
+            )]
+        );
+        assert!(errors(dir.path(), "  listen: 127.0.0.1:9470\n").is_empty());
+    }
+
+    #[test]
+    fn a_missing_or_empty_token_is_refused_at_its_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = errors(dir.path(), "  listen: 0.0.0.0:9470\n  token_file: token\n");
+        assert_eq!(missing.len(), 1, "{missing:?}");
+        assert!(
+            missing[0].contains(":3:15: admin.token_file: cannot read the admin token file"),
+            "{missing:?}"
+        );
+        std::fs::write(dir.path().join("token"), " \n").unwrap();
+        let empty = errors(dir.path(), "  token_file: token\n");
+        assert_eq!(empty.len(), 1, "{empty:?}");
+        assert!(
+            empty[0].ends_with(&format!(
+                ":2:15: admin.token_file: the admin token file {} is empty",
+                dir.path().join("token").display()
+            )),
+            "{empty:?}"
+        );
+        std::fs::write(dir.path().join("token"), "s3cret\n").unwrap();
+        assert!(errors(dir.path(), "  listen: 0.0.0.0:9470\n  token_file: token\n").is_empty());
+        let unset = errors(dir.path(), "  token_env: SWITCHYARD_TEST_TOKEN_NEVER_SET\n");
+        assert_eq!(unset.len(), 1, "{unset:?}");
+        assert!(
+            unset[0].ends_with(
+                ":2:14: admin.token_env: the admin token variable SWITCHYARD_TEST_TOKEN_NEVER_SET is not set"
+            ),
+            "{unset:?}"
+        );
+    }
+
+    #[test]
+    fn an_empty_token_is_refused_when_read_at_start_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("token");
+        std::fs::write(&path, "\n").unwrap();
+        let err = TokenSource::File(path).read().unwrap_err();
+        assert!(err.to_string().ends_with("is empty"), "{err}");
+    }
+}

@@ -1,0 +1,178 @@
+//! `handlers.NAME:`: a plugin and how it is run (workers, limits, retries, resync, the
+//! settings passed to `init`, capabilities), with every default filled in.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::errors::Errors;
+use super::names::is_valid_name;
+use crate::config::HandlerSpec;
+use crate::config::limits::MAX_WORKERS;
+use crate::config::schema::HandlerFile;
+
+/// Builds the handler `name`. Each value was held to its bounds as it was read (see
+/// [`crate::config::limits`]); what is left are the checks across values.
+pub(super) fn build_handler(name: String, h: HandlerFile, errors: &mut Errors) -> HandlerSpec {
+    let at = |field: &str| format!("handlers.{name}.{field}");
+    let plugin = match h.plugin {
+        Some(p) if !is_valid_name(&p) => {
+            errors.at(
+                at("plugin"),
+                format!(
+                    "invalid plugin name {p:?}: name the file NAME.wasm in the plugins folder by NAME (lower case letters, digits and '-')"
+                ),
+            );
+            p
+        }
+        Some(p) => p,
+        None => name.clone(),
+    };
+    let backoff_base = h.backoff_base.map_or(Duration::from_millis(100), |d| d.0);
+    let backoff_cap = h.backoff_cap.map_or(Duration::from_secs(30), |d| d.0);
+    if backoff_cap < backoff_base {
+        errors.at(
+            at("backoff_cap"),
+            "backoff_cap must not be shorter than backoff_base",
+        );
+    }
+    let capabilities = super::capabilities::build(&name, h.capabilities.as_ref(), errors);
+    // `qps` was checked as it was read; 0 turns the bucket off.
+    let qps = match h.qps {
+        Some(0.0) => None,
+        Some(q) => Some(q),
+        None => Some(10.0),
+    };
+    HandlerSpec {
+        capabilities,
+        resync: h.resync.map(|d| d.0).filter(|d| !d.is_zero()),
+        qps,
+        burst: h.burst.unwrap_or(100).max(1),
+        plugin,
+        concurrency: h.concurrency.unwrap_or(2),
+        timeout: h.timeout.map_or(Duration::from_secs(5), |d| d.0),
+        memory: h.memory.map_or(64 << 20, |m| m.0),
+        max_retries: h.max_retries.unwrap_or(5),
+        backoff_base,
+        backoff_cap,
+        config: h.config.unwrap_or(Value::Null),
+        name,
+    }
+}
+
+/// The workers of all handlers together fit the plugin instance pool.
+pub(super) fn check_workers(handlers: &[HandlerSpec], errors: &mut Errors) {
+    let workers: usize = handlers.iter().map(|h| h.concurrency).sum();
+    if workers > MAX_WORKERS {
+        errors.at_key(
+            "handlers",
+            format!(
+                "the handlers' concurrency adds up to {workers} workers, more than the plugin instance pool can hold: at most {MAX_WORKERS} in all"
+            ),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use crate::config::validate;
+
+    /// (line, column, path) of each problem, and all of them as text for a failure message.
+    fn places(text: &str) -> (Vec<(u64, u64, String)>, String) {
+        let errors = validate(Path::new("c.yaml"), text).unwrap_err().0;
+        let all = errors.iter().map(|e| format!("{e}\n")).collect();
+        let places = errors
+            .into_iter()
+            .map(|e| (e.line, e.column, e.path))
+            .collect();
+        (places, all)
+    }
+
+    #[test]
+    fn every_wrong_field_of_a_handler_is_reported_not_only_the_first() {
+        let text = "\
+handlers:
+  h:
+    concurrency: lots
+    timeout: forever
+    memory: 12XB
+    max_retries: -1
+routes:
+  - {name: a, resource: configmaps, handler: h}
+";
+        let (found, all) = places(text);
+        assert_eq!(
+            found,
+            [
+                (3, 18, "handlers.h.concurrency".to_string()),
+                (4, 14, "handlers.h.timeout".to_string()),
+                (5, 13, "handlers.h.memory".to_string()),
+                (6, 18, "handlers.h.max_retries".to_string()),
+            ],
+            "{all}"
+        );
+        assert!(all.contains("invalid size \"12XB\""), "{all}");
+        assert!(all.contains("invalid duration \"forever\""), "{all}");
+    }
+
+    #[test]
+    fn values_beyond_what_the_plugin_engine_can_give_are_refused_where_they_are() {
+        let text = "\
+handlers:
+  big:
+    memory: 1000Gi
+    concurrency: 100000
+    timeout: 0s
+  small:
+    memory: 0
+routes:
+  - {name: a, resource: configmaps, handler: big}
+  - {name: b, resource: configmaps, handler: small}
+";
+        let (found, all) = places(text);
+        assert_eq!(
+            found,
+            [
+                (3, 13, "handlers.big.memory".to_string()),
+                (4, 18, "handlers.big.concurrency".to_string()),
+                (5, 14, "handlers.big.timeout".to_string()),
+                (7, 13, "handlers.small.memory".to_string()),
+            ],
+            "{all}"
+        );
+        assert!(
+            all.contains("handlers.big.memory: memory of 1073741824000 bytes is more than a plugin instance can address: at most 4Gi"),
+            "{all}"
+        );
+        assert!(
+            all.contains("handlers.big.concurrency: concurrency 100000 is more than the plugin instance pool can hold: at most 1024 workers"),
+            "{all}"
+        );
+        assert!(
+            all.contains("handlers.big.timeout: timeout must be longer than 0s"),
+            "{all}"
+        );
+        assert!(
+            all.contains("handlers.small.memory: memory must be at least 64Ki"),
+            "{all}"
+        );
+    }
+
+    #[test]
+    fn the_workers_of_all_handlers_must_fit_the_instance_pool() {
+        let text = "\
+routes:
+  - {name: a, resource: configmaps, handler: a}
+handlers:
+  a: {concurrency: 600}
+  b: {concurrency: 600}
+";
+        let (found, all) = places(text);
+        assert_eq!(found, [(3, 1, "handlers".to_string())], "{all}");
+        assert!(all.contains("adds up to 1200 workers"), "{all}");
+        let fits = text.replace("600}", "512}");
+        assert!(validate(Path::new("c.yaml"), &fits).is_ok());
+    }
+}

@@ -1,0 +1,90 @@
+//! `informers.NAME:`: one resource watched and cached, named by `resource` or by
+//! `group`/`version`/`kind`, with its watch settings.
+
+use super::errors::Errors;
+use super::watch::{check_drop_fields, check_indexes, check_namespaces, check_selectors};
+use crate::config::schema::InformerFile;
+use crate::config::{InformerSpec, ResourceName, ResourceRef};
+
+/// Builds the informer `name`, or reports why it cannot be built.
+pub(super) fn build_informer(
+    name: &str,
+    f: InformerFile,
+    errors: &mut Errors,
+) -> Option<InformerSpec> {
+    let at = |field: &str| format!("informers.{name}.{field}");
+    let before = errors.count();
+    let resource = resource_ref(name, &f, errors);
+    let namespaces = f.namespaces.unwrap_or_default();
+    check_namespaces(&at("namespaces"), &namespaces, errors);
+    check_selectors(&at(""), f.labels.as_deref(), f.fields.as_deref(), errors);
+    let transform = f.transform.unwrap_or_default();
+    let drop_fields =
+        check_drop_fields(&at("transform.drop_fields"), transform.drop_fields, errors);
+    let indexes = check_indexes(&at("indexes"), f.indexes, errors);
+    if errors.count() > before {
+        return None;
+    }
+    Some(InformerSpec {
+        name: name.to_string(),
+        resource: resource?,
+        namespaces,
+        label_selector: f.labels,
+        field_selector: f.fields,
+        indexes,
+        keep_managed_fields: transform.keep_managed_fields.unwrap_or(false),
+        drop_fields,
+    })
+}
+
+/// The resource an informer names: by `resource`, or by `group`, `version` and `kind`.
+fn resource_ref(name: &str, f: &InformerFile, errors: &mut Errors) -> Option<ResourceRef> {
+    let at = |field: &str| format!("informers.{name}.{field}");
+    match (&f.resource, &f.kind) {
+        (Some(_), Some(_)) => {
+            errors.at_key(
+                at("kind"),
+                "name the resource by `resource` or by `group`/`version`/`kind`, not both",
+            );
+            None
+        }
+        (Some(text), None) => {
+            for (field, set) in [
+                ("group", f.group.is_some()),
+                ("version", f.version.is_some()),
+            ] {
+                if set {
+                    errors.at_key(
+                        at(field),
+                        format!("`{field}` goes with `kind`; `resource` already names the version"),
+                    );
+                }
+            }
+            ResourceName::parse(text)
+                .map_err(|e| errors.at(at("resource"), e))
+                .ok()
+                .map(ResourceRef::Plural)
+        }
+        (None, Some(kind)) => match &f.version {
+            None => {
+                errors.at_key(
+                    at("kind"),
+                    "`kind` needs a `version` (and a `group` unless it is a core kind)",
+                );
+                None
+            }
+            Some(version) => Some(ResourceRef::Kind {
+                group: f.group.clone().unwrap_or_default(),
+                version: version.clone(),
+                kind: kind.clone(),
+            }),
+        },
+        (None, None) => {
+            errors.at_key(
+                format!("informers.{name}"),
+                "an informer needs `resource` (such as apps/v1/deployments) or `group`, `version` and `kind`",
+            );
+            None
+        }
+    }
+}

@@ -1,0 +1,333 @@
+//! `routes[i]:`: where a route's changes come from (an informer by name, informers by kind,
+//! or its own watch), which of them it delivers, how, and to which handler.
+
+use std::collections::HashSet;
+
+use super::errors::Errors;
+use super::names::nearest;
+use super::watch::{
+    check_drop_fields, check_indexes, check_namespace, check_namespaces, check_selectors,
+};
+use crate::config::schema::{ConditionFile, DeliveryFile, EventKindFile, RouteFile};
+use crate::config::{
+    Condition, Delivery, EventFilter, FieldPath, InformerSpec, ROUTE_INFORMER_PREFIX, ResourceName,
+    ResourceRef, RouteFilter, RouteSource, RouteSpec, Test,
+};
+
+/// Events kept per object by an `every` route when the config does not say.
+pub const DEFAULT_BACKLOG: usize = 100;
+
+/// The informers routes can name.
+pub(super) struct Known<'a> {
+    /// Every name under `informers:`, read or not.
+    pub names: Vec<&'a str>,
+    /// Those that were read and are valid.
+    pub read: &'a [InformerSpec],
+}
+
+/// What a route is checked against, and where it is.
+pub(super) struct RouteContext<'a> {
+    /// The route's path (`routes[2]`).
+    pub at: String,
+    /// Every handler name, read or not.
+    pub handlers: &'a [&'a str],
+    /// The informers it can name.
+    pub informers: &'a Known<'a>,
+}
+
+impl RouteContext<'_> {
+    fn at(&self, field: &str) -> String {
+        format!("{}.{field}", self.at)
+    }
+}
+
+/// Builds a route and, when it has its own `resource:`, the informer for it; `None` when
+/// anything about it is wrong (each problem is reported).
+pub(super) fn build_route(
+    cx: &RouteContext,
+    mut r: RouteFile,
+    names: &mut HashSet<String>,
+    errors: &mut Errors,
+) -> Option<(RouteSpec, Option<InformerSpec>)> {
+    let before = errors.count();
+    check_name(cx, &r.name, names, errors);
+    check_handler(cx, &r.handler, errors);
+    check_one_source(cx, &r, errors);
+    let namespaces = namespaces(cx, &r, errors);
+    let prefix = format!("{}.", cx.at);
+    check_selectors(&prefix, r.labels.as_deref(), r.fields.as_deref(), errors);
+    let when = build_conditions(cx, r.when.take().unwrap_or_default(), errors);
+    let delivery = delivery(cx, r.delivery, r.backlog, errors);
+    let events = event_filter(r.events.as_deref());
+    let mut filter = RouteFilter {
+        namespaces,
+        labels: r.labels.clone(),
+        fields: r.fields.clone(),
+        when,
+    };
+    let (source, own) = match r.resource.take() {
+        Some(text) => own_watch(cx, &mut r, &text, &mut filter, errors),
+        None => (shared_source(cx, &r, errors), None),
+    };
+    if errors.count() > before {
+        return None;
+    }
+    let route = RouteSpec {
+        name: r.name,
+        source,
+        filter,
+        events,
+        delivery,
+        handler: r.handler,
+    };
+    Some((route, own))
+}
+
+/// A route's name is set and unique.
+fn check_name(cx: &RouteContext, name: &str, names: &mut HashSet<String>, errors: &mut Errors) {
+    if name.is_empty() {
+        errors.at(cx.at("name"), "a route needs a name");
+    } else if !names.insert(name.to_string()) {
+        errors.at(cx.at("name"), format!("duplicate route name {name:?}"));
+    }
+}
+
+/// A route's handler is defined.
+fn check_handler(cx: &RouteContext, handler: &str, errors: &mut Errors) {
+    if cx.handlers.contains(&handler) {
+        return;
+    }
+    let message = match nearest(handler, cx.handlers) {
+        Some(near) => format!("unknown handler {handler:?}; did you mean {near:?}?"),
+        None if cx.handlers.is_empty() => {
+            format!("unknown handler {handler:?}: no handlers are defined under `handlers:`")
+        }
+        None => format!(
+            "unknown handler {handler:?}; defined handlers: {}",
+            cx.handlers.join(", ")
+        ),
+    };
+    errors.at(cx.at("handler"), message);
+}
+
+/// A route has exactly one of `informer`, `kinds` and `resource`.
+fn check_one_source(cx: &RouteContext, r: &RouteFile, errors: &mut Errors) {
+    let sources: Vec<&str> = [
+        r.informer.as_ref().map(|_| "informer"),
+        r.kinds.as_ref().map(|_| "kinds"),
+        r.resource.as_ref().map(|_| "resource"),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    match sources.as_slice() {
+        [] => errors.at(
+            cx.at.clone(),
+            "a route needs one of `informer` (a name under `informers:`), `kinds` or `resource`",
+        ),
+        [_] => {}
+        [_, second, ..] => errors.at_key(
+            cx.at(second),
+            format!("set only one of {}", sources.join(", ")),
+        ),
+    }
+}
+
+/// The namespaces a route selects, from `namespace` or `namespaces`, each checked.
+fn namespaces(cx: &RouteContext, r: &RouteFile, errors: &mut Errors) -> Vec<String> {
+    if r.namespace.is_some() && r.namespaces.is_some() {
+        errors.at_key(
+            cx.at("namespace"),
+            "set `namespace` or `namespaces`, not both",
+        );
+    }
+    match (&r.namespace, &r.namespaces) {
+        (Some(ns), _) => check_namespace(cx.at("namespace"), ns, errors),
+        (None, Some(list)) => check_namespaces(&cx.at("namespaces"), list, errors),
+        (None, None) => {}
+    }
+    r.namespace
+        .clone()
+        .map(|ns| vec![ns])
+        .or_else(|| r.namespaces.clone())
+        .unwrap_or_default()
+}
+
+/// How a route delivers: `latest`, or `every` with its backlog.
+fn delivery(
+    cx: &RouteContext,
+    mode: Option<DeliveryFile>,
+    backlog: Option<usize>,
+    errors: &mut Errors,
+) -> Delivery {
+    match (mode, backlog) {
+        (Some(DeliveryFile::Every), backlog) => {
+            let backlog = match backlog {
+                Some(0) => {
+                    errors.at(cx.at("backlog"), "backlog must be at least 1");
+                    1
+                }
+                Some(b) => b,
+                None => DEFAULT_BACKLOG,
+            };
+            Delivery::Every { backlog }
+        }
+        (_, Some(_)) => {
+            errors.at(
+                cx.at("backlog"),
+                "backlog applies only to `delivery: every`",
+            );
+            Delivery::Latest
+        }
+        (_, None) => Delivery::Latest,
+    }
+}
+
+/// The kinds of change a route delivers; all when `events` is not set.
+fn event_filter(events: Option<&[EventKindFile]>) -> EventFilter {
+    match events {
+        None => EventFilter::default(),
+        Some(kinds) => EventFilter {
+            added: kinds.contains(&EventKindFile::Added),
+            updated: kinds.contains(&EventKindFile::Updated),
+            deleted: kinds.contains(&EventKindFile::Deleted),
+        },
+    }
+}
+
+/// The route's own watch of `resource`: its namespaces and selectors move from the filter
+/// to the watch, so the API server applies them.
+fn own_watch(
+    cx: &RouteContext,
+    r: &mut RouteFile,
+    resource: &str,
+    filter: &mut RouteFilter,
+    errors: &mut Errors,
+) -> (RouteSource, Option<InformerSpec>) {
+    let resource = ResourceName::parse(resource)
+        .map_err(|e| errors.at(cx.at("resource"), e))
+        .ok();
+    let drop_fields = check_drop_fields(&cx.at("drop_fields"), r.drop_fields.take(), errors);
+    let indexes = check_indexes(&cx.at("indexes"), r.indexes.take(), errors);
+    let name = format!("{ROUTE_INFORMER_PREFIX}{}", r.name);
+    let own = resource.map(|resource| InformerSpec {
+        name: name.clone(),
+        resource: ResourceRef::Plural(resource),
+        namespaces: std::mem::take(&mut filter.namespaces),
+        label_selector: filter.labels.take(),
+        field_selector: filter.fields.take(),
+        indexes,
+        keep_managed_fields: r.keep_managed_fields.unwrap_or(false),
+        drop_fields,
+    });
+    (RouteSource::Informer(name), own)
+}
+
+/// The informers a route without its own watch reads: one by name, or every one of some
+/// kinds. Watch settings on such a route are reported: they belong to the informer.
+fn shared_source(cx: &RouteContext, r: &RouteFile, errors: &mut Errors) -> RouteSource {
+    for (field, set) in [
+        ("indexes", r.indexes.is_some()),
+        ("keep_managed_fields", r.keep_managed_fields.is_some()),
+        ("drop_fields", r.drop_fields.is_some()),
+    ] {
+        if set {
+            errors.at_key(
+                cx.at(field),
+                format!("`{field}` belongs to the informer (informers.NAME); on a route it applies only with `resource`"),
+            );
+        }
+    }
+    match (&r.informer, &r.kinds) {
+        (Some(name), _) => {
+            check_informer(cx, name, errors);
+            RouteSource::Informer(name.clone())
+        }
+        (None, Some(kinds)) => {
+            check_kinds(cx, kinds, errors);
+            RouteSource::Kinds(kinds.clone())
+        }
+        (None, None) => RouteSource::Kinds(Vec::new()),
+    }
+}
+
+/// The informer a route names is defined under `informers:`.
+fn check_informer(cx: &RouteContext, name: &str, errors: &mut Errors) {
+    let names = &cx.informers.names;
+    if names.contains(&name) {
+        return;
+    }
+    let message = match nearest(name, names) {
+        Some(near) => format!("unknown informer {name:?}; did you mean {near:?}?"),
+        None if names.is_empty() => {
+            format!("unknown informer {name:?}: no informers are defined under `informers:`")
+        }
+        None => format!(
+            "unknown informer {name:?}; defined informers: {}",
+            names.join(", ")
+        ),
+    };
+    errors.at(cx.at("informer"), message);
+}
+
+/// Each kind a route names is watched by an informer (unless an informer could not be read,
+/// which might have been the one).
+fn check_kinds(cx: &RouteContext, kinds: &[String], errors: &mut Errors) {
+    if kinds.is_empty() {
+        errors.at(cx.at("kinds"), "list at least one kind, such as [Pod]");
+    }
+    let read = cx.informers.read;
+    if cx.informers.names.len() > read.len() {
+        return;
+    }
+    for (j, kind) in kinds.iter().enumerate() {
+        if read.iter().any(|i| i.resource.answers_to(kind)) {
+            continue;
+        }
+        let watching: Vec<String> = read
+            .iter()
+            .map(|i| format!("{} ({})", i.name, i.resource))
+            .collect();
+        let message = if watching.is_empty() {
+            format!("no informer watches kind {kind:?}: define one under `informers:`")
+        } else {
+            format!(
+                "no informer watches kind {kind:?}; informers: {}",
+                watching.join(", ")
+            )
+        };
+        errors.at(format!("{}.kinds[{j}]", cx.at), message);
+    }
+}
+
+/// A route's `when:` conditions, each with a valid path and exactly one test.
+fn build_conditions(
+    cx: &RouteContext,
+    conditions: Vec<ConditionFile>,
+    errors: &mut Errors,
+) -> Vec<Condition> {
+    let mut built = Vec::new();
+    for (j, c) in conditions.into_iter().enumerate() {
+        let at = format!("{}.when[{j}]", cx.at);
+        let path = FieldPath::parse(&c.path).map_err(|e| errors.at(format!("{at}.path"), e));
+        let tests: Vec<Test> = [
+            c.equals.map(Test::Equals),
+            c.exists.map(Test::Exists),
+            c.changed.map(Test::Changed),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        if tests.len() != 1 {
+            errors.at(
+                at,
+                "a condition has a `path` and exactly one of `equals`, `exists` or `changed`",
+            );
+            continue;
+        }
+        if let (Ok(path), Some(test)) = (path, tests.into_iter().next()) {
+            built.push(Condition { path, test });
+        }
+    }
+    built
+}

@@ -1,0 +1,335 @@
+//! Validation of whole configs: every section at once, defaults, and the places reported.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::routes::DEFAULT_BACKLOG;
+use super::validate;
+use crate::config::{DEFAULT_ADMIN_LISTEN, Delivery, RouteSource, Test};
+
+const GOOD: &str = "\
+handlers:
+  log-events:
+    concurrency: 3
+    timeout: 2s
+routes:
+  - name: cms
+    resource: configmaps
+    namespace: default
+    events: [added, deleted]
+    handler: log-events
+";
+
+#[test]
+fn a_valid_config_gets_its_defaults() {
+    let config = validate(Path::new("/etc/sy/c.yaml"), GOOD).unwrap();
+    assert_eq!(config.plugins_dir, PathBuf::from("/etc/sy/plugins"));
+    assert_eq!(config.admin_listen, DEFAULT_ADMIN_LISTEN);
+    let h = &config.handlers[0];
+    assert_eq!(
+        (h.plugin.as_str(), h.concurrency, h.max_retries),
+        ("log-events", 3, 5)
+    );
+    assert_eq!(h.timeout, Duration::from_secs(2));
+    let r = &config.routes[0];
+    assert!(r.events.added && !r.events.updated && r.events.deleted);
+}
+
+#[test]
+fn every_mistake_is_reported_with_its_line_column_and_path() {
+    let text = "\
+handlers:
+  log-events: {}
+routes:
+  - name: a
+    resource: configmaps
+    handler: log-event
+  - name: a
+    resource: Apps/V1
+    handler: nope
+";
+    let errors = validate(Path::new("c.yaml"), text).unwrap_err().0;
+    let found: Vec<(u64, u64, &str)> = errors
+        .iter()
+        .map(|e| (e.line, e.column, e.path.as_str()))
+        .collect();
+    assert_eq!(
+        found,
+        vec![
+            (6, 14, "routes[0].handler"),
+            (7, 11, "routes[1].name"),
+            (8, 15, "routes[1].resource"),
+            (9, 14, "routes[1].handler"),
+        ]
+    );
+    assert!(errors[0].message.contains("did you mean \"log-events\""));
+    assert!(
+        errors[0]
+            .to_string()
+            .starts_with("c.yaml:6:14: routes[0].handler: ")
+    );
+}
+
+#[test]
+fn a_yaml_error_names_its_line() {
+    let text = "handlers:\n  a: {}\nroutes:\n  - name: x\n    bogus: 1\n";
+    let errors = validate(Path::new("c.yaml"), text).unwrap_err().0;
+    // The unknown field, and the handler the route lacks: both, each at its line.
+    let found: Vec<(u64, &str)> = errors.iter().map(|e| (e.line, e.path.as_str())).collect();
+    assert_eq!(
+        found,
+        [(4, "routes[0]"), (5, "routes[0].bogus")],
+        "{errors:?}"
+    );
+    assert!(
+        errors[0].message.contains("missing field `handler`"),
+        "{}",
+        errors[0]
+    );
+    assert!(errors[1].message.contains("bogus"), "{}", errors[1]);
+}
+
+#[test]
+fn informer_and_delivery_settings_are_checked() {
+    let text = "\
+handlers:
+  h:
+    resync: 1m
+routes:
+  - name: a
+    resource: configmaps
+    handler: h
+    backlog: 5
+  - name: b
+    resource: configmaps
+    handler: h
+    delivery: every
+    drop_fields: [metadata/annotations/x]
+    indexes:
+      by-node: spec.nodeName
+";
+    let errors = validate(Path::new("c.yaml"), text).unwrap_err().0;
+    let found: Vec<(&str, &str)> = errors
+        .iter()
+        .map(|e| (e.path.as_str(), e.message.as_str()))
+        .collect();
+    assert_eq!(found.len(), 2, "{found:?}");
+    assert_eq!(found[0].0, "routes[0].backlog");
+    assert!(found[0].1.contains("only to `delivery: every`"));
+    assert_eq!(found[1].0, "routes[1].drop_fields[0]");
+    assert!(found[1].1.contains("must start with '/'"));
+    let good = text
+        .replace("    backlog: 5\n", "")
+        .replace("[metadata/", "[/metadata/");
+    let config = validate(Path::new("c.yaml"), &good).unwrap();
+    assert_eq!(config.handlers[0].resync, Some(Duration::from_secs(60)));
+    assert_eq!(
+        config.routes[1].delivery,
+        Delivery::Every {
+            backlog: DEFAULT_BACKLOG
+        }
+    );
+    let own = config
+        .informers
+        .iter()
+        .find(|i| i.name == "route:b")
+        .unwrap();
+    assert_eq!(
+        own.indexes,
+        vec![("by-node".to_string(), "spec.nodeName".to_string())]
+    );
+}
+
+#[test]
+fn an_unknown_field_gets_the_nearest_valid_name() {
+    let text =
+        "handlers:\n  a: {}\nroutes:\n  - name: x\n    resource: configmaps\n    handlr: a\n";
+    let errors = validate(Path::new("c.yaml"), text).unwrap_err().0;
+    assert_eq!((errors[0].line, errors[0].column), (6, 5));
+    assert!(
+        errors[0].message.starts_with("unknown field `handlr`")
+            && errors[0].message.ends_with("did you mean `handler`?"),
+        "{}",
+        errors[0].message
+    );
+}
+
+#[test]
+fn mistakes_of_every_kind_in_every_section_are_reported_together() {
+    let text = "\
+informers:
+  pods:
+    resource: v1/pods
+    indexes:
+      node: spec.nodeName
+  deploys:
+    group: apps
+    version: v1
+    kind: Deployment
+    namespaces: [web]
+handlers:
+  h:
+    concurrency: lots
+  g:
+    timeout: 5x
+routes:
+  - name: a
+    informer: pod
+    handler: h
+  - name: b
+    kinds: [Deployment, Service]
+    handler: g
+    when:
+      - path: spec
+        changed: true
+        exists: true
+  - name: c
+    resource: configmaps
+    handler: g
+    delivery: sometimes
+";
+    let errors = validate(Path::new("c.yaml"), text).unwrap_err().0;
+    let found: Vec<(u64, u64, &str)> = errors
+        .iter()
+        .map(|e| (e.line, e.column, e.path.as_str()))
+        .collect();
+    let all = errors
+        .iter()
+        .map(|e| e.to_string() + "\n")
+        .collect::<String>();
+    assert_eq!(
+        found,
+        vec![
+            (13, 18, "handlers.h.concurrency"),
+            (15, 14, "handlers.g.timeout"),
+            (18, 15, "routes[0].informer"),
+            (21, 25, "routes[1].kinds[1]"),
+            (24, 9, "routes[1].when[0]"),
+            (30, 15, "routes[2].delivery"),
+        ],
+        "{all}"
+    );
+    assert!(errors[2].message.contains("did you mean \"pods\""), "{all}");
+    assert!(
+        errors[3]
+            .message
+            .contains("no informer watches kind \"Service\""),
+        "{all}"
+    );
+}
+
+#[test]
+fn informers_routes_and_conditions_are_read_into_the_config() {
+    let text = "\
+informers:
+  pods:
+    resource: v1/pods
+    namespaces: [a, b]
+    labels: app=web
+    transform:
+      drop_fields: [/metadata/annotations]
+    indexes:
+      node: spec.nodeName
+handlers:
+  h: {}
+routes:
+  - name: spec-changes
+    kinds: [Pod]
+    namespaces: [a]
+    events: [updated]
+    when:
+      - path: .spec
+        changed: true
+      - path: /metadata/labels/tier
+        equals: db
+    handler: h
+";
+    let config = validate(Path::new("c.yaml"), text).unwrap();
+    let pods = &config.informers[0];
+    assert_eq!(pods.namespaces, ["a", "b"]);
+    assert_eq!(pods.drop_fields, ["/metadata/annotations"]);
+    let route = &config.routes[0];
+    assert_eq!(route.source, RouteSource::Kinds(vec!["Pod".into()]));
+    assert_eq!(route.filter.namespaces, ["a"]);
+    assert_eq!(route.filter.when.len(), 2);
+    assert_eq!(route.filter.when[1].test, Test::Equals("db".into()));
+    assert!(!route.events.added && route.events.updated);
+}
+
+#[test]
+fn every_wrong_item_of_a_list_is_reported_at_its_own_index() {
+    let text = "\
+handlers:
+  h: {}
+routes:
+  - name: a
+    resource: configmaps
+    events: [bogus, added, nope]
+    when:
+      - path: [1]
+        exists: true
+      - path: spec
+        equal: 1
+    handler: h
+";
+    let errors = validate(Path::new("c.yaml"), text).unwrap_err().0;
+    let found: Vec<(u64, u64, &str)> = errors
+        .iter()
+        .map(|e| (e.line, e.column, e.path.as_str()))
+        .collect();
+    let all = errors
+        .iter()
+        .map(|e| e.to_string() + "\n")
+        .collect::<String>();
+    assert_eq!(
+        found,
+        vec![
+            (6, 14, "routes[0].events[0]"),
+            (6, 28, "routes[0].events[2]"),
+            (8, 15, "routes[0].when[0].path"),
+            (11, 9, "routes[0].when[1].equal"),
+        ],
+        "{all}"
+    );
+    assert!(!all.contains("missing field"), "{all}");
+    assert!(
+        errors[3].message.contains("did you mean `equals`?"),
+        "{all}"
+    );
+}
+
+#[test]
+fn a_file_larger_than_a_config_can_be_is_refused_before_it_is_parsed() {
+    let padding = "# padding\n".repeat(crate::config::limits::MAX_CONFIG_BYTES / 10 + 1);
+    let text = format!("{GOOD}{padding}");
+    let errors = validate(Path::new("c.yaml"), &text).unwrap_err().0;
+    assert_eq!(errors.len(), 1);
+    assert_eq!(
+        errors[0].to_string(),
+        "c.yaml: the config file is larger than 1024 KiB; a config needs a few KiB"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("big.yaml");
+    std::fs::write(&path, &text).unwrap();
+    let loaded = crate::config::load(&path).unwrap_err().0;
+    assert!(
+        loaded[0].message.contains("larger than 1024 KiB"),
+        "{loaded:?}"
+    );
+}
+
+#[tokio::test]
+async fn load_runs_on_a_blocking_thread_and_reports_like_validate() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.yaml");
+    std::fs::write(&path, GOOD.replace("timeout: 2s", "timeout: 0s")).unwrap();
+    let errors = tokio::task::spawn_blocking(move || crate::config::load(&path))
+        .await
+        .unwrap()
+        .unwrap_err()
+        .0;
+    assert_eq!(
+        (errors[0].line, errors[0].path.as_str()),
+        (4, "handlers.log-events.timeout")
+    );
+}

@@ -1,0 +1,92 @@
+//! The settings of a watch, shared by an informer under `informers:` and a route's own
+//! `resource:` watch: namespaces, selectors, fields dropped before caching, cache indexes.
+
+use std::collections::{BTreeMap, HashSet};
+
+use super::errors::Errors;
+use crate::config::document::join;
+use crate::config::{NAMESPACE_INDEX, Selector, validate_pointer};
+
+/// Checks each namespace of a list at `at`, and that none is listed twice.
+pub(super) fn check_namespaces(at: &str, namespaces: &[String], errors: &mut Errors) {
+    let mut seen = HashSet::new();
+    for (j, ns) in namespaces.iter().enumerate() {
+        check_namespace(format!("{at}[{j}]"), ns, errors);
+        if !seen.insert(ns) {
+            errors.at(
+                format!("{at}[{j}]"),
+                format!("namespace {ns:?} is listed twice"),
+            );
+        }
+    }
+}
+
+/// Checks one namespace name.
+pub(super) fn check_namespace(at: String, ns: &str, errors: &mut Errors) {
+    let valid = !ns.is_empty()
+        && ns
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    if !valid {
+        errors.at(
+            at,
+            format!("invalid namespace {ns:?}: lower case letters, digits and '-'"),
+        );
+    }
+}
+
+/// Checks a label and a field selector; `prefix` is `informers.x.` or `routes[2].`.
+pub(super) fn check_selectors(
+    prefix: &str,
+    labels: Option<&str>,
+    fields: Option<&str>,
+    errors: &mut Errors,
+) {
+    if let Some(s) = labels
+        && let Err(e) = Selector::parse(s)
+    {
+        errors.at(format!("{prefix}labels"), e);
+    }
+    if let Some(s) = fields
+        && let Err(e) = Selector::parse_fields(s)
+    {
+        errors.at(format!("{prefix}fields"), e);
+    }
+}
+
+/// The valid JSON pointers of a `drop_fields` list at `at`; each invalid one is reported.
+pub(super) fn check_drop_fields(
+    at: &str,
+    pointers: Option<Vec<String>>,
+    errors: &mut Errors,
+) -> Vec<String> {
+    let mut valid = Vec::new();
+    for (j, pointer) in pointers.into_iter().flatten().enumerate() {
+        match validate_pointer(&pointer) {
+            Ok(()) => valid.push(pointer),
+            Err(e) => errors.at(format!("{at}[{j}]"), e),
+        }
+    }
+    valid
+}
+
+/// The valid cache indexes of an `indexes` mapping at `at`; the reserved name and empty
+/// paths are reported.
+pub(super) fn check_indexes(
+    at: &str,
+    indexes: Option<BTreeMap<String, String>>,
+    errors: &mut Errors,
+) -> Vec<(String, String)> {
+    let mut valid = Vec::new();
+    for (name, path) in indexes.into_iter().flatten() {
+        if name == NAMESPACE_INDEX || path.trim().is_empty() {
+            errors.at(
+                join(at, &name),
+                format!("index {name:?} needs a field path such as spec.nodeName or label:KEY, and `namespace` is built in"),
+            );
+        } else {
+            valid.push((name, path));
+        }
+    }
+    valid
+}
