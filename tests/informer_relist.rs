@@ -206,9 +206,11 @@ async fn an_api_server_back_empty_with_lower_versions_is_listed_again_and_old_ob
     )
     .await;
     converge(&informer, &cluster).await;
-    common::eventually("the relist to finish", Duration::from_secs(30), async || {
-        informer.is_synced().then_some(())
-    })
+    common::eventually(
+        "the relist to finish",
+        Duration::from_secs(30),
+        async || informer.is_synced().then_some(()),
+    )
     .await;
 
     let expected = vec![
@@ -244,10 +246,14 @@ async fn an_object_made_again_under_the_same_name_and_version_arrives_as_updated
     .await;
     assert_eq!(again, old, "the new server gave it the old version");
     converge(&informer, &cluster).await;
-    common::eventually("the relist to finish", Duration::from_secs(30), async || {
-        let seen = recorder.seen.lock().unwrap();
-        seen.iter().any(|l| l.starts_with("replaced")).then_some(())
-    })
+    common::eventually(
+        "the relist to finish",
+        Duration::from_secs(30),
+        async || {
+            let seen = recorder.seen.lock().unwrap();
+            seen.iter().any(|l| l.starts_with("replaced")).then_some(())
+        },
+    )
     .await;
 
     assert_eq!(
@@ -260,7 +266,10 @@ async fn an_object_made_again_under_the_same_name_and_version_arrives_as_updated
     );
     let cached = informer.store().list();
     let same = cached.iter().find(|o| o.key().as_str() == "default/same");
-    assert!(same.unwrap().json().contains("after"), "the cache has the new object");
+    assert!(
+        same.unwrap().json().contains("after"),
+        "the cache has the new object"
+    );
     assert_eq!(informer.health().last_error, None);
     factory.shutdown();
     sim.stop().await;

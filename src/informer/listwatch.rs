@@ -376,7 +376,11 @@ mod tests {
     #[test]
     fn answers_that_say_the_version_is_unusable_are_told_apart_from_other_failures() {
         let gone = status(410, "Expired", "too old resource version: 5 (10)");
-        let mut too_large = status(504, "Timeout", "Too large resource version: 15437, current: 71");
+        let mut too_large = status(
+            504,
+            "Timeout",
+            "Too large resource version: 15437, current: 71",
+        );
         assert!(version_unusable(&gone));
         assert!(version_unusable(&too_large));
         too_large.message = "Timeout".into();
@@ -400,7 +404,11 @@ mod tests {
         );
         assert!(version_unusable(&invalid));
         for other in [
-            status(504, "Timeout", "the server was unable to return a response in time"),
+            status(
+                504,
+                "Timeout",
+                "the server was unable to return a response in time",
+            ),
             status(500, "InternalError", "etcdserver: leader changed"),
             status(403, "Forbidden", "configmaps is forbidden"),
             status(400, "BadRequest", "unable to parse the label selector"),
@@ -430,7 +438,11 @@ mod tests {
                 .to_string()
                 .starts_with("the API server is at resourceVersion 71, behind the 15437")
         );
-        let too_large = status(504, "Timeout", "Too large resource version: 15437, current: 71");
+        let too_large = status(
+            504,
+            "Timeout",
+            "Too large resource version: 15437, current: 71",
+        );
         assert!(Error::Server(Box::new(too_large.clone())).relists());
         assert!(Error::WatchStart(kube::Error::Api(Box::new(too_large))).relists());
         let internal = status(500, "InternalError", "boom");
