@@ -444,7 +444,13 @@ mod tests {
             "Too large resource version: 15437, current: 71",
         );
         assert!(Error::Server(Box::new(too_large.clone())).relists());
-        assert!(Error::WatchStart(kube::Error::Api(Box::new(too_large))).relists());
+        let refused = Error::WatchStart(kube::Error::Api(Box::new(too_large)));
+        assert!(refused.relists());
+        assert_eq!(
+            refused.to_string(),
+            "starting the watch failed: Too large resource version: 15437, current: 71 (504)",
+            "a Status is shown by its message"
+        );
         let internal = status(500, "InternalError", "boom");
         assert!(!Error::Server(Box::new(internal)).relists());
         assert!(!Error::NoResourceVersion.relists());
