@@ -212,6 +212,14 @@ async fn a_410_on_reconnect_relists_and_delivers_nothing_for_unchanged_objects()
     let s = setup(10_000).await;
     s.sim.faults().expire_next_watches(1);
     s.sim.close_watches();
+    let error = common::eventually("the 410 reported", Duration::from_secs(30), async || {
+        s.informer.health().last_error
+    })
+    .await;
+    assert!(
+        error.contains("410") || error.contains("too old"),
+        "the 410 is reported: {error}"
+    );
     common::eventually("a relist", Duration::from_secs(30), async || {
         let seen = s.recorder.seen.lock().unwrap().clone();
         (!seen.is_empty()).then_some(())
@@ -219,10 +227,10 @@ async fn a_410_on_reconnect_relists_and_delivers_nothing_for_unchanged_objects()
     .await;
     assert_eq!(s.recorder.take(), ["replaced 4"]);
     assert!(s.informer.health().restarts >= 1);
-    let error = s.informer.health().last_error.unwrap();
-    assert!(
-        error.contains("410") || error.contains("too old"),
-        "the 410 is reported: {error}"
+    assert_eq!(
+        s.informer.health().last_error,
+        None,
+        "cleared once the relist completes"
     );
     update(s.sim.cluster(), "c", "1");
     converge(&s.informer, s.sim.cluster()).await;

@@ -7,8 +7,8 @@ use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::core::GroupVersion;
 use kube::discovery::Scope;
-use kube::runtime::watcher;
 
+use super::listwatch::Selectors;
 use super::{CacheOptions, Error, Informer, Result, WatchKey, reflector};
 
 /// Creates informers on demand and shares them by watch key.
@@ -43,20 +43,17 @@ impl InformerFactory {
             Some(ns) => Api::namespaced_with(self.client.clone(), ns, &resource),
             None => Api::all_with(self.client.clone(), &resource),
         };
-        let mut config = watcher::Config::default();
-        if let Some(labels) = &key.label_selector {
-            config = config.labels(labels);
-        }
-        if let Some(fields) = &key.field_selector {
-            config = config.fields(fields);
-        }
+        let selectors = Selectors {
+            labels: key.label_selector.clone(),
+            fields: key.field_selector.clone(),
+        };
         let mut informers = self.lock();
         // Another caller may have started it while discovery ran.
         if let Some(existing) = informers.get(&key) {
             return Ok(existing.clone());
         }
         let informer = Informer::new(key.clone(), resource, options);
-        let task = tokio::spawn(reflector::run(informer.clone(), api, config));
+        let task = tokio::spawn(reflector::run(informer.clone(), api, selectors));
         informer.set_task(task);
         informers.insert(key, informer.clone());
         Ok(informer)

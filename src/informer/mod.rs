@@ -1,11 +1,12 @@
 //! Shared informers: one watch and one cache per watch key, deltas for every change.
 //!
 //! The [`InformerFactory`] hands out an [`Informer`] per [`WatchKey`]; its reflector keeps
-//! the [`Store`] current from kube-runtime's watcher and delivers [`Delta`]s to every
-//! subscribed [`DeltaSink`], in the order the API server made the changes.
+//! the [`Store`] current from a list+watch loop and delivers [`Delta`]s to every subscribed
+//! [`DeltaSink`], in the order the API server made the changes.
 
 pub mod delta;
 pub mod factory;
+mod listwatch;
 pub mod object;
 mod reflector;
 pub mod store;
@@ -102,9 +103,10 @@ pub struct CacheOptions {
 pub struct WatchHealth {
     /// The newest resourceVersion seen.
     pub resource_version: Option<String>,
-    /// Times the watch failed and was restarted.
+    /// Times the list or watch failed and was retried.
     pub restarts: u64,
-    /// The last watch error.
+    /// The error the list or watch is failing with; cleared once a list completes or a
+    /// watch is open again.
     pub last_error: Option<String>,
     /// When the last event arrived.
     #[serde(skip)]
@@ -174,12 +176,14 @@ impl Informer {
         &self.store
     }
 
-    /// Whether the first list has completed.
+    /// Whether the cache reflects a completed list, kept current by the watch since: false
+    /// until the first list completes, and again while a relist (after a 410, or a server
+    /// that went behind the watch) replaces the cache.
     pub fn is_synced(&self) -> bool {
         *self.synced.borrow()
     }
 
-    /// Waits until the first list has completed.
+    /// Waits until [`Informer::is_synced`].
     pub async fn wait_until_synced(&self) {
         let mut rx = self.synced.subscribe();
         // The sender lives as long as self, so this cannot fail while we hold a reference.
@@ -292,6 +296,10 @@ impl Informer {
         self.synced.send_replace(true);
     }
 
+    fn mark_unsynced(&self) {
+        self.synced.send_replace(false);
+    }
+
     fn note_event(&self, object: &CachedObject) {
         let mut health = self.health_mut();
         health.resource_version = Some(object.resource_version().to_string());
@@ -320,7 +328,14 @@ impl Informer {
         let old = self.store.write().insert(new.clone());
         let delta = match old {
             None => Delta::Added(new),
-            Some(old) if old.resource_version() == new.resource_version() => return key,
+            // Unchanged (a relist of an object the watch already delivered). Equal versions
+            // with a different content come from a server that went back in time and made
+            // another object under this key and version: that is a change.
+            Some(old)
+                if old.resource_version() == new.resource_version() && old.json() == new.json() =>
+            {
+                return key;
+            }
             Some(old) => Delta::Updated { old, new },
         };
         deliver(&sinks, &delta);

@@ -1,5 +1,6 @@
-//! The reflector: runs kube-runtime's watcher (list, watch, relist on 410, backoff) for one
-//! watch key and turns its events into store updates and deltas.
+//! The reflector: runs the list+watch loop ([`super::listwatch`]) for one watch key, with
+//! kube-runtime's default backoff after failures, and turns what it reports into store
+//! updates and deltas.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -7,14 +8,16 @@ use std::sync::Arc;
 use futures::StreamExt;
 use kube::api::{Api, DynamicObject};
 use kube::runtime::WatchStreamExt;
-use kube::runtime::watcher::{self, Event};
 
 use super::Informer;
+use super::listwatch::{self, Event, Selectors};
 use super::object::ObjectKey;
 
-/// Runs until the informer's task is aborted; the watcher retries every failure with backoff.
-pub(super) async fn run(informer: Arc<Informer>, api: Api<DynamicObject>, config: watcher::Config) {
-    let mut events = watcher::watcher(api, config).default_backoff().boxed();
+/// Runs until the informer's task is aborted; every failure is retried with backoff.
+pub(super) async fn run(informer: Arc<Informer>, api: Api<DynamicObject>, selectors: Selectors) {
+    let mut events = listwatch::list_watch(api, selectors)
+        .default_backoff()
+        .boxed();
     // Keys seen in the list in progress: whatever the cache holds beyond them at the end of
     // the list was deleted while the watch was down.
     let mut listing: Option<HashSet<ObjectKey>> = None;
@@ -47,40 +50,62 @@ pub(super) async fn run(informer: Arc<Informer>, api: Api<DynamicObject>, config
             }
         };
         match event {
-            Ok(Event::Init) => {
-                listing = Some(HashSet::new());
-                informer.health_mut().listed = Some(0);
-            }
-            Ok(Event::InitApply(object)) => {
-                let key = informer.apply(object);
-                if let Some(seen) = listing.as_mut() {
-                    seen.insert(key);
-                    informer.health_mut().listed = Some(seen.len());
-                    if seen.len().is_multiple_of(10_000) {
-                        tracing::info!(informer = %informer.key(), objects = seen.len(), "listing");
-                    }
-                }
-            }
-            Ok(Event::InitDone) => {
-                if let Some(seen) = listing.take() {
-                    informer.remove_unlisted(&seen);
-                    tracing::info!(informer = %informer.key(), objects = seen.len(), "list complete");
-                }
-                informer.health_mut().listed = None;
-                informer.mark_synced();
-            }
-            Ok(Event::Apply(object)) => {
-                informer.apply(object);
-            }
-            Ok(Event::Delete(object)) => informer.delete(object),
-            Err(error) => {
-                tracing::warn!(informer = %informer.key(), %error, "watch failed; retrying with backoff");
-                let mut health = informer.health_mut();
-                health.restarts += 1;
-                health.last_error = Some(error.to_string());
-            }
+            Ok(event) => handle(&informer, &mut listing, event),
+            Err(error) => failed(&informer, &error),
         }
     }
+}
+
+/// Applies one event of the list+watch loop to the informer.
+fn handle(informer: &Informer, listing: &mut Option<HashSet<ObjectKey>>, event: Event) {
+    match event {
+        Event::ListStarted => {
+            *listing = Some(HashSet::new());
+            // Until this list completes the cache is not known to match the server (a
+            // relist is replacing it): say so.
+            informer.mark_unsynced();
+            informer.health_mut().listed = Some(0);
+        }
+        Event::Listed(object) => {
+            let key = informer.apply(object);
+            if let Some(seen) = listing.as_mut() {
+                seen.insert(key);
+                informer.health_mut().listed = Some(seen.len());
+                if seen.len().is_multiple_of(10_000) {
+                    tracing::info!(informer = %informer.key(), objects = seen.len(), "listing");
+                }
+            }
+        }
+        Event::ListDone => {
+            {
+                let mut health = informer.health_mut();
+                health.listed = None;
+                health.last_error = None;
+            }
+            if let Some(seen) = listing.take() {
+                informer.remove_unlisted(&seen);
+                tracing::info!(informer = %informer.key(), objects = seen.len(), "list complete");
+            }
+            informer.mark_synced();
+        }
+        Event::Watching => informer.health_mut().last_error = None,
+        Event::Applied(object) => {
+            informer.apply(object);
+        }
+        Event::Deleted(object) => informer.delete(object),
+    }
+}
+
+/// Records a failure; the loop retries after the backoff.
+fn failed(informer: &Informer, error: &listwatch::Error) {
+    if error.relists() {
+        tracing::warn!(informer = %informer.key(), %error, "the watch cannot resume; listing again after backoff");
+    } else {
+        tracing::warn!(informer = %informer.key(), %error, "watch failed; retrying with backoff");
+    }
+    let mut health = informer.health_mut();
+    health.restarts += 1;
+    health.last_error = Some(error.to_string());
 }
 
 async fn sleep_until_or_forever(at: Option<tokio::time::Instant>) {

@@ -522,6 +522,22 @@ impl Cluster {
         Ok(Deletion::Deleted(self.remove(&mut state, at)))
     }
 
+    /// Forgets everything, as an API server whose etcd was wiped or restored from an old
+    /// backup: the objects, custom resources and history go, the resourceVersion counter
+    /// starts again from zero and the namespaces every cluster has are created anew. Open
+    /// watches get no events for it (end them, as a restart does). Clients holding a
+    /// resourceVersion from before are now ahead of the cluster.
+    pub fn reset(&self) {
+        let history_limit = self.lock().history_limit;
+        let fresh = Self::new(history_limit)
+            .state
+            .into_inner()
+            .unwrap_or_else(|e| e.into_inner());
+        let rv = fresh.rv;
+        *self.lock() = fresh;
+        self.current.send_replace(rv);
+    }
+
     /// Drops every change from the history, so watches, lists and continue tokens from any
     /// earlier version get 410 Gone.
     pub fn compact(&self) {
@@ -741,6 +757,24 @@ mod tests {
         assert!(cluster.get(&at).is_err());
         let change = changes.try_recv().unwrap();
         assert_eq!(change.change_type, ChangeType::Deleted);
+    }
+
+    #[test]
+    fn a_reset_cluster_forgets_its_objects_and_counts_versions_from_zero_again() {
+        let cluster = Cluster::default();
+        let first = cluster.create(configmaps(), "default", cm("a")).unwrap();
+        for name in ["b", "c", "d"] {
+            cluster.create(configmaps(), "default", cm(name)).unwrap();
+        }
+        let before = cluster.resource_version();
+        cluster.reset();
+        assert!(cluster.list(configmaps(), None).items.is_empty());
+        let namespaces = builtin_index("", "v1", "namespaces");
+        assert_eq!(cluster.list(namespaces, None).items.len(), 4);
+        assert!(cluster.resource_version() < before);
+        let again = cluster.create(configmaps(), "default", cm("a")).unwrap();
+        assert_eq!(object_rv(&again), object_rv(&first), "versions start over");
+        assert_ne!(again["metadata"]["uid"], first["metadata"]["uid"]);
     }
 
     #[test]

@@ -11,6 +11,7 @@
 //! | `POST /_switchyard/faults/delay` `{"ms": D}` | delay every API request by D ms (0 ends it) |
 //! | `POST /_switchyard/faults/compact` | drop the change history: older versions get 410 |
 //! | `POST /_switchyard/faults/restart` `{"downMs": D}` | stop the server, stay down D ms, serve again on the same port with the same state |
+//! | `POST /_switchyard/faults/restart` `{"downMs": D, "empty": true}` | the same, but the server comes back empty, its resourceVersions starting from zero again (etcd wiped or restored from an old backup) |
 //!
 //! Every answer is JSON: the faults in force, or `{"error": "..."}` with status 400.
 
@@ -139,10 +140,13 @@ async fn compact(State(state): State<ApiState>) -> Response {
 struct Restart {
     #[serde(default)]
     down_ms: u64,
+    /// Come back with an empty cluster ([`super::Cluster::reset`]).
+    #[serde(default)]
+    empty: bool,
 }
 
 async fn restart(State(state): State<ApiState>, bytes: Bytes) -> Response {
-    let Restart { down_ms } = match body::<Restart>(&bytes) {
+    let Restart { down_ms, empty } = match body::<Restart>(&bytes) {
         Ok(r) => r,
         Err(message) => return bad_request(message),
     };
@@ -153,9 +157,15 @@ async fn restart(State(state): State<ApiState>, bytes: Bytes) -> Response {
     if state.server.send(command).is_err() {
         return bad_request("the server is stopping");
     }
+    if empty {
+        // The server's graceful stop waits for this request, so the reset lands while it
+        // stops: requests after the restart see the emptied cluster, and every watch open
+        // on the old state ends.
+        state.cluster.reset();
+    }
     (
         StatusCode::ACCEPTED,
-        Json(json!({"restarting": true, "downMs": down_ms})),
+        Json(json!({"restarting": true, "downMs": down_ms, "empty": empty})),
     )
         .into_response()
 }

@@ -3,11 +3,19 @@
 //!
 //! - Where it starts: no `resourceVersion` (or `"0"`) sends the current objects as ADDED
 //!   first; `resourceVersion=N` sends every change after N (410 Expired in an ERROR event when
-//!   N is older than the history; a 504 ERROR when the cluster does not reach N within
-//!   [`super::SimOptions::version_wait`]).
+//!   N is older than the history).
+//! - A `resourceVersion=N` the cluster has not reached is accepted, and the watch stays
+//!   quiet (no events, no bookmarks) until the cluster passes N, then sends what comes after
+//!   N. That is what kube-apiserver does: its watch cache serves the watch and drops every
+//!   event up to N (`cacheWatcher.process`), and without the cache etcd starts the watch at
+//!   revision N+1. A client resuming on a server that went back in time (restarted empty,
+//!   etcd restored from a backup) hears nothing at all.
 //! - `sendInitialEvents=true` (with `resourceVersionMatch=NotOlderThan`, and bookmarks
 //!   allowed) streams the current objects as ADDED, then a BOOKMARK annotated
-//!   `k8s.io/initial-events-end: "true"`; `sendInitialEvents=false` starts at N, or now.
+//!   `k8s.io/initial-events-end: "true"`; with an N the cluster has not reached, it waits up
+//!   to [`super::SimOptions::version_wait`] and then answers with an ERROR event, 504
+//!   "Too large resource version" (kube-apiserver's `waitUntilFreshAndBlock`).
+//!   `sendInitialEvents=false` starts at N, or now.
 //! - `allowWatchBookmarks=true` adds a BOOKMARK with the latest version every bookmark
 //!   interval; `timeoutSeconds` ends the stream after that long.
 //! - Label and field selectors filter events the way kube-apiserver's watch cache does: an
@@ -30,7 +38,7 @@ use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
 
 use super::api::{ApiState, Collection, Filter, Request, parse_rv, wait_for};
-use super::cluster::{Change, ChangeType};
+use super::cluster::{Change, ChangeType, Cluster};
 use super::error::ApiError;
 use super::history::{ReadError, WatchFrom, WatchStart};
 use super::resources::ResourceDef;
@@ -67,7 +75,7 @@ impl WatchSignals {
 /// The watch options of a request, validated.
 struct WatchOptions {
     from: WatchFrom,
-    /// Wait for the cluster to reach this version before starting.
+    /// Wait for the cluster to reach this version before starting (with initial events).
     wait_for: Option<u64>,
     initial_events: bool,
     bookmarks: bool,
@@ -110,7 +118,7 @@ impl WatchOptions {
         let (from, wait_for) = match (send_initial.is_some(), initial_events, rv) {
             (_, true, rv) => (WatchFrom::CurrentState, rv),
             (true, false, None) => (WatchFrom::Now, None),
-            (_, _, Some(rv)) => (WatchFrom::Version(rv), Some(rv)),
+            (_, _, Some(rv)) => (WatchFrom::Version(rv), None),
             (false, _, None) => (WatchFrom::CurrentState, None),
         };
         let timeout = match req.param("timeoutSeconds") {
@@ -152,7 +160,7 @@ pub(super) async fn watch(
             let line = event_line("ERROR", &error.status());
             tokio::spawn(async move { tx.send(line).await });
         }
-        Ok(start) => {
+        Ok(Start { start, quiet_until }) => {
             let (closed, stopping) = (
                 state.watches.close.subscribe(),
                 state.watches.stopping.subscribe(),
@@ -168,6 +176,7 @@ pub(super) async fn watch(
                 closed,
                 stopping,
                 last_rv: start.rv,
+                quiet_until,
                 tx,
             };
             let end_of_initial = options.initial_events && options.bookmarks;
@@ -182,28 +191,72 @@ pub(super) async fn watch(
         .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
 }
 
+/// Where a watch starts, and the version up to which it stays quiet.
+struct Start {
+    start: WatchStart,
+    /// Send nothing for changes at or below this version (0: send everything).
+    quiet_until: u64,
+}
+
 /// Where the watch starts, or the error its only event is.
 async fn start(
     state: &ApiState,
     collection: &Collection<'_>,
     options: &WatchOptions,
-) -> Result<WatchStart, ApiError> {
-    let requested = options.wait_for.unwrap_or_default();
+) -> Result<Start, ApiError> {
+    let requested = match options.from {
+        WatchFrom::Version(rv) => rv,
+        _ => options.wait_for.unwrap_or_default(),
+    };
     if state.faults.take_watch_expiry() {
         return Err(too_old(requested, state.cluster.resource_version()));
     }
     if let Some(rv) = options.wait_for {
         wait_for(state, rv).await?;
     }
-    state
-        .cluster
-        .watch_from(collection.resource, collection.namespace, options.from)
-        .map_err(|e| match e {
-            ReadError::Expired { oldest } => too_old(requested, oldest),
-            ReadError::TooLarge { current } => {
-                ApiError::too_large_resource_version(requested, current)
+    let cluster = &state.cluster;
+    let (resource, namespace) = (collection.resource, collection.namespace);
+    let started = match cluster.watch_from(resource, namespace, options.from) {
+        Err(ReadError::TooLarge { .. }) => ahead_of(cluster, resource, namespace, requested),
+        other => other.map(|start| Start {
+            start,
+            quiet_until: 0,
+        }),
+    };
+    started.map_err(|e| match e {
+        ReadError::Expired { oldest } => too_old(requested, oldest),
+        ReadError::TooLarge { current } => ApiError::too_large_resource_version(requested, current),
+    })
+}
+
+/// A watch from `rv`, a version the cluster has not reached: it follows the live feed and
+/// stays quiet until the cluster passes `rv`.
+fn ahead_of(
+    cluster: &Cluster,
+    resource: usize,
+    namespace: Option<&str>,
+    rv: u64,
+) -> Result<Start, ReadError> {
+    loop {
+        let start = cluster.watch_from(resource, namespace, WatchFrom::Now)?;
+        if start.rv < rv {
+            return Ok(Start {
+                start,
+                quiet_until: rv,
+            });
+        }
+        // The cluster reached `rv` meanwhile: replay from the history, like any watch.
+        // (Still too large only if the cluster was reset in between: look again.)
+        match cluster.watch_from(resource, namespace, WatchFrom::Version(rv)) {
+            Err(ReadError::TooLarge { .. }) => continue,
+            other => {
+                return other.map(|start| Start {
+                    start,
+                    quiet_until: 0,
+                });
             }
-        })
+        }
+    }
 }
 
 fn too_old(requested: u64, oldest: u64) -> ApiError {
@@ -222,6 +275,9 @@ struct WatchStream {
     closed: watch::Receiver<u64>,
     stopping: watch::Receiver<bool>,
     last_rv: u64,
+    /// Nothing is sent for versions below this one (bookmarks) or up to it (changes): the
+    /// client asked to start there.
+    quiet_until: u64,
     tx: mpsc::Sender<Bytes>,
 }
 
@@ -302,6 +358,9 @@ impl WatchStream {
 
     /// Sends the event for a change, if any; false once the client has gone.
     async fn send(&mut self, change: &Change) -> bool {
+        if change.rv <= self.quiet_until {
+            return true;
+        }
         let Some((event_type, object)) = self.event_for(change) else {
             return true;
         };
@@ -320,6 +379,9 @@ impl WatchStream {
     }
 
     async fn send_bookmark(&mut self, end_of_initial_events: bool) -> bool {
+        if self.last_rv < self.quiet_until {
+            return true;
+        }
         let mut object = json!({
             "kind": self.def.kind,
             "apiVersion": self.def.api_version(),
