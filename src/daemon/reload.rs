@@ -20,6 +20,9 @@ pub enum ReloadError {
     /// The file changes settings that take effect only at start.
     #[error("{} cannot change while running (restart to apply); the running config stays", .0.join(", "))]
     NeedsRestart(Vec<String>),
+    /// The thread parsing the file failed.
+    #[error("the config could not be parsed: {0}; the running config stays")]
+    Parse(#[source] tokio::task::JoinError),
     /// A new stage could not be started (a resource that cannot be watched).
     #[error("cannot apply the config: {0}; the running config stays")]
     Apply(#[source] super::Error),
@@ -113,7 +116,13 @@ impl Shared {
 
     async fn try_reload(&self, running: &Arc<super::Topology>) -> Result<Plan, ReloadError> {
         let source = running.config.source.clone();
-        let config = config::load(&source).map_err(ReloadError::Invalid)?;
+        // Parsing is CPU work bounded by the config's limits: off the async runtime, so a
+        // large or hostile file never stalls the admin API or the workers.
+        let path = source.clone();
+        let config = tokio::task::spawn_blocking(move || config::load(&path))
+            .await
+            .map_err(ReloadError::Parse)?
+            .map_err(ReloadError::Invalid)?;
         let mut fixed = fixed_at_start(&running.config, &config);
         // The instance pool was sized at start; a larger memory cap would not fit in it.
         for h in config
