@@ -57,7 +57,10 @@ mod tests {
         assert!(validate_pointer("/metadata/annotations/a~1b~0c").is_ok());
         for bad in ["/metadata/~2bad", "/metadata/trailing~"] {
             let error = validate_pointer(bad).unwrap_err().to_string();
-            assert!(error.contains("'~' must be followed by 0"), "{bad}: {error}");
+            assert!(
+                error.contains("'~' must be followed by 0"),
+                "{bad}: {error}"
+            );
         }
     }
 }

@@ -4,14 +4,12 @@
 //! version stays, other plugins keep hot-reloading and the daemon shuts down. A trap says
 //! why before where.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::support::{self, TestDaemon};
 use serde_json::{Value, json};
-use switchyard::Daemon;
 use switchyard::plugin::{CallLimits, Event, EventKind, PluginHost, PluginLogs, loader};
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -36,34 +34,25 @@ routes:
 ";
 
 struct Fixture {
-    _sim: switchyard::sim::Simulator,
-    _dir: tempfile::TempDir,
+    t: TestDaemon,
     plugins: PathBuf,
-    daemon: Daemon,
 }
 
 /// A daemon whose plugins folder holds `bad.wasm` and `good.wasm`, both log-events.
 async fn start() -> Fixture {
-    let sim = common::start_sim().await;
-    let dir = tempfile::tempdir().unwrap();
-    let plugins = dir.path().join("plugins");
-    std::fs::create_dir(&plugins).unwrap();
-    for name in ["bad", "good"] {
-        std::fs::copy(built("log-events"), plugins.join(format!("{name}.wasm"))).unwrap();
-    }
-    let yaml = format!("plugins_dir: {}\n{TWO_PLUGINS}", plugins.display());
-    let daemon = common::start_daemon(&sim, dir.path(), &yaml).await;
-    daemon.wait_until_synced().await;
+    let t = TestDaemon::builder(TWO_PLUGINS)
+        .plugin_file("bad", "log-events")
+        .plugin_file("good", "log-events")
+        .start()
+        .await;
     Fixture {
-        _sim: sim,
-        _dir: dir,
-        plugins,
-        daemon,
+        plugins: t.plugins_dir(),
+        t,
     }
 }
 
 fn built(name: &str) -> PathBuf {
-    common::plugins_dir().join(format!("{name}.wasm"))
+    support::plugins_dir().join(format!("{name}.wasm"))
 }
 
 fn sha256_of(path: &Path) -> String {
@@ -103,7 +92,7 @@ impl Drop for UnblockFifo {
 
 impl Fixture {
     async fn plugin(&self, name: &str) -> Value {
-        let (code, body) = common::get_json(&format!("{}/plugins", self.daemon.admin_url())).await;
+        let (code, body) = support::get_json(&format!("{}/plugins", self.t.admin_url())).await;
         assert_eq!(code, 200);
         body["plugins"]
             .as_array()
@@ -116,7 +105,7 @@ impl Fixture {
 
     /// Waits until the plugin `bad` shows a last error containing `text`; returns it.
     async fn bad_fails_with(&self, text: &str) -> String {
-        common::eventually(&format!("an error saying {text:?}"), WAIT, async || {
+        support::eventually(&format!("an error saying {text:?}"), WAIT, async || {
             let view = self.plugin("bad").await;
             let error = view["last_error"].as_str()?;
             error.contains(text).then(|| error.to_string())
@@ -126,9 +115,9 @@ impl Fixture {
 
     /// `POST /plugins/NAME/reload`, which must answer within [`PROMPT`].
     async fn reload(&self, name: &str) -> (u16, Value) {
-        let url = format!("{}/plugins/{name}/reload", self.daemon.admin_url());
+        let url = format!("{}/plugins/{name}/reload", self.t.admin_url());
         let started = Instant::now();
-        let answer = tokio::time::timeout(PROMPT, common::post_json(&url))
+        let answer = tokio::time::timeout(PROMPT, support::post_json(&url))
             .await
             .unwrap_or_else(|_| panic!("POST {url} did not answer within {PROMPT:?}"));
         assert!(started.elapsed() < PROMPT);
@@ -141,7 +130,7 @@ impl Fixture {
             std::fs::copy(built("faulty"), tmp).unwrap();
         });
         let faulty = sha256_of(&built("faulty"));
-        common::eventually("good.wasm to be reloaded", WAIT, async || {
+        support::eventually("good.wasm to be reloaded", WAIT, async || {
             (self.plugin("good").await["sha256"] == faulty.as_str()).then_some(())
         })
         .await;
@@ -149,7 +138,7 @@ impl Fixture {
 
     /// The handler `bad`'s `plugin_error` in /status, checking it still runs a version.
     async fn bad_handler_error(&self) -> String {
-        let (code, body) = common::get_json(&format!("{}/status", self.daemon.admin_url())).await;
+        let (code, body) = support::get_json(&format!("{}/status", self.t.admin_url())).await;
         assert_eq!(code, 200);
         let handler = body["handlers"]
             .as_array()
@@ -163,7 +152,7 @@ impl Fixture {
     }
 
     async fn shut_down(self) {
-        tokio::time::timeout(WAIT, self.daemon.shut_down(Duration::from_secs(5)))
+        tokio::time::timeout(WAIT, self.t.stop_within(Duration::from_secs(5)))
             .await
             .expect("the daemon to shut down");
     }
@@ -199,7 +188,7 @@ async fn a_fifo_named_as_a_plugin_blocks_neither_reloads_nor_shutdown() {
     assert_eq!(body["error"], error.as_str());
 
     f.good_still_hot_reloads().await;
-    let (_, body) = common::get_json(&format!("{}/plugins", f.daemon.admin_url())).await;
+    let (_, body) = support::get_json(&format!("{}/plugins", f.t.admin_url())).await;
     assert_eq!(body["watching"], true);
     f.shut_down().await;
 }
@@ -246,7 +235,7 @@ async fn a_symlink_out_of_the_plugins_folder_is_refused_and_shows_nothing_of_its
     assert!(!error.contains("root"), "{error}");
     // Nothing of the file in what anyone can read without a token.
     for page in ["status", "plugins"] {
-        let text = reqwest::get(format!("{}/{page}", f.daemon.admin_url()))
+        let text = reqwest::get(format!("{}/{page}", f.t.admin_url()))
             .await
             .unwrap()
             .text()
@@ -264,7 +253,7 @@ async fn a_symlink_out_of_the_plugins_folder_is_refused_and_shows_nothing_of_its
         std::os::unix::fs::symlink("builds/bad-v2.wasm", tmp).unwrap();
     });
     let faulty = sha256_of(&built("faulty"));
-    common::eventually("the linked file to load", WAIT, async || {
+    support::eventually("the linked file to load", WAIT, async || {
         let view = f.plugin("bad").await;
         (view["sha256"] == faulty.as_str() && view["last_error"].is_null()).then_some(())
     })
@@ -294,7 +283,7 @@ async fn a_file_with_a_bad_magic_number_gets_a_one_line_error() {
 #[tokio::test]
 async fn a_trap_past_the_memory_cap_says_so_before_the_backtrace() {
     let host = PluginHost::new().unwrap();
-    let plugin = loader::load(&host, &common::plugins_dir(), "faulty")
+    let plugin = loader::load(&host, &support::plugins_dir(), "faulty")
         .await
         .unwrap();
     let object = json!({

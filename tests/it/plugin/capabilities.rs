@@ -3,39 +3,35 @@
 //! plugin metrics show on /metrics; every refusal is an error the handler reports, never a
 //! crash.
 
-mod common;
-
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Event as CoreEvent, Pod};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::json;
-use switchyard::sim::Simulator;
+
+use crate::support::{self, TestDaemon};
 
 const WAIT: Duration = Duration::from_secs(30);
 
-async fn create_configmap(sim: &Simulator, name: &str, labels: serde_json::Value) -> ConfigMap {
-    create_configmap_with(sim, name, labels, json!({})).await
+async fn create_configmap(t: &TestDaemon, name: &str, labels: serde_json::Value) -> ConfigMap {
+    create_configmap_with(t, name, labels, json!({})).await
 }
 
 async fn create_configmap_with(
-    sim: &Simulator,
+    t: &TestDaemon,
     name: &str,
     labels: serde_json::Value,
     annotations: serde_json::Value,
 ) -> ConfigMap {
-    let api: Api<ConfigMap> = Api::namespaced(sim.client().unwrap(), "default");
-    let cm: ConfigMap = serde_json::from_value(json!({
+    t.create_configmap(json!({
         "metadata": {"name": name, "labels": labels, "annotations": annotations},
         "data": {"k": "v"},
     }))
-    .unwrap();
-    api.create(&PostParams::default(), &cm).await.unwrap()
+    .await
 }
 
-async fn read_configmap(sim: &Simulator, name: &str) -> ConfigMap {
-    let api: Api<ConfigMap> = Api::namespaced(sim.client().unwrap(), "default");
-    api.get(name).await.unwrap()
+async fn read_configmap(t: &TestDaemon, name: &str) -> ConfigMap {
+    t.configmaps("default").get(name).await.unwrap()
 }
 
 fn label(cm: &ConfigMap, key: &str) -> Option<String> {
@@ -47,8 +43,8 @@ fn rv(cm: &ConfigMap) -> String {
 }
 
 /// The handler's recent errors, from GET /handlers/{name}.
-async fn last_errors(admin: &str, handler: &str) -> Vec<String> {
-    let (status, body) = common::get_json(&format!("{admin}/handlers/{handler}")).await;
+async fn last_errors(t: &TestDaemon, handler: &str) -> Vec<String> {
+    let (status, body) = t.get(&format!("/handlers/{handler}")).await;
     assert_eq!(status, 200, "{body}");
     body["last_errors"]
         .as_array()
@@ -59,12 +55,12 @@ async fn last_errors(admin: &str, handler: &str) -> Vec<String> {
 }
 
 /// Waits until the handler's last errors include one containing `text`; returns it.
-async fn wait_for_error(admin: &str, handler: &str, text: &str) -> String {
-    common::eventually(
+async fn wait_for_error(t: &TestDaemon, handler: &str, text: &str) -> String {
+    support::eventually(
         &format!("handler {handler} to report an error containing {text:?}"),
         WAIT,
         async || {
-            last_errors(admin, handler)
+            last_errors(t, handler)
                 .await
                 .into_iter()
                 .find(|e| e.contains(text))
@@ -74,8 +70,8 @@ async fn wait_for_error(admin: &str, handler: &str, text: &str) -> String {
 }
 
 /// The value of the series `series` (name and labels, as /metrics writes them).
-async fn metric(admin: &str, series: &str) -> Option<f64> {
-    let text = reqwest::get(format!("{admin}/metrics"))
+async fn metric(t: &TestDaemon, series: &str) -> Option<f64> {
+    let text = reqwest::get(t.url("/metrics"))
         .await
         .unwrap()
         .text()
@@ -86,8 +82,8 @@ async fn metric(admin: &str, series: &str) -> Option<f64> {
         .map(|v| v.parse().unwrap())
 }
 
-async fn processed(admin: &str, handler: &str) -> u64 {
-    let (_, body) = common::get_json(&format!("{admin}/handlers/{handler}")).await;
+async fn processed(t: &TestDaemon, handler: &str) -> u64 {
+    let (_, body) = t.get(&format!("/handlers/{handler}")).await;
     body["processed"].as_u64().unwrap()
 }
 
@@ -110,29 +106,37 @@ routes:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn label_guard_with_the_patch_capability_labels_new_objects_and_leaves_labelled_ones_alone() {
-    let sim = common::start_sim().await;
-    let dir = tempfile::tempdir().unwrap();
     let yaml = LABEL_GUARD.replace("CAPABILITIES", "capabilities: {configmaps: [patch]}");
-    let daemon = common::start_daemon(&sim, dir.path(), &yaml).await;
-    daemon.wait_until_synced().await;
-    let admin = daemon.admin_url();
+    let t = TestDaemon::start(&yaml).await;
 
-    let owned = create_configmap(&sim, "owned", json!({"owner": "alice"})).await;
-    create_configmap(&sim, "bare", json!({"app": "web"})).await;
+    let owned = create_configmap(&t, "owned", json!({"owner": "alice"})).await;
+    create_configmap(&t, "bare", json!({"app": "web"})).await;
 
-    let labelled = common::eventually("bare to get the owner label", WAIT, async || {
-        let cm = read_configmap(&sim, "bare").await;
+    let labelled = support::eventually("bare to get the owner label", WAIT, async || {
+        let cm = read_configmap(&t, "bare").await;
         (label(&cm, "owner").as_deref() == Some("unknown")).then_some(cm)
     })
     .await;
     assert_eq!(label(&labelled, "app").as_deref(), Some("web"));
     // Added owned, added bare, then the update the patch caused: all handled.
-    common::eventually("the three events to be handled", WAIT, async || {
-        (processed(&admin, "label-guard").await >= 3).then_some(())
+    support::eventually("the three events to be handled", WAIT, async || {
+        (processed(&t, "label-guard").await >= 3).then_some(())
     })
     .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let owned_now = read_configmap(&sim, "owned").await;
+    // A later object, labelled already, handled with nothing left in the queue: whatever
+    // the first three events would write has been written by then.
+    create_configmap(&t, "later", json!({"owner": "bob"})).await;
+    support::eventually(
+        "the later object handled and the queue empty",
+        WAIT,
+        async || {
+            let status = t.daemon().status();
+            let guard = status.handlers.iter().find(|h| h.name == "label-guard")?;
+            (guard.processed >= 4 && guard.queue_depth == 0 && guard.in_flight == 0).then_some(())
+        },
+    )
+    .await;
+    let owned_now = read_configmap(&t, "owned").await;
     assert_eq!(
         rv(&owned_now),
         rv(&owned),
@@ -140,71 +144,63 @@ async fn label_guard_with_the_patch_capability_labels_new_objects_and_leaves_lab
     );
     assert_eq!(label(&owned_now, "owner").as_deref(), Some("alice"));
     assert_eq!(
-        rv(&read_configmap(&sim, "bare").await),
+        rv(&read_configmap(&t, "bare").await),
         rv(&labelled),
         "the plugin's own patch causes no further write"
     );
-    assert!(last_errors(&admin, "label-guard").await.is_empty());
-    daemon.shut_down(Duration::from_secs(5)).await;
+    assert!(last_errors(&t, "label-guard").await.is_empty());
+    t.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn label_guard_without_the_capability_is_refused_and_the_rest_keeps_working() {
-    let sim = common::start_sim().await;
-    let dir = tempfile::tempdir().unwrap();
     let yaml = LABEL_GUARD.replace("CAPABILITIES", "max_retries: 2");
-    let daemon = common::start_daemon(&sim, dir.path(), &yaml).await;
-    let mut logs = daemon.plugin_logs().subscribe();
-    daemon.wait_until_synced().await;
-    let admin = daemon.admin_url();
+    let mut t = TestDaemon::start(&yaml).await;
 
-    let created = create_configmap(&sim, "bare", json!({})).await;
-    let error = wait_for_error(&admin, "label-guard", "capability denied").await;
+    let created = create_configmap(&t, "bare", json!({})).await;
+    let error = wait_for_error(&t, "label-guard", "capability denied").await;
     assert_eq!(
         error,
         "capability denied: handler \"label-guard\" may not merge-patch configmaps (grant it with handlers.label-guard.capabilities.configmaps: [patch])"
     );
     // The other handler on the same resource got the object.
-    common::wait_for_log(&mut logs, WAIT, |l| {
+    support::wait_for_log(&mut t.logs, WAIT, |l| {
         l.handler == "log-events" && l.message.contains("default/bare")
     })
     .await;
-    let letters = common::eventually("the refused event to be given up on", WAIT, async || {
-        let letters = daemon.handler("label-guard").unwrap().dead_letters();
+    let letters = support::eventually("the refused event to be given up on", WAIT, async || {
+        let letters = t.daemon().handler("label-guard").unwrap().dead_letters();
         (letters.len() == 1).then_some(letters)
     })
     .await;
     assert!(letters[0].last_error.starts_with("capability denied"));
-    let now = read_configmap(&sim, "bare").await;
+    let now = read_configmap(&t, "bare").await;
     assert_eq!(label(&now, "owner"), None);
     assert_eq!(rv(&now), rv(&created));
     // The daemon keeps serving and handling.
-    let live = reqwest::get(format!("{admin}/livez")).await.unwrap();
+    let live = reqwest::get(t.url("/livez")).await.unwrap();
     assert_eq!(live.status().as_u16(), 200);
-    create_configmap(&sim, "later", json!({})).await;
-    common::wait_for_log(&mut logs, WAIT, |l| {
+    create_configmap(&t, "later", json!({})).await;
+    support::wait_for_log(&mut t.logs, WAIT, |l| {
         l.handler == "log-events" && l.message.contains("default/later")
     })
     .await;
-    daemon.shut_down(Duration::from_secs(5)).await;
+    t.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn label_guard_applies_server_side_and_records_an_event_where_granted_by_kind() {
-    let sim = common::start_sim().await;
-    let dir = tempfile::tempdir().unwrap();
     let yaml = LABEL_GUARD
         .replace(
             "config: {label: owner, value: unknown}",
             "config: {label: owner, value: unknown, method: apply, event: true}",
         )
         .replace("CAPABILITIES", "capabilities: {ConfigMap: [apply, event]}");
-    let daemon = common::start_daemon(&sim, dir.path(), &yaml).await;
-    daemon.wait_until_synced().await;
+    let t = TestDaemon::start(&yaml).await;
 
-    create_configmap(&sim, "bare", json!({})).await;
-    let labelled = common::eventually("bare to get the owner label", WAIT, async || {
-        let cm = read_configmap(&sim, "bare").await;
+    create_configmap(&t, "bare", json!({})).await;
+    let labelled = support::eventually("bare to get the owner label", WAIT, async || {
+        let cm = read_configmap(&t, "bare").await;
         (label(&cm, "owner").as_deref() == Some("unknown")).then_some(cm)
     })
     .await;
@@ -213,8 +209,8 @@ async fn label_guard_applies_server_side_and_records_an_event_where_granted_by_k
         Some("v"),
         "apply keeps the fields it does not name"
     );
-    let events: Api<CoreEvent> = Api::namespaced(sim.client().unwrap(), "default");
-    let event = common::eventually("an Event about bare", WAIT, async || {
+    let events: Api<CoreEvent> = Api::namespaced(t.client(), "default");
+    let event = support::eventually("an Event about bare", WAIT, async || {
         let list = events.list(&ListParams::default()).await.unwrap();
         list.items
             .into_iter()
@@ -229,57 +225,51 @@ async fn label_guard_applies_server_side_and_records_an_event_where_granted_by_k
         event.message.as_deref(),
         Some("added the label owner=unknown")
     );
-    daemon.shut_down(Duration::from_secs(5)).await;
+    t.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_event_about_an_object_needs_the_event_capability() {
-    let sim = common::start_sim().await;
-    let dir = tempfile::tempdir().unwrap();
     let yaml = LABEL_GUARD
         .replace(
             "config: {label: owner, value: unknown}",
             "config: {label: owner, value: unknown, event: true}",
         )
         .replace("CAPABILITIES", "capabilities: {v1/configmaps: [patch]}");
-    let daemon = common::start_daemon(&sim, dir.path(), &yaml).await;
-    daemon.wait_until_synced().await;
+    let t = TestDaemon::start(&yaml).await;
 
-    create_configmap(&sim, "bare", json!({})).await;
-    let error = wait_for_error(&daemon.admin_url(), "label-guard", "capability denied").await;
+    create_configmap(&t, "bare", json!({})).await;
+    let error = wait_for_error(&t, "label-guard", "capability denied").await;
     assert_eq!(
         error,
         "capability denied: handler \"label-guard\" may not record events about configmaps (grant it with handlers.label-guard.capabilities.configmaps: [event])"
     );
-    daemon.shut_down(Duration::from_secs(5)).await;
+    t.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_still_waiting_at_the_deadline_ends_the_call_as_a_timeout() {
-    let sim = common::start_sim().await;
-    let dir = tempfile::tempdir().unwrap();
     let yaml = LABEL_GUARD
         .replace(
             "backoff_base: 20ms",
             "backoff_base: 20ms\n    timeout: 300ms\n    max_retries: 0",
         )
         .replace("CAPABILITIES", "capabilities: {configmaps: [patch]}");
-    let daemon = common::start_daemon(&sim, dir.path(), &yaml).await;
-    daemon.wait_until_synced().await;
+    let t = TestDaemon::start(&yaml).await;
 
     // Every request from now on takes 2 s, the open watches aside.
-    sim.faults().set_delay(Duration::from_secs(2));
+    t.sim().faults().set_delay(Duration::from_secs(2));
     let started = std::time::Instant::now();
-    create_configmap(&sim, "slow", json!({})).await;
-    let error = wait_for_error(&daemon.admin_url(), "label-guard", "deadline").await;
+    create_configmap(&t, "slow", json!({})).await;
+    let error = wait_for_error(&t, "label-guard", "deadline").await;
     assert_eq!(error, "deadline of 300ms exceeded; the call was stopped");
     assert!(started.elapsed() < Duration::from_secs(10));
-    sim.faults().clear();
-    daemon.shut_down(Duration::from_secs(5)).await;
+    t.sim().faults().clear();
+    t.stop().await;
 }
 
-async fn create_pod(sim: &Simulator, name: &str, node: &str) {
-    let api: Api<Pod> = Api::namespaced(sim.client().unwrap(), "default");
+async fn create_pod(t: &TestDaemon, name: &str, node: &str) {
+    let api: Api<Pod> = Api::namespaced(t.client(), "default");
     let pod: Pod = serde_json::from_value(json!({
         "metadata": {"name": name},
         "spec": {"nodeName": node, "containers": [{"name": "c", "image": "busybox"}]},
@@ -290,8 +280,6 @@ async fn create_pod(sim: &Simulator, name: &str, node: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pods_per_node_reads_the_cache_by_index_and_exports_a_gauge_per_node() {
-    let sim = common::start_sim().await;
-    let dir = tempfile::tempdir().unwrap();
     let yaml = "
 handlers:
   pods-per-node: {}
@@ -301,30 +289,26 @@ routes:
     indexes: {node: spec.nodeName}
     handler: pods-per-node
 ";
-    let daemon = common::start_daemon(&sim, dir.path(), yaml).await;
-    daemon.wait_until_synced().await;
-    let admin = daemon.admin_url();
+    let t = TestDaemon::start(yaml).await;
     for (name, node) in [("a", "n1"), ("b", "n1"), ("c", "n2")] {
-        create_pod(&sim, name, node).await;
+        create_pod(&t, name, node).await;
     }
     let n1 = r#"switchyard_plugin_pods_on_node{handler="pods-per-node",node="n1"}"#;
     let n2 = r#"switchyard_plugin_pods_on_node{handler="pods-per-node",node="n2"}"#;
-    common::eventually("2 pods on n1 and 1 on n2", WAIT, async || {
-        (metric(&admin, n1).await == Some(2.0) && metric(&admin, n2).await == Some(1.0))
-            .then_some(())
+    support::eventually("2 pods on n1 and 1 on n2", WAIT, async || {
+        (metric(&t, n1).await == Some(2.0) && metric(&t, n2).await == Some(1.0)).then_some(())
     })
     .await;
 
-    let api: Api<Pod> = Api::namespaced(sim.client().unwrap(), "default");
+    let api: Api<Pod> = Api::namespaced(t.client(), "default");
     api.delete("a", &DeleteParams::default()).await.unwrap();
     api.delete("c", &DeleteParams::default()).await.unwrap();
-    common::eventually("1 pod on n1 and none on n2", WAIT, async || {
-        (metric(&admin, n1).await == Some(1.0) && metric(&admin, n2).await == Some(0.0))
-            .then_some(())
+    support::eventually("1 pod on n1 and none on n2", WAIT, async || {
+        (metric(&t, n1).await == Some(1.0) && metric(&t, n2).await == Some(0.0)).then_some(())
     })
     .await;
-    assert!(last_errors(&admin, "pods-per-node").await.is_empty());
-    daemon.shut_down(Duration::from_secs(5)).await;
+    assert!(last_errors(&t, "pods-per-node").await.is_empty());
+    t.stop().await;
 }
 
 const FAULTY: &str = "
@@ -340,33 +324,28 @@ routes:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reading_a_resource_the_routes_do_not_watch_or_an_unknown_index_is_refused() {
-    let sim = common::start_sim().await;
-    let dir = tempfile::tempdir().unwrap();
-    let daemon = common::start_daemon(&sim, dir.path(), FAULTY).await;
-    let mut logs = daemon.plugin_logs().subscribe();
-    daemon.wait_until_synced().await;
-    let admin = daemon.admin_url();
+    let mut t = TestDaemon::start(FAULTY).await;
 
     create_configmap_with(
-        &sim,
+        &t,
         "secret-reader",
         json!({}),
         json!({"faulty/read": "secrets"}),
     )
     .await;
-    let error = wait_for_error(&admin, "faulty", "may read only").await;
+    let error = wait_for_error(&t, "faulty", "may read only").await;
     assert_eq!(
         error,
         "handler \"faulty\" may read only the resources its routes watch, not \"secrets\": configmaps"
     );
     create_configmap_with(
-        &sim,
+        &t,
         "indexer",
         json!({}),
         json!({"faulty/index": "by-owner"}),
     )
     .await;
-    let error = wait_for_error(&admin, "faulty", "no index").await;
+    let error = wait_for_error(&t, "faulty", "no index").await;
     assert_eq!(
         error,
         "ConfigMap has no index \"by-owner\"; its indexes: by-app, namespace (add one under the route's indexes:)"
@@ -377,47 +356,37 @@ async fn reading_a_resource_the_routes_do_not_watch_or_an_unknown_index_is_refus
         .enumerate()
     {
         let cm = format!("reader-{i}");
-        create_configmap_with(&sim, &cm, json!({}), json!({"faulty/read": name})).await;
-        common::wait_for_log(&mut logs, WAIT, |l| {
+        create_configmap_with(&t, &cm, json!({}), json!({"faulty/read": name})).await;
+        support::wait_for_log(&mut t.logs, WAIT, |l| {
             l.message
                 .starts_with(&format!("handled added default/{cm} "))
         })
         .await;
     }
-    daemon.shut_down(Duration::from_secs(5)).await;
+    t.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_metric_with_a_bad_name_is_an_error_for_the_plugin_not_a_crash() {
-    let sim = common::start_sim().await;
-    let dir = tempfile::tempdir().unwrap();
-    let daemon = common::start_daemon(&sim, dir.path(), FAULTY).await;
-    daemon.wait_until_synced().await;
-    let admin = daemon.admin_url();
+    let t = TestDaemon::start(FAULTY).await;
 
-    create_configmap_with(&sim, "bad", json!({}), json!({"faulty/metric": "bad-name"})).await;
-    let error = wait_for_error(&admin, "faulty", "invalid metric name").await;
+    create_configmap_with(&t, "bad", json!({}), json!({"faulty/metric": "bad-name"})).await;
+    let error = wait_for_error(&t, "faulty", "invalid metric name").await;
     assert!(error.contains("\"bad-name\""), "{error}");
     assert!(
-        !last_errors(&admin, "faulty")
+        !last_errors(&t, "faulty")
             .await
             .iter()
             .any(|e| e.contains("trapped")),
         "a refusal is not a trap"
     );
-    create_configmap_with(
-        &sim,
-        "good",
-        json!({}),
-        json!({"faulty/metric": "good_one"}),
-    )
-    .await;
+    create_configmap_with(&t, "good", json!({}), json!({"faulty/metric": "good_one"})).await;
     let series = r#"switchyard_plugin_good_one{handler="faulty"}"#;
-    common::eventually("the good metric on /metrics", WAIT, async || {
-        (metric(&admin, series).await == Some(1.0)).then_some(())
+    support::eventually("the good metric on /metrics", WAIT, async || {
+        (metric(&t, series).await == Some(1.0)).then_some(())
     })
     .await;
-    let live = reqwest::get(format!("{admin}/livez")).await.unwrap();
+    let live = reqwest::get(t.url("/livez")).await.unwrap();
     assert_eq!(live.status().as_u16(), 200);
-    daemon.shut_down(Duration::from_secs(5)).await;
+    t.stop().await;
 }

@@ -2,8 +2,6 @@
 //! lists (`sendInitialEvents`), `timeoutSeconds`, label and field selectors, and Table
 //! watches for `kubectl get -w`.
 
-mod sim_support;
-
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
@@ -11,8 +9,9 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Api, ListParams, WatchEvent, WatchParams};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
-use sim_support::{Kubectl, RawWatch, blocking, get_json};
 use switchyard::sim::{ObjectRef, SimOptions, Simulator, resources};
+
+use crate::support::sim::{Kubectl, RawWatch, blocking, get_json, start_with_config};
 
 fn resource(plural: &str) -> usize {
     resources::find("", "v1", plural).unwrap()
@@ -138,7 +137,7 @@ async fn bookmarks_arrive_periodically_with_the_latest_version() {
 
 #[tokio::test]
 async fn send_initial_events_streams_the_state_then_an_annotated_bookmark() {
-    let sim = sim_support::start_with_config("").await;
+    let sim = start_with_config("").await;
     create_cm(&sim, "a", json!({"tier": "web"}));
     create_cm(&sim, "b", json!({"tier": "db"}));
     create_cm(&sim, "c", json!({"tier": "web"}));
@@ -164,7 +163,7 @@ async fn send_initial_events_streams_the_state_then_an_annotated_bookmark() {
 
 #[tokio::test]
 async fn a_kube_rs_watcher_with_streaming_lists_gets_the_whole_state() {
-    let sim = sim_support::start_with_config("").await;
+    let sim = start_with_config("").await;
     for name in ["a", "b", "c"] {
         create_cm(&sim, name, json!({}));
     }
@@ -187,7 +186,7 @@ async fn a_kube_rs_watcher_with_streaming_lists_gets_the_whole_state() {
 
 #[tokio::test]
 async fn send_initial_events_without_not_older_than_is_invalid() {
-    let sim = sim_support::start_with_config("").await;
+    let sim = start_with_config("").await;
     let base = format!(
         "{}/api/v1/namespaces/default/configmaps?watch=true",
         sim.url()
@@ -207,7 +206,7 @@ async fn send_initial_events_without_not_older_than_is_invalid() {
 
 #[tokio::test]
 async fn a_watch_ends_after_its_timeout_seconds() {
-    let sim = sim_support::start_with_config("").await;
+    let sim = start_with_config("").await;
     let api: Api<ConfigMap> = Api::namespaced(sim.client().unwrap(), "default");
     let started = Instant::now();
     let rv = sim.cluster().resource_version().to_string();
@@ -229,7 +228,7 @@ async fn a_watch_ends_after_its_timeout_seconds() {
 
 #[tokio::test]
 async fn field_selectors_select_pods_by_node_and_phase_in_lists() {
-    let sim = sim_support::start_with_config("").await;
+    let sim = start_with_config("").await;
     create_pod(&sim, "web-a", "node-a", "Running", "web");
     create_pod(&sim, "web-b", "node-b", "Running", "web");
     create_pod(&sim, "job-a", "node-a", "Succeeded", "job");
@@ -277,7 +276,7 @@ async fn field_selectors_select_pods_by_node_and_phase_in_lists() {
 
 #[tokio::test]
 async fn an_object_moving_across_a_selector_arrives_as_added_or_deleted() {
-    let sim = sim_support::start_with_config("").await;
+    let sim = start_with_config("").await;
     create_pod(&sim, "p", "node-a", "Pending", "web");
     let api: Api<Pod> = Api::namespaced(sim.client().unwrap(), "default");
     let rv = sim.cluster().resource_version().to_string();
@@ -326,7 +325,7 @@ async fn an_object_moving_across_a_selector_arrives_as_added_or_deleted() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_field_the_kind_cannot_select_on_is_a_bad_request() {
-    let sim = sim_support::start_with_config("").await;
+    let sim = start_with_config("").await;
     let (code, status) = get_json(&format!(
         "{}/api/v1/configmaps?fieldSelector=spec.nodeName%3Dx",
         sim.url()
@@ -359,7 +358,7 @@ async fn a_field_the_kind_cannot_select_on_is_a_bad_request() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_selects_pods_by_node_phase_and_label() {
-    let sim = sim_support::start_with_config("").await;
+    let sim = start_with_config("").await;
     create_pod(&sim, "web-a", "node-a", "Running", "web");
     create_pod(&sim, "web-b", "node-b", "Running", "web");
     create_pod(&sim, "job-a", "node-a", "Succeeded", "job");
@@ -385,7 +384,7 @@ async fn kubectl_selects_pods_by_node_phase_and_label() {
 
 #[tokio::test]
 async fn a_table_watch_sends_each_object_as_a_one_row_table() {
-    let sim = sim_support::start_with_config("").await;
+    let sim = start_with_config("").await;
     create_cm(&sim, "first", json!({}));
     let response = reqwest::Client::new()
         .get(format!(
@@ -418,7 +417,7 @@ async fn a_table_watch_sends_each_object_as_a_one_row_table() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_get_watch_prints_rows_live() {
-    let sim = sim_support::start_with_config("").await;
+    let sim = start_with_config("").await;
     create_cm(&sim, "before", json!({}));
     let kubectl = Kubectl::new(&sim);
     let mut lines = kubectl.spawn(&["get", "configmaps", "-w"]);

@@ -2,17 +2,16 @@
 //! named by group/version/kind, routes that take their changes by informer name or by kind,
 //! and route filters (namespaces, labels, `when` conditions) deciding what reaches the plugin.
 
-mod common;
-
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Namespace;
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 use switchyard::plugin::PluginLog;
 use tokio::sync::broadcast;
+
+use crate::support::{self, TestDaemon};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -80,21 +79,11 @@ async fn lines_until(logs: &mut broadcast::Receiver<PluginLog>, last: &str) -> V
 
 #[tokio::test]
 async fn routes_take_changes_by_kind_and_informer_and_filter_them() {
-    let sim = common::start_sim().await;
+    let sim = support::start_sim().await;
     let client = sim.client().unwrap();
-    for ns in ["web", "db", "other"] {
-        let api: Api<Namespace> = Api::all(client.clone());
-        let namespace: Namespace =
-            serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap();
-        api.create(&PostParams::default(), &namespace)
-            .await
-            .unwrap();
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let daemon = common::start_daemon(&sim, dir.path(), CONFIG).await;
-    let mut logs = daemon.plugin_logs().subscribe();
-    daemon.wait_until_synced().await;
-    let (_, status) = common::get_json(&format!("{}/status", daemon.admin_url())).await;
+    support::create_namespaces(&client, &["web", "db", "other"]).await;
+    let mut t = TestDaemon::builder(CONFIG).sim(sim).start().await;
+    let (_, status) = t.get("/status").await;
     let watches: Vec<&str> = status["informers"]
         .as_array()
         .unwrap()
@@ -143,13 +132,12 @@ async fn routes_take_changes_by_kind_and_informer_and_filter_them() {
             .find(|e| !lines.contains(e))
             .unwrap()
             .clone();
-        lines.extend(lines_until(&mut logs, &missing).await);
+        lines.extend(lines_until(&mut t.logs, &missing).await);
     }
     // spec-changes: 3 delivered, the status-only update skipped. front: web/front
     // delivered; db/store (namespace) and both updates skipped.
-    let url = format!("{}/routes", daemon.admin_url());
-    let counts = common::eventually("every change counted", WAIT, async || {
-        let (_, routes) = common::get_json(&url).await;
+    let counts = support::eventually("every change counted", WAIT, async || {
+        let (_, routes) = t.get("/routes").await;
         let count = |name: &str, field: &str| {
             routes["routes"]
                 .as_array()
@@ -171,11 +159,11 @@ async fn routes_take_changes_by_kind_and_informer_and_filter_them() {
     .await;
     assert_eq!(counts, [3, 1, 1, 3]);
     // Nothing else reached the plugin.
-    while let Ok(line) = logs.try_recv() {
+    while let Ok(line) = t.logs.try_recv() {
         lines.push(line.message);
     }
     lines.retain(|l| !l.contains("/elsewhere"));
     lines.sort();
     assert_eq!(lines, expected);
-    daemon.shut_down(Duration::from_secs(5)).await;
+    t.stop().await;
 }

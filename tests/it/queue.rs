@@ -7,7 +7,12 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use proptest::prelude::*;
+use switchyard::config::Delivery;
+use switchyard::handler::{Owed, PendingEvent};
+use switchyard::informer::{CachedObject, Delta};
 use switchyard::queue::WorkQueue;
+
+use crate::support;
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -126,14 +131,10 @@ async fn concurrent_workers_never_share_a_key_and_lose_no_add() {
         }
     }
     // Let the workers drain, then stop them.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while !(q.is_empty() && q.in_flight() == 0) {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the queue did not drain"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    support::eventually("the queue to drain", Duration::from_secs(20), async || {
+        (q.is_empty() && q.in_flight() == 0).then_some(())
+    })
+    .await;
     q.shut_down();
     for w in workers {
         w.await.unwrap();
@@ -153,9 +154,6 @@ fn rand_key(seq: u32) -> u32 {
 mod every_mode {
     use super::*;
     use kube::api::{ApiResource, DynamicObject};
-    use switchyard::config::Delivery;
-    use switchyard::handler::{Owed, PendingEvent};
-    use switchyard::informer::{CachedObject, Delta};
 
     fn updated(from: u32, to: u32) -> PendingEvent {
         let ar = ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&());

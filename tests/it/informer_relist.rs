@@ -3,7 +3,7 @@
 //! passes it. The informer must notice, list again and deliver the difference: every old
 //! object deleted (final state unknown), every new one added, the cache equal to the server.
 
-mod common;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -133,7 +133,7 @@ fn cached(informer: &Informer) -> BTreeMap<String, String> {
 }
 
 async fn converge(informer: &Informer, cluster: &Cluster) {
-    common::eventually(
+    support::eventually(
         "the cache to equal the simulator",
         Duration::from_secs(30),
         async || (cached(informer) == truth(cluster)).then_some(()),
@@ -177,7 +177,7 @@ async fn restart_with(sim: Simulator, change: impl FnOnce(&Cluster)) -> Simulato
 
 #[tokio::test]
 async fn an_api_server_back_empty_with_lower_versions_is_listed_again_and_old_objects_deleted() {
-    let sim = common::start_sim().await;
+    let sim = support::start_sim().await;
     let cluster = sim.cluster().clone();
     create_namespace(&cluster, "team");
     let a = create(&cluster, "team", "a", "0");
@@ -199,14 +199,14 @@ async fn an_api_server_back_empty_with_lower_versions_is_listed_again_and_old_ob
     .await;
     // Slow answers, to see the relist in progress.
     sim.faults().set_delay(Duration::from_millis(300));
-    common::eventually(
+    support::eventually(
         "the informer to say it is not synced while it lists again",
         Duration::from_secs(30),
         async || (!informer.is_synced()).then_some(()),
     )
     .await;
     converge(&informer, &cluster).await;
-    common::eventually(
+    support::eventually(
         "the relist to finish",
         Duration::from_secs(30),
         async || informer.is_synced().then_some(()),
@@ -230,7 +230,7 @@ async fn an_api_server_back_empty_with_lower_versions_is_listed_again_and_old_ob
 
 #[tokio::test]
 async fn an_object_made_again_under_the_same_name_and_version_arrives_as_updated() {
-    let sim = common::start_sim().await;
+    let sim = support::start_sim().await;
     let cluster = sim.cluster().clone();
     let old = create(&cluster, "default", "same", "before");
     create(&cluster, "default", "other", "0");
@@ -246,7 +246,7 @@ async fn an_object_made_again_under_the_same_name_and_version_arrives_as_updated
     .await;
     assert_eq!(again, old, "the new server gave it the old version");
     converge(&informer, &cluster).await;
-    common::eventually(
+    support::eventually(
         "the relist to finish",
         Duration::from_secs(30),
         async || {
@@ -312,7 +312,7 @@ async fn a_watch_from_a_version_the_server_has_not_reached_is_quiet_until_it_pas
 
 #[tokio::test]
 async fn the_control_endpoint_restarts_the_server_empty() {
-    let sim = common::start_sim().await;
+    let sim = support::start_sim().await;
     let cluster = sim.cluster().clone();
     for name in ["a", "b", "c"] {
         create(&cluster, "default", name, "0");
@@ -330,7 +330,7 @@ async fn the_control_endpoint_restarts_the_server_empty() {
     assert!(truth(&cluster).is_empty());
     assert!(cluster.resource_version() < before);
     let api: Api<ConfigMap> = Api::namespaced(sim.client().unwrap(), "default");
-    let listed = common::eventually(
+    let listed = support::eventually(
         "the server to serve again",
         Duration::from_secs(10),
         async || api.list(&Default::default()).await.ok(),

@@ -2,17 +2,16 @@
 //! the plugin file is replaced several times (log-events and faulty in turn, by atomic
 //! rename). Every object created is handled, and each (name, resourceVersion) exactly once.
 
-mod common;
-
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, PostParams};
+use kube::api::PostParams;
 use serde_json::json;
 use tokio::sync::broadcast;
+
+use crate::support::{self, TestDaemon};
 
 const WAIT: Duration = Duration::from_secs(60);
 const SWAPS: usize = 6;
@@ -30,14 +29,7 @@ fn handled(message: &str) -> Option<(String, String)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn replacing_the_plugin_under_load_handles_every_object_exactly_once() {
-    let sim = common::start_sim().await;
-    let dir = tempfile::tempdir().unwrap();
-    let plugins = dir.path().join("plugins");
-    std::fs::create_dir(&plugins).unwrap();
-    let built = |name: &str| common::plugins_dir().join(format!("{name}.wasm"));
-    std::fs::copy(built("log-events"), plugins.join("swap.wasm")).unwrap();
-    let yaml = format!(
-        "plugins_dir: {}
+    let yaml = "
 handlers:
   h:
     plugin: swap
@@ -46,15 +38,16 @@ routes:
   - name: configmaps
     resource: configmaps
     handler: h
-",
-        plugins.display()
-    );
-    let daemon = common::start_daemon(&sim, dir.path(), &yaml).await;
+";
+    let t = TestDaemon::builder(yaml)
+        .plugin_file("swap", "log-events")
+        .start()
+        .await;
 
     // Every line the plugin logs, in order.
     let lines: Arc<Mutex<Vec<String>>> = Arc::default();
     let lagged = Arc::new(AtomicBool::new(false));
-    let mut feed = daemon.plugin_logs().subscribe();
+    let mut feed = t.daemon().plugin_logs().subscribe();
     let collector = tokio::spawn({
         let lines = lines.clone();
         let lagged = lagged.clone();
@@ -70,23 +63,21 @@ routes:
             }
         }
     });
-    daemon.wait_until_synced().await;
 
     // Steady load: create ConfigMaps one after another until told to stop.
     let created: Arc<Mutex<Vec<(String, String)>>> = Arc::default();
     let count = Arc::new(AtomicUsize::new(0));
     let stop = Arc::new(AtomicBool::new(false));
-    let api: Api<ConfigMap> = Api::namespaced(sim.client().unwrap(), "default");
+    let api = t.configmaps("default");
     let load = tokio::spawn({
         let (created, count, stop) = (created.clone(), count.clone(), stop.clone());
         async move {
             let mut i = 0;
             while !stop.load(Ordering::Relaxed) {
                 let name = format!("load-{i:05}");
-                let cm: ConfigMap = serde_json::from_value(
+                let cm = support::configmap(
                     json!({"metadata": {"name": name}, "data": {"i": i.to_string()}}),
-                )
-                .unwrap();
+                );
                 let made = api.create(&PostParams::default(), &cm).await.unwrap();
                 created
                     .lock()
@@ -98,10 +89,9 @@ routes:
         }
     });
 
-    let plugins_url = format!("{}/plugins", daemon.admin_url());
     for swap in 0..SWAPS {
         let after = count.load(Ordering::Relaxed) + BETWEEN_SWAPS;
-        common::eventually("more objects to be created", WAIT, async || {
+        support::eventually("more objects to be created", WAIT, async || {
             (count.load(Ordering::Relaxed) >= after).then_some(())
         })
         .await;
@@ -111,18 +101,16 @@ routes:
         } else {
             ("log-events", "added ConfigMap ")
         };
-        let tmp = plugins.join(".swap.wasm.tmp");
-        std::fs::copy(built(next), &tmp).unwrap();
-        std::fs::rename(&tmp, plugins.join("swap.wasm")).unwrap();
+        t.replace_plugin("swap", next);
         let swaps = (swap + 2) as u64;
-        common::eventually("the swap to happen", WAIT, async || {
-            let (_, body) = common::get_json(&plugins_url).await;
+        support::eventually("the swap to happen", WAIT, async || {
+            let (_, body) = t.get("/plugins").await;
             (body["plugins"][0]["swaps"] == swaps).then_some(())
         })
         .await;
         // The new version handles objects created after the swap, while the load goes on.
         let from = count.load(Ordering::Relaxed);
-        common::eventually("the new version to handle the load", WAIT, async || {
+        support::eventually("the new version to handle the load", WAIT, async || {
             let names = created.lock().unwrap()[from..].to_vec();
             let lines = lines.lock().unwrap();
             names
@@ -141,9 +129,8 @@ routes:
     assert!(created.len() >= SWAPS * BETWEEN_SWAPS, "{}", created.len());
 
     // Wait until the handler has handled everything created.
-    let status_url = format!("{}/status", daemon.admin_url());
-    common::eventually("every object to be handled", WAIT, async || {
-        let (_, body) = common::get_json(&status_url).await;
+    support::eventually("every object to be handled", WAIT, async || {
+        let body = t.status_json().await;
         let h = &body["handlers"][0];
         (h["processed"].as_u64() == Some(created.len() as u64)
             && h["queue_depth"] == 0
@@ -152,7 +139,7 @@ routes:
             .then_some(())
     })
     .await;
-    daemon.shut_down(Duration::from_secs(5)).await;
+    t.stop().await;
     collector.abort();
     assert!(
         !lagged.load(Ordering::Relaxed),

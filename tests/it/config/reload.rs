@@ -3,17 +3,15 @@
 //! queue over, and a config with mistakes is rejected with every mistake and changes
 //! nothing. Every object is handled exactly once per route throughout.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::Client;
-use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 use switchyard::Daemon;
+
+use crate::support::{self, TestDaemon};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -47,31 +45,29 @@ fn record_handled(daemon: &Daemon) -> Seen {
     seen
 }
 
-async fn create_namespaces(client: &Client, names: &[&str]) {
-    let api: Api<Namespace> = Api::all(client.clone());
-    for name in names {
-        let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
-        api.create(&PostParams::default(), &ns).await.unwrap();
-    }
-}
-
 async fn create_configmap(client: &Client, namespace: &str, name: &str) {
-    let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
-    let cm: ConfigMap =
-        serde_json::from_value(json!({"metadata": {"name": name}, "data": {"k": "v"}})).unwrap();
-    api.create(&PostParams::default(), &cm).await.unwrap();
+    support::create_configmap(
+        client,
+        namespace,
+        json!({"metadata": {"name": name}, "data": {"k": "v"}}),
+    )
+    .await;
 }
 
-/// Creates ConfigMaps `load-N` in each namespace, one round every 10 ms, until stopped;
-/// returns the names created per namespace.
+/// Creates ConfigMaps `load-N` in each namespace, a round at a time, until stopped; returns
+/// the names created per namespace. A round starts once the daemon has handled the previous
+/// round's object in the first namespace, so the load keeps pace with the daemon, not with
+/// a clock.
 struct Load {
     stop: tokio::sync::watch::Sender<bool>,
+    rounds: tokio::sync::watch::Receiver<usize>,
     task: tokio::task::JoinHandle<Vec<String>>,
 }
 
 impl Load {
-    fn start(client: Client, namespaces: &'static [&'static str]) -> Self {
+    fn start(client: Client, namespaces: &'static [&'static str], seen: Seen) -> Self {
         let (stop, stopped) = tokio::sync::watch::channel(false);
+        let (rounds_done, rounds) = tokio::sync::watch::channel(0);
         let task = tokio::spawn(async move {
             let mut created = Vec::new();
             let mut i = 0;
@@ -81,24 +77,33 @@ impl Load {
                     create_configmap(&client, ns, &name).await;
                     created.push(format!("{ns}/{name}"));
                 }
+                let first = format!("{}/load-{i}", namespaces[0]);
+                support::eventually_sync("the daemon to handle the last round", WAIT, || {
+                    let seen = seen.lock().unwrap();
+                    seen.keys().any(|(_, _, o)| *o == first).then_some(())
+                })
+                .await;
                 i += 1;
-                tokio::time::sleep(Duration::from_millis(10)).await;
+                rounds_done.send_replace(i);
             }
             created
         });
-        Self { stop, task }
+        Self { stop, rounds, task }
+    }
+
+    /// Waits until `more` rounds after the current one were created and handled.
+    async fn wait_for_rounds(&mut self, more: usize) {
+        let target = *self.rounds.borrow() + more;
+        tokio::time::timeout(WAIT, self.rounds.wait_for(|done| *done >= target))
+            .await
+            .unwrap_or_else(|_| panic!("the load did not make {more} more rounds within {WAIT:?}"))
+            .expect("the load runs until stopped");
     }
 
     async fn stop(self) -> Vec<String> {
         self.stop.send_replace(true);
         self.task.await.unwrap()
     }
-}
-
-async fn status(daemon: &Daemon) -> Value {
-    common::get_json(&format!("{}/status", daemon.admin_url()))
-        .await
-        .1
 }
 
 fn processed(status: &Value, handler: &str) -> u64 {
@@ -122,7 +127,7 @@ fn names(list: &Value) -> Vec<&str> {
 /// Waits until every object in `objects` was handled by `handler` through `route`, then
 /// checks none was handled twice.
 async fn assert_each_handled_once(seen: &Seen, handler: &str, route: &str, objects: &[String]) {
-    common::eventually("every object handled", WAIT, async || {
+    support::eventually("every object handled", WAIT, async || {
         let seen = seen.lock().unwrap();
         objects
             .iter()
@@ -133,6 +138,13 @@ async fn assert_each_handled_once(seen: &Seen, handler: &str, route: &str, objec
     let seen = seen.lock().unwrap();
     let twice: Vec<_> = seen.iter().filter(|(_, n)| **n > 1).collect();
     assert!(twice.is_empty(), "handled more than once: {twice:?}");
+}
+
+/// A daemon running `yaml` against a simulator that already has `namespaces`.
+async fn start_with_namespaces(yaml: &str, namespaces: &[&str]) -> TestDaemon {
+    let sim = support::start_sim().await;
+    support::create_namespaces(&sim.client().unwrap(), namespaces).await;
+    TestDaemon::builder(yaml).sim(sim).start().await
 }
 
 const ONE_ROUTE: &str = "
@@ -147,27 +159,19 @@ routes:
 
 #[tokio::test]
 async fn a_reload_that_adds_a_route_starts_it_while_the_running_route_keeps_its_counters() {
-    let sim = common::start_sim().await;
-    let client = sim.client().unwrap();
-    create_namespaces(&client, &["a", "b"]).await;
-    let dir = tempfile::tempdir().unwrap();
-    let daemon = common::start_daemon(&sim, dir.path(), ONE_ROUTE).await;
-    let seen = record_handled(&daemon);
-    daemon.wait_until_synced().await;
-    let load = Load::start(client.clone(), &["a", "b"]);
-    common::eventually("some events handled", WAIT, async || {
-        (processed(&status(&daemon).await, "log-events") >= 5).then_some(())
+    let t = start_with_namespaces(ONE_ROUTE, &["a", "b"]).await;
+    let seen = record_handled(t.daemon());
+    let mut load = Load::start(t.client(), &["a", "b"], seen.clone());
+    support::eventually("some events handled", WAIT, async || {
+        (processed(&t.status_json().await, "log-events") >= 5).then_some(())
     })
     .await;
-    let before = processed(&status(&daemon).await, "log-events");
+    let before = processed(&t.status_json().await, "log-events");
 
-    common::write_config(
-        dir.path(),
-        &format!(
-            "{ONE_ROUTE}  - name: in-b\n    resource: configmaps\n    namespace: b\n    handler: log-events\n"
-        ),
-    );
-    let (code, body) = common::post_json(&format!("{}/reload", daemon.admin_url())).await;
+    t.write_config(&format!(
+        "{ONE_ROUTE}  - name: in-b\n    resource: configmaps\n    namespace: b\n    handler: log-events\n"
+    ));
+    let (code, body) = t.post("/reload").await;
     assert_eq!(code, 200, "{body:#}");
     let plan = &body["plan"];
     assert_eq!(names(&plan["routes"]["added"]), ["in-b"], "{plan:#}");
@@ -182,19 +186,20 @@ async fn a_reload_that_adds_a_route_starts_it_while_the_running_route_keeps_its_
         ["v1/configmaps in b"],
         "{plan:#}"
     );
-    let after = status(&daemon).await;
+    let after = t.status_json().await;
     assert!(processed(&after, "log-events") >= before, "{after:#}");
     assert_eq!(after["config"]["applied"], 1);
     assert_eq!(after["config"]["last"]["trigger"], "api");
 
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The load goes on after the reload: both routes get objects made after it.
+    load.wait_for_rounds(10).await;
     let created = load.stop().await;
     let (in_a, in_b): (Vec<String>, Vec<String>) =
         created.into_iter().partition(|o| o.starts_with("a/"));
     // Objects in b made before the reload arrive as `added` when the route subscribes.
     assert_each_handled_once(&seen, "log-events", "in-a", &in_a).await;
     assert_each_handled_once(&seen, "log-events", "in-b", &in_b).await;
-    daemon.shut_down(Duration::from_secs(5)).await;
+    t.stop().await;
 }
 
 const TWO_HANDLERS: &str = "
@@ -222,28 +227,23 @@ routes:
 
 #[tokio::test]
 async fn a_reload_that_removes_a_handler_drains_it_and_the_other_keeps_working() {
-    let sim = common::start_sim().await;
-    let client = sim.client().unwrap();
-    create_namespaces(&client, &["a"]).await;
-    let dir = tempfile::tempdir().unwrap();
-    let daemon = common::start_daemon(&sim, dir.path(), TWO_HANDLERS).await;
-    let seen = record_handled(&daemon);
-    daemon.wait_until_synced().await;
-    let load = Load::start(client.clone(), &["a"]);
-    common::eventually("both handlers busy", WAIT, async || {
-        let s = status(&daemon).await;
+    let t = start_with_namespaces(TWO_HANDLERS, &["a"]).await;
+    let seen = record_handled(t.daemon());
+    let mut load = Load::start(t.client(), &["a"], seen.clone());
+    support::eventually("both handlers busy", WAIT, async || {
+        let s = t.status_json().await;
         (processed(&s, "audit") >= 3 && processed(&s, "log-events") >= 3).then_some(())
     })
     .await;
 
-    common::write_config(dir.path(), MAIN_ONLY);
-    let (code, body) = common::post_json(&format!("{}/reload", daemon.admin_url())).await;
+    t.write_config(MAIN_ONLY);
+    let (code, body) = t.post("/reload").await;
     assert_eq!(code, 200, "{body:#}");
     let plan = &body["plan"];
     assert_eq!(names(&plan["handlers"]["removed"]), ["audit"], "{plan:#}");
     assert_eq!(names(&plan["routes"]["removed"]), ["audit"], "{plan:#}");
     assert_eq!(names(&plan["informers"]["unchanged"]), ["v1/configmaps"]);
-    let (code, _) = common::get_json(&format!("{}/handlers/audit", daemon.admin_url())).await;
+    let (code, _) = t.get("/handlers/audit").await;
     assert_eq!(code, 404);
     // The removed handler drained: nothing it was given is left behind.
     let audited: usize = {
@@ -251,10 +251,11 @@ async fn a_reload_that_removes_a_handler_drains_it_and_the_other_keeps_working()
         seen.keys().filter(|(h, _, _)| h == "audit").count()
     };
 
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Objects made after the reload reach the remaining handler (and only it).
+    load.wait_for_rounds(10).await;
     let created = load.stop().await;
     assert_each_handled_once(&seen, "log-events", "main", &created).await;
-    let s = status(&daemon).await;
+    let s = t.status_json().await;
     let handlers: Vec<&str> = s["handlers"]
         .as_array()
         .unwrap()
@@ -273,28 +274,23 @@ async fn a_reload_that_removes_a_handler_drains_it_and_the_other_keeps_working()
         "the removed handler got events after the reload"
     );
     assert!(audited >= 3);
-    daemon.shut_down(Duration::from_secs(5)).await;
+    t.stop().await;
 }
 
 #[tokio::test]
 async fn a_config_with_mistakes_is_rejected_with_all_of_them_and_changes_nothing() {
-    let sim = common::start_sim().await;
-    let client = sim.client().unwrap();
-    create_namespaces(&client, &["a"]).await;
-    let dir = tempfile::tempdir().unwrap();
-    let daemon = common::start_daemon(&sim, dir.path(), TWO_HANDLERS).await;
-    let seen = record_handled(&daemon);
-    daemon.wait_until_synced().await;
-    let load = Load::start(client.clone(), &["a"]);
+    let t = start_with_namespaces(TWO_HANDLERS, &["a"]).await;
+    let seen = record_handled(t.daemon());
+    let mut load = Load::start(t.client(), &["a"], seen.clone());
 
     // Without the token: 401, and nothing is read or changed.
     let response = reqwest::Client::new()
-        .post(format!("{}/reload", daemon.admin_url()))
+        .post(t.url("/reload"))
         .send()
         .await
         .unwrap();
     assert_eq!(response.status(), 401);
-    assert_eq!(status(&daemon).await["config"]["rejected"], 0);
+    assert_eq!(t.status_json().await["config"]["rejected"], 0);
 
     let broken = "
 handlers:
@@ -305,8 +301,8 @@ routes:
     resource: configmaps
     handler: log-event
 ";
-    common::write_config(dir.path(), broken);
-    let (code, body) = common::post_json(&format!("{}/reload", daemon.admin_url())).await;
+    t.write_config(broken);
+    let (code, body) = t.post("/reload").await;
     assert_eq!(code, 422, "{body:#}");
     let errors: Vec<(u64, u64, &str)> = body["errors"]
         .as_array()
@@ -337,8 +333,8 @@ routes:
     );
 
     // A setting fixed at start is refused too.
-    common::write_config(dir.path(), &format!("{TWO_HANDLERS}kubeconfig: /nowhere\n"));
-    let (code, body) = common::post_json(&format!("{}/reload", daemon.admin_url())).await;
+    t.write_config(&format!("{TWO_HANDLERS}kubeconfig: /nowhere\n"));
+    let (code, body) = t.post("/reload").await;
     assert_eq!(code, 422, "{body:#}");
     assert!(
         body["error"]
@@ -349,11 +345,8 @@ routes:
     );
 
     // So is a memory cap the plugin pool, sized at start, cannot hold.
-    common::write_config(
-        dir.path(),
-        &TWO_HANDLERS.replace("log-events: {}", "log-events:\n    memory: 1Gi"),
-    );
-    let (code, body) = common::post_json(&format!("{}/reload", daemon.admin_url())).await;
+    t.write_config(&TWO_HANDLERS.replace("log-events: {}", "log-events:\n    memory: 1Gi"));
+    let (code, body) = t.post("/reload").await;
     assert_eq!(code, 422, "{body:#}");
     assert!(
         body["error"]
@@ -363,34 +356,29 @@ routes:
         "{body:#}"
     );
 
-    let s = status(&daemon).await;
+    let s = t.status_json().await;
     assert_eq!(s["config"]["rejected"], 3, "{s:#}");
     assert_eq!(s["config"]["applied"], 0, "{s:#}");
     assert_eq!(s["config"]["last"]["applied"], false);
     assert_eq!(s["handlers"].as_array().unwrap().len(), 2);
     assert_eq!(s["routes"].as_array().unwrap().len(), 2);
 
-    // Both handlers still get every object.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Both handlers still get every object, those made after the rejections too.
+    load.wait_for_rounds(10).await;
     let created = load.stop().await;
     assert_each_handled_once(&seen, "log-events", "main", &created).await;
     assert_each_handled_once(&seen, "audit", "audit", &created).await;
-    daemon.shut_down(Duration::from_secs(5)).await;
+    t.stop().await;
 }
 
 #[tokio::test]
 async fn a_reload_with_values_the_engine_cannot_give_is_rejected_with_their_places() {
-    let sim = common::start_sim().await;
-    let dir = tempfile::tempdir().unwrap();
-    let daemon = common::start_daemon(&sim, dir.path(), TWO_HANDLERS).await;
-    common::write_config(
-        dir.path(),
-        &TWO_HANDLERS.replace(
-            "log-events: {}",
-            "log-events:\n    timeout: 0s\n    memory: 1000Gi",
-        ),
-    );
-    let (code, body) = common::post_json(&format!("{}/reload", daemon.admin_url())).await;
+    let t = TestDaemon::start(TWO_HANDLERS).await;
+    t.write_config(&TWO_HANDLERS.replace(
+        "log-events: {}",
+        "log-events:\n    timeout: 0s\n    memory: 1000Gi",
+    ));
+    let (code, body) = t.post("/reload").await;
     assert_eq!(code, 422, "{body:#}");
     let errors: Vec<(u64, &str)> = body["errors"]
         .as_array()
@@ -407,42 +395,34 @@ async fn a_reload_with_values_the_engine_cannot_give_is_rejected_with_their_plac
         ],
         "{body:#}"
     );
-    let s = status(&daemon).await;
+    let s = t.status_json().await;
     assert_eq!(s["config"]["rejected"], 1, "{s:#}");
     assert_eq!(s["handlers"].as_array().unwrap().len(), 2);
-    daemon.shut_down(Duration::from_secs(5)).await;
+    t.stop().await;
 }
 
 #[tokio::test]
 async fn editing_the_config_file_reloads_it() {
-    let sim = common::start_sim().await;
-    let client = sim.client().unwrap();
-    create_namespaces(&client, &["a", "b"]).await;
-    let dir = tempfile::tempdir().unwrap();
-    let daemon = common::start_daemon(&sim, dir.path(), ONE_ROUTE).await;
-    let seen = record_handled(&daemon);
-    daemon.wait_until_synced().await;
+    let t = start_with_namespaces(ONE_ROUTE, &["a", "b"]).await;
+    let seen = record_handled(t.daemon());
 
-    common::write_config(
-        dir.path(),
-        &format!(
-            "{ONE_ROUTE}  - name: in-b\n    resource: configmaps\n    namespace: b\n    handler: log-events\n"
-        ),
-    );
-    let s = common::eventually("the file reloaded", WAIT, async || {
-        let s = status(&daemon).await;
+    t.write_config(&format!(
+        "{ONE_ROUTE}  - name: in-b\n    resource: configmaps\n    namespace: b\n    handler: log-events\n"
+    ));
+    let s = support::eventually("the file reloaded", WAIT, async || {
+        let s = t.status_json().await;
         (s["config"]["applied"] == 1).then_some(s)
     })
     .await;
     assert_eq!(s["config"]["last"]["trigger"], "file");
     assert_eq!(s["routes"][1]["name"], "in-b");
-    create_configmap(&client, "b", "after-edit").await;
+    create_configmap(&t.client(), "b", "after-edit").await;
     assert_each_handled_once(&seen, "log-events", "in-b", &["b/after-edit".into()]).await;
 
     // A broken edit is rejected and shown; the running routes stay.
-    std::fs::write(dir.path().join("switchyard.yaml"), "routes: [\n").unwrap();
-    let s = common::eventually("the broken file rejected", WAIT, async || {
-        let s = status(&daemon).await;
+    std::fs::write(t.dir().join("switchyard.yaml"), "routes: [\n").unwrap();
+    let s = support::eventually("the broken file rejected", WAIT, async || {
+        let s = t.status_json().await;
         (s["config"]["rejected"] == 1).then_some(s)
     })
     .await;
@@ -454,51 +434,43 @@ async fn editing_the_config_file_reloads_it() {
         "{s:#}"
     );
     assert_eq!(s["routes"].as_array().unwrap().len(), 2);
-    daemon.shut_down(Duration::from_secs(5)).await;
+    t.stop().await;
 }
 
 #[tokio::test]
 async fn a_changed_handler_hands_its_queue_to_its_replacement() {
-    let sim = common::start_sim().await;
-    let client = sim.client().unwrap();
-    create_namespaces(&client, &["a"]).await;
-    let dir = tempfile::tempdir().unwrap();
-    let daemon = common::start_daemon(&sim, dir.path(), ONE_ROUTE).await;
-    let seen = record_handled(&daemon);
-    daemon.wait_until_synced().await;
-    let url = daemon.admin_url();
+    let t = start_with_namespaces(ONE_ROUTE, &["a"]).await;
+    let seen = record_handled(t.daemon());
+    let client = t.client();
     create_configmap(&client, "a", "first").await;
     assert_each_handled_once(&seen, "log-events", "in-a", &["a/first".into()]).await;
 
-    let (code, _) = common::post_json(&format!("{url}/handlers/log-events/pause")).await;
+    let (code, _) = t.post("/handlers/log-events/pause").await;
     assert_eq!(code, 200);
     let queued: Vec<String> = (0..20).map(|i| format!("a/queued-{i}")).collect();
     for name in &queued {
         create_configmap(&client, "a", name.trim_start_matches("a/")).await;
     }
-    common::eventually("20 events queued", WAIT, async || {
-        (status(&daemon).await["routes"][0]["pending"] == 20).then_some(())
+    support::eventually("20 events queued", WAIT, async || {
+        (t.status_json().await["routes"][0]["pending"] == 20).then_some(())
     })
     .await;
 
-    common::write_config(
-        dir.path(),
-        &ONE_ROUTE.replace("log-events: {}", "log-events:\n    concurrency: 3"),
-    );
-    let (code, body) = common::post_json(&format!("{url}/reload")).await;
+    t.write_config(&ONE_ROUTE.replace("log-events: {}", "log-events:\n    concurrency: 3"));
+    let (code, body) = t.post("/reload").await;
     assert_eq!(code, 200, "{body:#}");
     assert_eq!(names(&body["plan"]["handlers"]["changed"]), ["log-events"]);
     assert_eq!(names(&body["plan"]["routes"]["unchanged"]), ["in-a"]);
-    let (_, detail) = common::get_json(&format!("{url}/handlers/log-events")).await;
+    let (_, detail) = t.get("/handlers/log-events").await;
     assert_eq!(detail["concurrency"], 3, "{detail:#}");
     assert_eq!(detail["paused"], true, "the pause carries over: {detail:#}");
     assert_eq!(detail["queue_depth"], 20, "{detail:#}");
     assert_eq!(detail["processed"], 1, "counters carry over: {detail:#}");
 
-    let (code, _) = common::post_json(&format!("{url}/handlers/log-events/resume")).await;
+    let (code, _) = t.post("/handlers/log-events/resume").await;
     assert_eq!(code, 200);
     assert_each_handled_once(&seen, "log-events", "in-a", &queued).await;
-    let (_, detail) = common::get_json(&format!("{url}/handlers/log-events")).await;
+    let (_, detail) = t.get("/handlers/log-events").await;
     assert_eq!(detail["processed"], 21, "{detail:#}");
-    daemon.shut_down(Duration::from_secs(5)).await;
+    t.stop().await;
 }

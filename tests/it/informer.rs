@@ -2,8 +2,6 @@
 //! reconnect, an API server restart, or deletions while disconnected, the cache equals the
 //! simulator's state and subscribers got exactly the difference.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -12,9 +10,12 @@ use proptest::prelude::*;
 use serde_json::json;
 use switchyard::config::ResourceName;
 use switchyard::informer::{
-    CacheOptions, Delta, DeltaSink, Informer, InformerFactory, SubscriptionId, WatchKey,
+    CacheOptions, Delta, DeltaSink, IndexFn, Indexers, Informer, InformerFactory, SubscriptionId,
+    Transform, WatchKey,
 };
 use switchyard::sim::{Cluster, ObjectRef, SimOptions, Simulator};
+
+use crate::support;
 
 /// What a subscriber saw, one line per delta: `added default/a 5`, `deleted? default/b 7`
 /// (`?` marks final state unknown), `replaced 3`, `sync default/a 5`.
@@ -147,7 +148,7 @@ fn cached(informer: &Informer) -> BTreeMap<String, String> {
 }
 
 async fn converge(informer: &Informer, cluster: &Cluster) {
-    common::eventually(
+    support::eventually(
         "the cache to equal the simulator",
         Duration::from_secs(30),
         async || (cached(informer) == truth(cluster)).then_some(()),
@@ -212,7 +213,7 @@ async fn a_410_on_reconnect_relists_and_delivers_nothing_for_unchanged_objects()
     let s = setup(10_000).await;
     s.sim.faults().expire_next_watches(1);
     s.sim.close_watches();
-    let error = common::eventually("the 410 reported", Duration::from_secs(30), async || {
+    let error = support::eventually("the 410 reported", Duration::from_secs(30), async || {
         s.informer.health().last_error
     })
     .await;
@@ -220,7 +221,7 @@ async fn a_410_on_reconnect_relists_and_delivers_nothing_for_unchanged_objects()
         error.contains("410") || error.contains("too old"),
         "the 410 is reported: {error}"
     );
-    common::eventually("a relist", Duration::from_secs(30), async || {
+    support::eventually("a relist", Duration::from_secs(30), async || {
         let seen = s.recorder.seen.lock().unwrap().clone();
         (!seen.is_empty()).then_some(())
     })
@@ -264,7 +265,7 @@ async fn deletions_while_the_api_server_was_down_arrive_as_deleted_after_a_relis
     .await
     .unwrap();
     converge(&informer, &cluster).await;
-    common::eventually(
+    support::eventually(
         "the relist to finish",
         Duration::from_secs(30),
         async || {
@@ -325,7 +326,7 @@ async fn a_subscriber_with_a_resync_period_gets_sync_for_every_object() {
         4,
         "a late subscriber first gets every cached object as added"
     );
-    common::eventually("two resyncs", Duration::from_secs(20), async || {
+    support::eventually("two resyncs", Duration::from_secs(20), async || {
         let seen = resyncing.seen.lock().unwrap().clone();
         (seen.iter().filter(|l| l.starts_with("sync ")).count() >= 8).then_some(())
     })
@@ -345,6 +346,9 @@ enum Op {
     CloseWatches,
     ExpireAndClose,
     CompactAndClose,
+    /// Waits until the cache equals the simulator: without it, operations arrive in a burst
+    /// while the informer is still catching up.
+    Settle,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -355,6 +359,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::CloseWatches),
         1 => Just(Op::ExpireAndClose),
         1 => Just(Op::CompactAndClose),
+        3 => Just(Op::Settle),
     ]
 }
 
@@ -392,9 +397,9 @@ proptest! {
                         cluster.compact();
                         sim.close_watches();
                     }
+                    Op::Settle => converge(&informer, &cluster).await,
                     _ => {}
                 }
-                tokio::time::sleep(Duration::from_millis(5)).await;
             }
             converge(&informer, &cluster).await;
             let replayed = Recorder::replay(&recorder.seen.lock().unwrap());
@@ -407,8 +412,7 @@ proptest! {
 
 #[tokio::test]
 async fn the_cache_drops_managed_fields_and_configured_pointers_and_keeps_indexes() {
-    use switchyard::informer::{IndexFn, Indexers, Transform};
-    let sim = common::start_sim().await;
+    let sim = support::start_sim().await;
     let cluster = sim.cluster().clone();
     cluster
         .create(

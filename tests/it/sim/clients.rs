@@ -1,7 +1,5 @@
 //! The simulator against independent clients: kubectl and kube-rs.
 
-mod common;
-
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
@@ -11,6 +9,8 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams, WatchEvent, WatchParams};
 use serde_json::json;
 use switchyard::sim::{ObjectRef, SimOptions, Simulator, resources};
+
+use crate::support;
 
 fn kubectl(kubeconfig: &Path, args: &[&str]) -> (bool, String, String) {
     let output = Command::new("kubectl")
@@ -40,7 +40,7 @@ fn rows(table: &str) -> Vec<Vec<String>> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_lists_and_creates_configmaps() {
-    let sim = common::start_sim().await;
+    let sim = support::start_sim().await;
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
     sim.write_kubeconfig(&kubeconfig).unwrap();
@@ -118,7 +118,7 @@ async fn kubectl_lists_and_creates_configmaps() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_labels_patches_and_deletes() {
-    let sim = common::start_sim().await;
+    let sim = support::start_sim().await;
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
     sim.write_kubeconfig(&kubeconfig).unwrap();
@@ -207,7 +207,7 @@ async fn kubectl_labels_patches_and_deletes() {
 
 #[tokio::test]
 async fn a_watch_resumes_from_a_resource_version_without_gaps() {
-    let sim = common::start_sim().await;
+    let sim = support::start_sim().await;
     let api: Api<ConfigMap> = Api::namespaced(sim.client().unwrap(), "default");
     let cm = |name: &str| -> ConfigMap {
         serde_json::from_value(json!({"metadata": {"name": name}})).unwrap()
@@ -276,7 +276,7 @@ async fn a_watch_from_a_compacted_version_gets_410_expired() {
 
 #[tokio::test]
 async fn a_stale_update_is_a_409_conflict() {
-    let sim = common::start_sim().await;
+    let sim = support::start_sim().await;
     let api: Api<ConfigMap> = Api::namespaced(sim.client().unwrap(), "default");
     let cm: ConfigMap =
         serde_json::from_value(json!({"metadata": {"name": "c"}, "data": {"v": "1"}})).unwrap();
@@ -301,7 +301,7 @@ async fn a_stale_update_is_a_409_conflict() {
 
 #[tokio::test]
 async fn closing_watches_ends_open_streams() {
-    let sim = common::start_sim().await;
+    let sim = support::start_sim().await;
     let api: Api<ConfigMap> = Api::namespaced(sim.client().unwrap(), "default");
     let mut events = api
         .watch(&WatchParams::default(), "0")

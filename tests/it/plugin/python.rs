@@ -2,22 +2,21 @@
 //! running in the daemon: what it logs, how its errors and requeues reach the work queue,
 //! and what the admin API shows about it.
 
-mod common;
-
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{DeleteParams, PostParams};
 use serde_json::{Value, json};
+
+use crate::support::{self, TestDaemon};
 
 const WAIT: Duration = Duration::from_secs(60);
 
 fn configmap(name: &str, annotations: Value) -> ConfigMap {
-    serde_json::from_value(json!({
+    support::configmap(json!({
         "metadata": {"name": name, "annotations": annotations},
         "data": {"v": "0"},
     }))
-    .unwrap()
 }
 
 /// The `rv=` field of a line the handler logged.
@@ -30,8 +29,6 @@ fn rv(line: &str) -> &str {
 
 #[tokio::test]
 async fn the_python_handler_logs_every_change_with_its_configured_prefix() {
-    let sim = common::start_sim().await;
-    let dir = tempfile::tempdir().unwrap();
     let yaml = "
 handlers:
   summary:
@@ -43,11 +40,9 @@ routes:
     resource: configmaps
     handler: summary
 ";
-    let daemon = common::start_daemon(&sim, dir.path(), yaml).await;
-    let mut logs = daemon.plugin_logs().subscribe();
-    daemon.wait_until_synced().await;
+    let mut t = TestDaemon::start(yaml).await;
 
-    let api: Api<ConfigMap> = Api::namespaced(sim.client().unwrap(), "default");
+    let api = t.configmaps("default");
     let created = api
         .create(
             &PostParams::default(),
@@ -56,7 +51,8 @@ routes:
         .await
         .unwrap();
     let rv_created = created.metadata.resource_version.clone().unwrap();
-    let line = common::wait_for_log(&mut logs, WAIT, |l| l.message.contains("hello-python")).await;
+    let line =
+        support::wait_for_log(&mut t.logs, WAIT, |l| l.message.contains("hello-python")).await;
     assert_eq!(line.handler, "summary");
     assert_eq!(line.level, "info");
     assert_eq!(
@@ -75,7 +71,8 @@ routes:
         .await
         .unwrap();
     let rv_updated = updated.metadata.resource_version.unwrap();
-    let line = common::wait_for_log(&mut logs, WAIT, |l| l.message.contains("hello-python")).await;
+    let line =
+        support::wait_for_log(&mut t.logs, WAIT, |l| l.message.contains("hello-python")).await;
     assert_eq!(
         line.message,
         format!("[py] updated ConfigMap default/hello-python rv={rv_updated} route=configmaps")
@@ -84,7 +81,8 @@ routes:
     api.delete("hello-python", &DeleteParams::default())
         .await
         .unwrap();
-    let line = common::wait_for_log(&mut logs, WAIT, |l| l.message.contains("hello-python")).await;
+    let line =
+        support::wait_for_log(&mut t.logs, WAIT, |l| l.message.contains("hello-python")).await;
     // The delete itself moves the resourceVersion on.
     assert_eq!(
         line.message.replace(rv(&line.message), "RV"),
@@ -96,7 +94,7 @@ routes:
         line.message
     );
 
-    let (code, status) = common::get_json(&format!("{}/status", daemon.admin_url())).await;
+    let (code, status) = t.get("/status").await;
     assert_eq!(code, 200);
     let handler = &status["handlers"][0];
     assert_eq!(handler["name"], "summary");
@@ -105,13 +103,11 @@ routes:
     assert_eq!(handler["processed"], 3, "{status:#}");
     assert_eq!(handler["failed"], 0, "{status:#}");
     assert_eq!(status["routes"][0]["delivered"], 3, "{status:#}");
-    daemon.shut_down(Duration::from_secs(5)).await;
+    t.stop().await;
 }
 
 #[tokio::test]
 async fn errors_raised_in_python_are_retried_then_dead_lettered_and_shown_as_last_errors() {
-    let sim = common::start_sim().await;
-    let dir = tempfile::tempdir().unwrap();
     let yaml = "
 handlers:
   event-summary:
@@ -133,10 +129,8 @@ routes:
     labels: config=bad
     handler: misconfigured
 ";
-    let daemon = common::start_daemon(&sim, dir.path(), yaml).await;
-    let mut logs = daemon.plugin_logs().subscribe();
-    daemon.wait_until_synced().await;
-    let api: Api<ConfigMap> = Api::namespaced(sim.client().unwrap(), "default");
+    let mut t = TestDaemon::start(yaml).await;
+    let api = t.configmaps("default");
     // An error the handler raises on purpose, and a Python exception it did not expect.
     api.create(
         &PostParams::default(),
@@ -159,10 +153,8 @@ routes:
         .await
         .unwrap();
 
-    let base = daemon.admin_url();
-    let letters = common::eventually("two dead letters", WAIT, async || {
-        let (_, body) =
-            common::get_json(&format!("{base}/handlers/event-summary/dead-letters")).await;
+    let letters = support::eventually("two dead letters", WAIT, async || {
+        let (_, body) = t.get("/handlers/event-summary/dead-letters").await;
         let letters = body["dead_letters"].as_array().cloned().unwrap_or_default();
         (letters.len() == 2).then_some(letters)
     })
@@ -183,7 +175,8 @@ routes:
         "ValueError: invalid literal for int() with base 10: 'soon'"
     );
     // The unexpected exception surfaced after the log line, on each of the three attempts.
-    let line = common::wait_for_log(&mut logs, WAIT, |l| l.message.contains("default/typo")).await;
+    let line =
+        support::wait_for_log(&mut t.logs, WAIT, |l| l.message.contains("default/typo")).await;
     assert!(
         line.message
             .starts_with("event-summary added ConfigMap default/typo rv="),
@@ -191,7 +184,7 @@ routes:
         line.message
     );
 
-    let (code, detail) = common::get_json(&format!("{base}/handlers/event-summary")).await;
+    let (code, detail) = t.get("/handlers/event-summary").await;
     assert_eq!(code, 200);
     assert_eq!(
         (
@@ -213,8 +206,8 @@ routes:
     assert_eq!(broken_attempts, [1, 2, 3], "{detail:#}");
 
     // A config init refuses: every call fails with init's message.
-    let detail = common::eventually("the init failure", WAIT, async || {
-        let (_, detail) = common::get_json(&format!("{base}/handlers/misconfigured")).await;
+    let detail = support::eventually("the init failure", WAIT, async || {
+        let (_, detail) = t.get("/handlers/misconfigured").await;
         (detail["dead_lettered"] == 1).then_some(detail)
     })
     .await;
@@ -224,13 +217,11 @@ routes:
         "{detail:#}"
     );
     assert_eq!(detail["processed"], 0);
-    daemon.shut_down(Duration::from_secs(5)).await;
+    t.stop().await;
 }
 
 #[tokio::test]
 async fn a_requeue_after_from_python_hands_the_object_back_later_without_failing() {
-    let sim = common::start_sim().await;
-    let dir = tempfile::tempdir().unwrap();
     let yaml = "
 handlers:
   event-summary: {}
@@ -239,10 +230,8 @@ routes:
     resource: configmaps
     handler: event-summary
 ";
-    let daemon = common::start_daemon(&sim, dir.path(), yaml).await;
-    let mut logs = daemon.plugin_logs().subscribe();
-    daemon.wait_until_synced().await;
-    let api: Api<ConfigMap> = Api::namespaced(sim.client().unwrap(), "default");
+    let mut t = TestDaemon::start(yaml).await;
+    let api = t.configmaps("default");
     let created = api
         .create(
             &PostParams::default(),
@@ -254,13 +243,13 @@ routes:
         "event-summary added ConfigMap default/later rv={} route=configmaps",
         created.metadata.resource_version.unwrap()
     );
-    let first = common::wait_for_log(&mut logs, WAIT, |l| l.message.contains("later")).await;
+    let first = support::wait_for_log(&mut t.logs, WAIT, |l| l.message.contains("later")).await;
     assert_eq!(first.message, wanted);
-    let again = common::wait_for_log(&mut logs, WAIT, |l| l.message.contains("later")).await;
+    let again = support::wait_for_log(&mut t.logs, WAIT, |l| l.message.contains("later")).await;
     assert_eq!(again.message, wanted);
     assert_eq!(rv(&again.message), rv(&first.message));
-    let status = daemon.status();
+    let status = t.daemon().status();
     assert_eq!(status.handlers[0].failed, 0);
     assert!(status.handlers[0].processed >= 2);
-    daemon.shut_down(Duration::from_secs(5)).await;
+    t.stop().await;
 }

@@ -1,19 +1,18 @@
 //! Churn: steady creates, updates and deletes of ConfigMaps and Pods, counted for
 //! benchmarks, and visible live in `kubectl get pods -A -w` against `switchyard sim`.
 
-mod sim_support;
-
 use std::collections::HashMap;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use sim_support::{Kubectl, Lines};
 use switchyard::sim::cluster::ChangeType;
 use switchyard::sim::{ChurnConfig, ChurnKind, resources};
 
+use crate::support::sim::{Kubectl, Lines, start_with_config};
+
 #[tokio::test]
 async fn churn_creates_updates_and_deletes_and_counts_them() {
-    let sim = sim_support::start_with_config("").await;
+    let sim = start_with_config("").await;
     let mut changes = sim.cluster().changes();
     let churn = sim.start_churn(ChurnConfig {
         objects: 5,
@@ -50,7 +49,7 @@ async fn churn_creates_updates_and_deletes_and_counts_them() {
 
 #[tokio::test]
 async fn churn_moves_pods_through_their_phases() {
-    let sim = sim_support::start_with_config("").await;
+    let sim = start_with_config("").await;
     let pods = resources::find("", "v1", "pods").unwrap();
     let mut changes = sim.cluster().changes();
     let churn = sim.start_churn(ChurnConfig {
@@ -83,7 +82,7 @@ async fn churn_moves_pods_through_their_phases() {
 
 #[tokio::test]
 async fn a_prefilled_churn_starts_with_its_whole_population() {
-    let sim = sim_support::start_with_config("").await;
+    let sim = start_with_config("").await;
     let churn = sim.start_churn(ChurnConfig {
         objects: 10,
         kinds: vec![ChurnKind::ConfigMaps, ChurnKind::Pods],

@@ -2,8 +2,6 @@
 //! served with discovery so that kubectl finds them by plural, short name and kind, and
 //! kube-rs works with them as dynamic objects.
 
-mod sim_support;
-
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -11,7 +9,8 @@ use futures::StreamExt;
 use kube::api::{Api, DynamicObject, ListParams, PostParams, WatchEvent, WatchParams};
 use kube::core::GroupVersionKind;
 use serde_json::json;
-use sim_support::{Kubectl, Lines, blocking};
+
+use crate::support::sim::{Kubectl, Lines, blocking, start_with_config};
 
 const CONFIG: &str = "
 crds:
@@ -40,7 +39,7 @@ fn table(text: &str) -> Vec<Vec<String>> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_finds_a_configured_custom_resource_by_plural_short_name_and_kind() {
-    let sim = sim_support::start_with_config(CONFIG).await;
+    let sim = start_with_config(CONFIG).await;
     let kubectl = Kubectl::new(&sim);
     let outputs = blocking(move || {
         [
@@ -66,7 +65,7 @@ async fn kubectl_finds_a_configured_custom_resource_by_plural_short_name_and_kin
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn discovery_lists_custom_resources_with_their_scope_and_names() {
-    let sim = sim_support::start_with_config(CONFIG).await;
+    let sim = start_with_config(CONFIG).await;
     let kubectl = Kubectl::new(&sim);
     let out = blocking(move || kubectl.run(&["api-resources", "--api-group=example.com"])).await;
     assert!(out.ok, "{out:?}");
@@ -95,7 +94,7 @@ async fn discovery_lists_custom_resources_with_their_scope_and_names() {
 
 #[tokio::test]
 async fn kube_rs_creates_lists_and_watches_custom_objects() {
-    let sim = sim_support::start_with_config(CONFIG).await;
+    let sim = start_with_config(CONFIG).await;
     let client = sim.client().unwrap();
     let gvk = GroupVersionKind::gvk("example.com", "v1", "Widget");
     let (resource, capabilities) = kube::discovery::pinned_kind(&client, &gvk)
@@ -165,7 +164,7 @@ spec: {colour: red}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crd_applied_with_kubectl_is_served_until_it_is_deleted() {
-    let sim = sim_support::start_with_config("").await;
+    let sim = start_with_config("").await;
     let kubectl = Kubectl::new(&sim);
     let crd = kubectl.file("crd.yaml", GADGET_CRD);
     let gadget = kubectl.file("gadget.yaml", GADGET);

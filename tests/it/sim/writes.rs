@@ -2,8 +2,6 @@
 //! creationTimestamp, generation), DELETE answers, finalizers, preconditions, the status
 //! subresource, and every error a `Status`.
 
-mod sim_support;
-
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -12,7 +10,9 @@ use kube::api::{
     Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions, WatchEvent, WatchParams,
 };
 use serde_json::{Value, json};
-use sim_support::{Kubectl, blocking};
+use switchyard::sim::resources;
+
+use crate::support::sim::{Kubectl, blocking, start_with_config};
 
 fn cm(value: Value) -> ConfigMap {
     serde_json::from_value(value).unwrap()
@@ -28,7 +28,7 @@ fn pod(name: &str) -> Pod {
 
 #[tokio::test]
 async fn the_server_sets_identity_and_generation_bumps_only_on_spec_changes() {
-    let sim = sim_support::start_with_config("").await;
+    let sim = start_with_config("").await;
     let api: Api<Pod> = Api::namespaced(sim.client().unwrap(), "default");
     let created = api.create(&PostParams::default(), &pod("p")).await.unwrap();
     let uid = created.metadata.uid.clone().unwrap();
@@ -76,7 +76,7 @@ async fn the_server_sets_identity_and_generation_bumps_only_on_spec_changes() {
 
 #[tokio::test]
 async fn deleting_a_pod_returns_it_and_deleting_a_configmap_returns_a_success_status() {
-    let sim = sim_support::start_with_config("").await;
+    let sim = start_with_config("").await;
     let client = sim.client().unwrap();
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     pods.create(&PostParams::default(), &pod("p"))
@@ -117,9 +117,9 @@ async fn deleting_a_pod_returns_it_and_deleting_a_configmap_returns_a_success_st
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_deletes_objects_and_then_cannot_find_them() {
-    let sim = sim_support::start_with_config("").await;
-    let pods = switchyard::sim::resources::find("", "v1", "pods").unwrap();
-    let configmaps = switchyard::sim::resources::find("", "v1", "configmaps").unwrap();
+    let sim = start_with_config("").await;
+    let pods = resources::find("", "v1", "pods").unwrap();
+    let configmaps = resources::find("", "v1", "configmaps").unwrap();
     let cluster = sim.cluster();
     cluster
         .create(
@@ -172,7 +172,7 @@ async fn kubectl_deletes_objects_and_then_cannot_find_them() {
 
 #[tokio::test]
 async fn an_object_with_a_finalizer_goes_once_the_finalizer_is_removed() {
-    let sim = sim_support::start_with_config("").await;
+    let sim = start_with_config("").await;
     let api: Api<ConfigMap> = Api::namespaced(sim.client().unwrap(), "default");
     let held = cm(json!({"metadata": {"name": "held", "finalizers": ["example.com/hold"]}}));
     api.create(&PostParams::default(), &held).await.unwrap();
@@ -230,7 +230,7 @@ async fn an_object_with_a_finalizer_goes_once_the_finalizer_is_removed() {
 
 #[tokio::test]
 async fn a_delete_whose_precondition_fails_is_a_conflict() {
-    let sim = sim_support::start_with_config("").await;
+    let sim = start_with_config("").await;
     let api: Api<ConfigMap> = Api::namespaced(sim.client().unwrap(), "default");
     let created = api
         .create(
@@ -264,7 +264,7 @@ async fn a_delete_whose_precondition_fails_is_a_conflict() {
 
 #[tokio::test]
 async fn every_error_is_a_status_with_the_api_servers_reason() {
-    let sim = sim_support::start_with_config("").await;
+    let sim = start_with_config("").await;
     let base = format!("{}/api/v1/namespaces/default/configmaps", sim.url());
     let http = reqwest::Client::new();
     http.post(&base)
@@ -325,7 +325,7 @@ async fn every_error_is_a_status_with_the_api_servers_reason() {
 
 #[tokio::test]
 async fn server_side_apply_creates_a_missing_object_then_merges_into_it() {
-    let sim = sim_support::start_with_config("").await;
+    let sim = start_with_config("").await;
     let api: Api<ConfigMap> = Api::namespaced(sim.client().unwrap(), "default");
     let params = PatchParams::apply("test").force();
     let applied = json!({
@@ -371,7 +371,7 @@ async fn server_side_apply_creates_a_missing_object_then_merges_into_it() {
 #[tokio::test]
 async fn a_namespace_has_a_status_subresource_too() {
     use k8s_openapi::api::core::v1::Namespace;
-    let sim = sim_support::start_with_config("").await;
+    let sim = start_with_config("").await;
     let api: Api<Namespace> = Api::all(sim.client().unwrap());
     let patched = api
         .patch_status(

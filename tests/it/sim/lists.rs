@@ -1,15 +1,14 @@
 //! The simulator's lists against kube-rs, kubectl and raw HTTP: resourceVersion semantics
 //! (`NotOlderThan`, `Exact`), paging with consistent snapshots, expired continue tokens.
 
-mod sim_support;
-
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ListParams, VersionMatch};
 use serde_json::{Value, json};
-use sim_support::{Kubectl, blocking, get_json};
 use switchyard::sim::{ObjectRef, SimOptions, Simulator, resources};
+
+use crate::support::sim::{Kubectl, blocking, get_json, start_with_config};
 
 fn configmaps() -> usize {
     resources::find("", "v1", "configmaps").unwrap()
@@ -55,7 +54,7 @@ fn api_error(err: kube::Error) -> Box<kube::core::Status> {
 
 #[tokio::test]
 async fn an_exact_list_shows_the_objects_as_they_were_at_that_version() {
-    let sim = sim_support::start_with_config("").await;
+    let sim = start_with_config("").await;
     create(&sim, "a", "1");
     let then = create(&sim, "b", "1");
     sim.cluster()
@@ -167,7 +166,7 @@ async fn a_list_for_a_future_version_waits_for_it_or_answers_504() {
 
 #[tokio::test]
 async fn later_pages_show_the_first_pages_snapshot_not_later_writes() {
-    let sim = sim_support::start_with_config("").await;
+    let sim = start_with_config("").await;
     for name in ["a", "b", "c", "d", "e"] {
         create(&sim, name, "1");
     }
@@ -211,7 +210,7 @@ async fn later_pages_show_the_first_pages_snapshot_not_later_writes() {
 
 #[tokio::test]
 async fn a_continue_token_past_a_compaction_is_410_with_an_inconsistent_token() {
-    let sim = sim_support::start_with_config("").await;
+    let sim = start_with_config("").await;
     for name in ["a", "b", "c", "d"] {
         create(&sim, name, "1");
     }
@@ -246,7 +245,7 @@ async fn a_continue_token_past_a_compaction_is_410_with_an_inconsistent_token() 
 
 #[tokio::test]
 async fn contradictory_list_options_are_refused_like_kube_apiserver() {
-    let sim = sim_support::start_with_config("").await;
+    let sim = start_with_config("").await;
     let base = format!("{}/api/v1/namespaces/default/configmaps", sim.url());
     let (code, status) = get_json(&format!("{base}?resourceVersionMatch=Exact")).await;
     assert_eq!((code, status["reason"].as_str()), (422, Some("Invalid")));
@@ -280,7 +279,7 @@ async fn a_kube_rs_watcher_pages_its_initial_list() {
     use futures::StreamExt;
     use kube::runtime::watcher;
 
-    let sim = sim_support::start_with_config("").await;
+    let sim = start_with_config("").await;
     for i in 0..7 {
         create(&sim, &format!("cm-{i}"), "1");
     }
@@ -308,7 +307,7 @@ async fn a_kube_rs_watcher_pages_its_initial_list() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_prints_every_row_when_it_lists_in_chunks() {
-    let sim = sim_support::start_with_config("").await;
+    let sim = start_with_config("").await;
     for i in 0..5 {
         create(&sim, &format!("cm-{i}"), "1");
     }
@@ -343,7 +342,7 @@ async fn kubectl_prints_every_row_when_it_lists_in_chunks() {
 
 #[tokio::test]
 async fn a_table_list_carries_the_continue_token() {
-    let sim = sim_support::start_with_config("").await;
+    let sim = start_with_config("").await;
     for name in ["a", "b", "c"] {
         create(&sim, name, "1");
     }

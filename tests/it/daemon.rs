@@ -1,13 +1,18 @@
 //! End to end: changes made in the simulator reach the wasm plugin through the informer,
 //! the router and the work queue, and the admin API reports it.
 
-mod common;
-
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{DeleteParams, PostParams};
+use reqwest::Method;
 use serde_json::json;
+use switchyard::admin::openapi;
+use switchyard::daemon::Options;
+use switchyard::plugin::{PluginHost, loader};
+use switchyard::{Daemon, config};
+
+use crate::support::{self, TestDaemon};
 
 const CONFIGMAPS_TO_LOG_EVENTS: &str = "
 handlers:
@@ -20,22 +25,16 @@ routes:
 
 #[tokio::test]
 async fn a_configmap_created_in_the_simulator_reaches_the_wasm_plugin() {
-    let sim = common::start_sim().await;
-    let dir = tempfile::tempdir().unwrap();
-    let daemon = common::start_daemon(&sim, dir.path(), CONFIGMAPS_TO_LOG_EVENTS).await;
-    let mut logs = daemon.plugin_logs().subscribe();
-    daemon.wait_until_synced().await;
-
-    let api: Api<ConfigMap> = Api::namespaced(sim.client().unwrap(), "default");
-    let cm: ConfigMap = serde_json::from_value(json!({
-        "metadata": {"name": "hello-plugin"},
-        "data": {"greeting": "hi", "target": "world"},
-    }))
-    .unwrap();
-    let created = api.create(&PostParams::default(), &cm).await.unwrap();
+    let mut t = TestDaemon::start(CONFIGMAPS_TO_LOG_EVENTS).await;
+    let created = t
+        .create_configmap(json!({
+            "metadata": {"name": "hello-plugin"},
+            "data": {"greeting": "hi", "target": "world"},
+        }))
+        .await;
     let rv = created.metadata.resource_version.unwrap();
 
-    let line = common::wait_for_log(&mut logs, Duration::from_secs(30), |l| {
+    let line = support::wait_for_log(&mut t.logs, Duration::from_secs(30), |l| {
         l.message.contains("default/hello-plugin")
     })
     .await;
@@ -47,7 +46,7 @@ async fn a_configmap_created_in_the_simulator_reaches_the_wasm_plugin() {
         )
     );
 
-    let (code, status) = common::get_json(&format!("{}/status", daemon.admin_url())).await;
+    let (code, status) = t.get("/status").await;
     assert_eq!(code, 200);
     let handler = &status["handlers"][0];
     assert_eq!(handler["name"], "log-events");
@@ -61,22 +60,16 @@ async fn a_configmap_created_in_the_simulator_reaches_the_wasm_plugin() {
     assert_eq!(informer["resource"], "v1/configmaps");
     assert_eq!(informer["synced"], true);
     assert_eq!(informer["objects"], 1);
-    daemon.shut_down(Duration::from_secs(5)).await;
+    t.stop().await;
 }
 
 #[tokio::test]
 async fn updates_and_deletes_reach_the_plugin_in_order() {
-    let sim = common::start_sim().await;
-    let dir = tempfile::tempdir().unwrap();
-    let daemon = common::start_daemon(&sim, dir.path(), CONFIGMAPS_TO_LOG_EVENTS).await;
-    let mut logs = daemon.plugin_logs().subscribe();
-    daemon.wait_until_synced().await;
-
-    let api: Api<ConfigMap> = Api::namespaced(sim.client().unwrap(), "default");
-    let cm: ConfigMap =
-        serde_json::from_value(json!({"metadata": {"name": "c"}, "data": {"v": "1"}})).unwrap();
-    api.create(&PostParams::default(), &cm).await.unwrap();
-    common::wait_for_log(&mut logs, Duration::from_secs(30), |l| {
+    let mut t = TestDaemon::start(CONFIGMAPS_TO_LOG_EVENTS).await;
+    let api = t.configmaps("default");
+    t.create_configmap(json!({"metadata": {"name": "c"}, "data": {"v": "1"}}))
+        .await;
+    support::wait_for_log(&mut t.logs, Duration::from_secs(30), |l| {
         l.message.starts_with("added ConfigMap default/c ")
     })
     .await;
@@ -90,39 +83,32 @@ async fn updates_and_deletes_reach_the_plugin_in_order() {
     api.replace("c", &PostParams::default(), &changed)
         .await
         .unwrap();
-    common::wait_for_log(&mut logs, Duration::from_secs(30), |l| {
+    support::wait_for_log(&mut t.logs, Duration::from_secs(30), |l| {
         l.message.starts_with("updated ConfigMap default/c ") && l.message.ends_with("data=[v,w]")
     })
     .await;
 
     api.delete("c", &DeleteParams::default()).await.unwrap();
-    common::wait_for_log(&mut logs, Duration::from_secs(30), |l| {
+    support::wait_for_log(&mut t.logs, Duration::from_secs(30), |l| {
         l.message.starts_with("deleted ConfigMap default/c ")
     })
     .await;
-    daemon.shut_down(Duration::from_secs(5)).await;
+    t.stop().await;
 }
 
 #[tokio::test]
 async fn health_endpoints_answer_over_http() {
-    let sim = common::start_sim().await;
-    let dir = tempfile::tempdir().unwrap();
-    let daemon = common::start_daemon(&sim, dir.path(), CONFIGMAPS_TO_LOG_EVENTS).await;
-    daemon.wait_until_synced().await;
+    let t = TestDaemon::start(CONFIGMAPS_TO_LOG_EVENTS).await;
     for path in ["/livez", "/readyz"] {
-        let response = reqwest::get(format!("{}{path}", daemon.admin_url()))
-            .await
-            .unwrap();
+        let response = reqwest::get(t.url(path)).await.unwrap();
         assert_eq!(response.status().as_u16(), 200, "{path}");
         assert_eq!(response.text().await.unwrap(), "ok\n");
     }
-    daemon.shut_down(Duration::from_secs(5)).await;
+    t.stop().await;
 }
 
 #[tokio::test]
 async fn a_missing_plugin_is_reported_and_its_events_wait_in_the_queue() {
-    let sim = common::start_sim().await;
-    let dir = tempfile::tempdir().unwrap();
     let yaml = "
 handlers:
   ghost:
@@ -132,18 +118,15 @@ routes:
     resource: configmaps
     handler: ghost
 ";
-    let daemon = common::start_daemon(&sim, dir.path(), yaml).await;
-    daemon.wait_until_synced().await;
-    let api: Api<ConfigMap> = Api::namespaced(sim.client().unwrap(), "default");
-    let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "waiting"}})).unwrap();
-    api.create(&PostParams::default(), &cm).await.unwrap();
+    let t = TestDaemon::start(yaml).await;
+    t.create_configmap(json!({"metadata": {"name": "waiting"}}))
+        .await;
 
-    let url = format!("{}/status", daemon.admin_url());
-    let status = common::eventually(
+    let status = support::eventually(
         "the event to be queued",
         Duration::from_secs(30),
         async || {
-            let (_, status) = common::get_json(&url).await;
+            let status = t.status_json().await;
             (status["handlers"][0]["queue_depth"] == 1).then_some(status)
         },
     )
@@ -154,25 +137,20 @@ routes:
     assert!(error.contains("does-not-exist.wasm"), "{error}");
     assert_eq!(handler["processed"], 0);
     // The daemon itself is fine.
-    let live = reqwest::get(format!("{}/livez", daemon.admin_url()))
-        .await
-        .unwrap();
+    let live = reqwest::get(t.url("/livez")).await.unwrap();
     assert_eq!(live.status().as_u16(), 200);
-    daemon.shut_down(Duration::from_millis(200)).await;
+    t.stop_within(Duration::from_millis(200)).await;
 }
 
 fn configmap(name: &str, annotations: serde_json::Value) -> ConfigMap {
-    serde_json::from_value(json!({
+    support::configmap(json!({
         "metadata": {"name": name, "annotations": annotations},
         "data": {"v": "0"},
     }))
-    .unwrap()
 }
 
 #[tokio::test]
 async fn every_delivery_hands_each_update_to_the_plugin_in_order() {
-    let sim = common::start_sim().await;
-    let dir = tempfile::tempdir().unwrap();
     let yaml = "
 handlers:
   log-events:
@@ -183,10 +161,8 @@ routes:
     delivery: every
     handler: log-events
 ";
-    let daemon = common::start_daemon(&sim, dir.path(), yaml).await;
-    let mut logs = daemon.plugin_logs().subscribe();
-    daemon.wait_until_synced().await;
-    let api: Api<ConfigMap> = Api::namespaced(sim.client().unwrap(), "default");
+    let mut t = TestDaemon::start(yaml).await;
+    let api = t.configmaps("default");
     let mut cm = api
         .create(&PostParams::default(), &configmap("counter", json!({})))
         .await
@@ -202,7 +178,7 @@ routes:
     }
     let mut seen = Vec::new();
     while seen.len() < versions.len() {
-        let line = common::wait_for_log(&mut logs, Duration::from_secs(30), |l| {
+        let line = support::wait_for_log(&mut t.logs, Duration::from_secs(30), |l| {
             l.message.contains("default/counter")
         })
         .await;
@@ -221,7 +197,7 @@ routes:
         seen, versions,
         "every change, in the order the API server made them"
     );
-    daemon.shut_down(Duration::from_secs(5)).await;
+    t.stop().await;
 }
 
 const FAULTY: &str = "
@@ -238,12 +214,8 @@ routes:
 
 #[tokio::test]
 async fn failures_retry_with_backoff_then_go_to_dead_letters_which_can_be_retried_and_purged() {
-    let sim = common::start_sim().await;
-    let dir = tempfile::tempdir().unwrap();
-    let daemon = common::start_daemon(&sim, dir.path(), FAULTY).await;
-    let mut logs = daemon.plugin_logs().subscribe();
-    daemon.wait_until_synced().await;
-    let api: Api<ConfigMap> = Api::namespaced(sim.client().unwrap(), "default");
+    let mut t = TestDaemon::start(FAULTY).await;
+    let api = t.configmaps("default");
     api.create(
         &PostParams::default(),
         &configmap(
@@ -261,15 +233,14 @@ async fn failures_retry_with_backoff_then_go_to_dead_letters_which_can_be_retrie
     .await
     .unwrap();
 
-    let line = common::wait_for_log(&mut logs, Duration::from_secs(30), |l| {
+    let line = support::wait_for_log(&mut t.logs, Duration::from_secs(30), |l| {
         l.message.contains("default/flaky")
     })
     .await;
     assert!(line.message.ends_with("attempt=3"), "{}", line.message);
 
-    let base = daemon.admin_url();
-    let letters = common::eventually("a dead letter", Duration::from_secs(30), async || {
-        let (_, body) = common::get_json(&format!("{base}/handlers/faulty/dead-letters")).await;
+    let letters = support::eventually("a dead letter", Duration::from_secs(30), async || {
+        let (_, body) = t.get("/handlers/faulty/dead-letters").await;
         let letters = body["dead_letters"].as_array().cloned().unwrap_or_default();
         (!letters.is_empty()).then_some(letters)
     })
@@ -281,7 +252,7 @@ async fn failures_retry_with_backoff_then_go_to_dead_letters_which_can_be_retrie
     assert_eq!(letter["last_error"], "cannot reach the billing API");
     assert_eq!(letter["kind"], "added");
 
-    let status = daemon.status();
+    let status = t.daemon().status();
     let handler = &status.handlers[0];
     assert_eq!(
         (handler.failed, handler.retries, handler.dead_lettered),
@@ -291,14 +262,13 @@ async fn failures_retry_with_backoff_then_go_to_dead_letters_which_can_be_retrie
     assert_eq!(handler.processed, 1);
 
     // Fix the plugin (swap in one that succeeds), then retry the dead letter.
-    let fixed = switchyard::plugin::PluginHost::new().unwrap();
-    let plugin =
-        switchyard::plugin::loader::load(&fixed, &common::plugins_dir(), "log-events").await;
-    daemon.handler("faulty").unwrap().set_plugin(plugin);
-    let client = reqwest::Client::new();
+    let fixed = PluginHost::new().unwrap();
+    let plugin = loader::load(&fixed, &support::plugins_dir(), "log-events").await;
+    t.daemon().handler("faulty").unwrap().set_plugin(plugin);
+    let without_token = reqwest::Client::new();
     // Without the token, nothing changes.
-    let response = client
-        .post(format!("{base}/handlers/faulty/dead-letters/retry"))
+    let response = without_token
+        .post(t.url("/handlers/faulty/dead-letters/retry"))
         .send()
         .await
         .unwrap();
@@ -311,21 +281,20 @@ async fn failures_retry_with_backoff_then_go_to_dead_letters_which_can_be_retrie
             .contains("Authorization: Bearer"),
         "{error}"
     );
-    let response = client
-        .post(format!("{base}/handlers/faulty/dead-letters/purge"))
+    let response = without_token
+        .post(t.url("/handlers/faulty/dead-letters/purge"))
         .bearer_auth("wrong")
         .send()
         .await
         .unwrap();
     assert_eq!(response.status().as_u16(), 401);
     assert_eq!(
-        daemon.handler("faulty").unwrap().dead_letters().len(),
+        t.daemon().handler("faulty").unwrap().dead_letters().len(),
         1,
         "a refused request changes nothing"
     );
-    let response = client
-        .post(format!("{base}/handlers/faulty/dead-letters/retry"))
-        .bearer_auth(common::TOKEN)
+    let response = t
+        .request(Method::POST, "/handlers/faulty/dead-letters/retry")
         .json(&json!({"ids": ["configmaps/default/broken"]}))
         .send()
         .await
@@ -335,17 +304,16 @@ async fn failures_retry_with_backoff_then_go_to_dead_letters_which_can_be_retrie
         response.json::<serde_json::Value>().await.unwrap()["retried"],
         1
     );
-    common::wait_for_log(&mut logs, Duration::from_secs(30), |l| {
+    support::wait_for_log(&mut t.logs, Duration::from_secs(30), |l| {
         l.message.starts_with("added ConfigMap default/broken")
     })
     .await;
-    let (_, body) = common::get_json(&format!("{base}/handlers/faulty/dead-letters")).await;
+    let (_, body) = t.get("/handlers/faulty/dead-letters").await;
     assert_eq!(body["dead_letters"], json!([]));
 
     // Purge: a bad body is refused and changes nothing; an empty body purges all.
-    let response = client
-        .post(format!("{base}/handlers/faulty/dead-letters/purge"))
-        .bearer_auth(common::TOKEN)
+    let response = t
+        .request(Method::POST, "/handlers/faulty/dead-letters/purge")
         .body("{\"id\": 1}")
         .send()
         .await
@@ -353,44 +321,25 @@ async fn failures_retry_with_backoff_then_go_to_dead_letters_which_can_be_retrie
     assert_eq!(response.status().as_u16(), 400);
     let error: serde_json::Value = response.json().await.unwrap();
     assert!(error["error"].as_str().unwrap().contains("ids"), "{error}");
-    let response = client
-        .post(format!("{base}/handlers/nope/dead-letters/purge"))
-        .bearer_auth(common::TOKEN)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status().as_u16(), 404);
-    let response = client
-        .post(format!("{base}/handlers/faulty/dead-letters/purge"))
-        .bearer_auth(common::TOKEN)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(
-        response.json::<serde_json::Value>().await.unwrap()["purged"],
-        0
-    );
-    daemon.shut_down(Duration::from_secs(5)).await;
+    let (code, _) = t.post("/handlers/nope/dead-letters/purge").await;
+    assert_eq!(code, 404);
+    let (_, body) = t.post("/handlers/faulty/dead-letters/purge").await;
+    assert_eq!(body["purged"], 0);
+    t.stop().await;
 }
 
 #[tokio::test]
 async fn metrics_use_client_go_workqueue_names_per_handler() {
-    let sim = common::start_sim().await;
-    let dir = tempfile::tempdir().unwrap();
-    let daemon = common::start_daemon(&sim, dir.path(), CONFIGMAPS_TO_LOG_EVENTS).await;
-    let mut logs = daemon.plugin_logs().subscribe();
-    daemon.wait_until_synced().await;
-    let api: Api<ConfigMap> = Api::namespaced(sim.client().unwrap(), "default");
-    api.create(&PostParams::default(), &configmap("m", json!({})))
+    let mut t = TestDaemon::start(CONFIGMAPS_TO_LOG_EVENTS).await;
+    t.configmaps("default")
+        .create(&PostParams::default(), &configmap("m", json!({})))
         .await
         .unwrap();
-    common::wait_for_log(&mut logs, Duration::from_secs(30), |l| {
+    support::wait_for_log(&mut t.logs, Duration::from_secs(30), |l| {
         l.message.contains("default/m ")
     })
     .await;
-    let response = reqwest::get(format!("{}/metrics", daemon.admin_url()))
-        .await
-        .unwrap();
+    let response = reqwest::get(t.url("/metrics")).await.unwrap();
     assert_eq!(response.status().as_u16(), 200);
     let text = response.text().await.unwrap();
     for line in [
@@ -413,18 +362,14 @@ async fn metrics_use_client_go_workqueue_names_per_handler() {
             "missing {line:?} in:\n{text}"
         );
     }
-    daemon.shut_down(Duration::from_secs(5)).await;
+    t.stop().await;
 }
 
 #[tokio::test]
 async fn a_requeue_after_outcome_hands_the_object_to_the_plugin_again_later() {
-    let sim = common::start_sim().await;
-    let dir = tempfile::tempdir().unwrap();
-    let daemon = common::start_daemon(&sim, dir.path(), FAULTY).await;
-    let mut logs = daemon.plugin_logs().subscribe();
-    daemon.wait_until_synced().await;
-    let api: Api<ConfigMap> = Api::namespaced(sim.client().unwrap(), "default");
-    let created = api
+    let mut t = TestDaemon::start(FAULTY).await;
+    let created = t
+        .configmaps("default")
         .create(
             &PostParams::default(),
             &configmap("later", json!({"faulty/requeue-ms": "100"})),
@@ -433,88 +378,71 @@ async fn a_requeue_after_outcome_hands_the_object_to_the_plugin_again_later() {
         .unwrap();
     let rv = created.metadata.resource_version.unwrap();
     let wanted = format!("handled added default/later rv={rv} attempt=1");
-    common::wait_for_log(&mut logs, Duration::from_secs(30), |l| l.message == wanted).await;
+    support::wait_for_log(&mut t.logs, Duration::from_secs(30), |l| {
+        l.message == wanted
+    })
+    .await;
     // Asked to come back: the same event again, not counted as a failure.
-    let again = common::wait_for_log(&mut logs, Duration::from_secs(30), |l| {
+    let again = support::wait_for_log(&mut t.logs, Duration::from_secs(30), |l| {
         l.message.contains("default/later")
     })
     .await;
     assert_eq!(again.message, wanted);
-    let status = daemon.status();
+    let status = t.daemon().status();
     assert_eq!(status.handlers[0].failed, 0);
     assert!(status.handlers[0].processed >= 2);
-    daemon.shut_down(Duration::from_secs(5)).await;
+    t.stop().await;
 }
 
+/// Starts the daemon by hand: the fixture's config listens on loopback with a token, and
+/// this scenario is the refusal to start without either.
 #[tokio::test]
 async fn the_daemon_refuses_an_admin_api_beyond_loopback_without_a_token() {
-    let sim = common::start_sim().await;
+    let sim = support::start_sim().await;
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("c.yaml");
-    std::fs::write(
-        &path,
-        format!(
-            "plugins_dir: {}\nadmin:\n  listen: 0.0.0.0:0\n{}",
-            common::plugins_dir().display(),
-            CONFIGMAPS_TO_LOG_EVENTS
-        ),
-    )
-    .unwrap();
+    let path = support::write_config(
+        dir.path(),
+        &format!("admin:\n  listen: 0.0.0.0:0\n{CONFIGMAPS_TO_LOG_EVENTS}"),
+    );
     // Validation refuses such a config with its place; the daemon checks again, as a last
     // guard, whatever config it is handed.
-    let refused = switchyard::config::load(&path).unwrap_err().to_string();
+    let refused = config::load(&path).unwrap_err().to_string();
     assert!(refused.contains("admin.listen: "), "{refused}");
-    let loopback = dir.path().join("loopback.yaml");
     let text = std::fs::read_to_string(&path).unwrap();
+    let loopback = dir.path().join("loopback.yaml");
     std::fs::write(&loopback, text.replace("0.0.0.0:0", "127.0.0.1:0")).unwrap();
-    let mut config = switchyard::config::load(&loopback).unwrap();
+    let mut config = config::load(&loopback).unwrap();
     config.admin_listen = "0.0.0.0:0".parse().unwrap();
-    let options = switchyard::daemon::Options {
+    let options = Options {
         client: Some(sim.client().unwrap()),
         admin_listen: None,
         watch_config: true,
     };
-    let err = switchyard::Daemon::start(config, options)
-        .await
-        .err()
-        .expect("refused");
+    let err = Daemon::start(config, options).await.err().expect("refused");
     assert!(
         err.to_string().contains("beyond loopback, without a token"),
         "{err}"
     );
+    sim.stop().await;
 }
 
 #[tokio::test]
 async fn pause_holds_events_in_the_queue_and_resume_hands_them_over() {
-    let sim = common::start_sim().await;
-    let dir = tempfile::tempdir().unwrap();
-    let daemon = common::start_daemon(&sim, dir.path(), FAULTY).await;
-    let mut logs = daemon.plugin_logs().subscribe();
-    daemon.wait_until_synced().await;
-    let base = daemon.admin_url();
-    let client = reqwest::Client::new();
+    let mut t = TestDaemon::start(FAULTY).await;
 
-    let refused = client
-        .post(format!("{base}/handlers/faulty/pause"))
+    let refused = reqwest::Client::new()
+        .post(t.url("/handlers/faulty/pause"))
         .send()
         .await
         .unwrap();
     assert_eq!(refused.status().as_u16(), 401, "pausing needs the token");
-    let paused: serde_json::Value = client
-        .post(format!("{base}/handlers/faulty/pause"))
-        .bearer_auth(common::TOKEN)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let (_, paused) = t.post("/handlers/faulty/pause").await;
     assert_eq!(
         paused,
         json!({"handler": "faulty", "paused": true, "changed": true})
     );
 
-    let api: Api<ConfigMap> = Api::namespaced(sim.client().unwrap(), "default");
+    let api = t.configmaps("default");
     api.create(&PostParams::default(), &configmap("held", json!({})))
         .await
         .unwrap();
@@ -524,8 +452,8 @@ async fn pause_holds_events_in_the_queue_and_resume_hands_them_over() {
     )
     .await
     .unwrap();
-    let detail = common::eventually("both events to wait", Duration::from_secs(30), async || {
-        let (_, detail) = common::get_json(&format!("{base}/handlers/faulty")).await;
+    let detail = support::eventually("both events to wait", Duration::from_secs(30), async || {
+        let (_, detail) = t.get("/handlers/faulty").await;
         (detail["queue_depth"] == 2).then_some(detail)
     })
     .await;
@@ -533,22 +461,17 @@ async fn pause_holds_events_in_the_queue_and_resume_hands_them_over() {
     assert_eq!(detail["processed"], 0);
     assert_eq!(detail["max_retries"], 2);
 
-    let resumed = client
-        .post(format!("{base}/handlers/faulty/resume"))
-        .bearer_auth(common::TOKEN)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resumed.status().as_u16(), 200);
-    common::wait_for_log(&mut logs, Duration::from_secs(30), |l| {
+    let (code, _) = t.post("/handlers/faulty/resume").await;
+    assert_eq!(code, 200);
+    support::wait_for_log(&mut t.logs, Duration::from_secs(30), |l| {
         l.message.contains("default/held")
     })
     .await;
-    let detail = common::eventually(
+    let detail = support::eventually(
         "the failure to be recorded",
         Duration::from_secs(30),
         async || {
-            let (_, detail) = common::get_json(&format!("{base}/handlers/faulty")).await;
+            let (_, detail) = t.get("/handlers/faulty").await;
             (detail["last_errors"]
                 .as_array()
                 .is_some_and(|e| !e.is_empty()))
@@ -564,33 +487,24 @@ async fn pause_holds_events_in_the_queue_and_resume_hands_them_over() {
         "{detail:#}"
     );
 
-    let (_, routes) = common::get_json(&format!("{base}/routes")).await;
+    let (_, routes) = t.get("/routes").await;
     assert_eq!(routes["routes"][0]["name"], "configmaps");
     assert_eq!(routes["routes"][0]["handler"], "faulty");
-    let missing = client
-        .get(format!("{base}/handlers/nope"))
-        .send()
-        .await
-        .unwrap();
+    let missing = reqwest::get(t.url("/handlers/nope")).await.unwrap();
     assert_eq!(missing.status().as_u16(), 404);
 
-    let verbose = reqwest::get(format!("{base}/readyz?verbose"))
-        .await
-        .unwrap();
+    let verbose = reqwest::get(t.url("/readyz?verbose")).await.unwrap();
     assert_eq!(verbose.status().as_u16(), 200);
     let text = verbose.text().await.unwrap();
     assert!(text.contains("[+]informer v1/configmaps synced"), "{text}");
     assert!(text.ends_with("readyz check passed\n"), "{text}");
-    daemon.shut_down(Duration::from_secs(5)).await;
+    t.stop().await;
 }
 
 #[tokio::test]
 async fn the_openapi_description_lists_every_endpoint_the_api_serves() {
-    let sim = common::start_sim().await;
-    let dir = tempfile::tempdir().unwrap();
-    let daemon = common::start_daemon(&sim, dir.path(), CONFIGMAPS_TO_LOG_EVENTS).await;
-    let base = daemon.admin_url();
-    let (code, doc) = common::get_json(&format!("{base}/openapi.json")).await;
+    let t = TestDaemon::start(CONFIGMAPS_TO_LOG_EVENTS).await;
+    let (code, doc) = support::get_json(&t.url("/openapi.json")).await;
     assert_eq!(code, 200);
     assert_eq!(doc["openapi"], "3.0.3");
     let client = reqwest::Client::new();
@@ -598,10 +512,10 @@ async fn the_openapi_description_lists_every_endpoint_the_api_serves() {
     for (path, item) in doc["paths"].as_object().unwrap() {
         for method in item.as_object().unwrap().keys() {
             listed += 1;
-            let url = format!("{base}{}", path.replace("{name}", "log-events"));
+            let path_here = path.replace("{name}", "log-events");
             let request = match method.as_str() {
-                "get" => client.get(&url),
-                _ => client.post(&url).bearer_auth(common::TOKEN),
+                "get" => client.get(t.url(&path_here)),
+                _ => t.request(Method::POST, &path_here),
             };
             let response = request.send().await.unwrap();
             let status = response.status().as_u16();
@@ -613,9 +527,9 @@ async fn the_openapi_description_lists_every_endpoint_the_api_serves() {
             assert!(status < 500, "{method} {path}: {status} {body}");
         }
     }
-    assert_eq!(listed, switchyard::admin::openapi::ENDPOINTS.len());
-    let unknown = client.get(format!("{base}/nope")).send().await.unwrap();
+    assert_eq!(listed, openapi::ENDPOINTS.len());
+    let unknown = client.get(t.url("/nope")).send().await.unwrap();
     assert_eq!(unknown.status().as_u16(), 404);
     assert!(unknown.text().await.unwrap().contains("no such endpoint"));
-    daemon.shut_down(Duration::from_secs(5)).await;
+    t.stop().await;
 }

@@ -1,16 +1,23 @@
-//! Test support: the example plugins built once, a simulator, a daemon on a written config,
-//! and waiting for what a plugin logs.
+//! Test support: the example plugins built once, a simulator, a daemon on a written config
+//! ([`TestDaemon`]), ConfigMaps and namespaces made through kube-rs, and waiting for a
+//! condition or for what a plugin logs. Tests wait by polling with a deadline
+//! ([`eventually`], [`wait_for_log`]), never by sleeping a fixed time.
 
-#![allow(dead_code)]
+pub mod daemon;
+pub mod sim;
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use switchyard::daemon::{self, Daemon};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::api::{Api, PostParams};
+use serde_json::{Value, json};
 use switchyard::plugin::PluginLog;
 use switchyard::sim::{SimOptions, Simulator};
 use tokio::sync::broadcast;
+
+pub use daemon::TestDaemon;
 
 /// The repository root.
 pub fn root() -> PathBuf {
@@ -32,6 +39,11 @@ pub fn plugins_dir() -> PathBuf {
     root().join("plugins")
 }
 
+/// The built example or test plugin `name` (`plugins/NAME.wasm`).
+pub fn built_plugin(name: &str) -> PathBuf {
+    plugins_dir().join(format!("{name}.wasm"))
+}
+
 /// A simulator on a free loopback port.
 pub async fn start_sim() -> Simulator {
     Simulator::start(SimOptions::default())
@@ -39,28 +51,13 @@ pub async fn start_sim() -> Simulator {
         .expect("start the simulator")
 }
 
-/// The admin token [`start_daemon`] configures.
+/// The admin token [`write_config`] configures.
 pub const TOKEN: &str = "test-admin-token";
 
-/// A daemon running `yaml` against `sim`, with its admin API on a free port. The config is
-/// written into `dir`; `plugins_dir` is set to the built example plugins unless `yaml`
-/// says, and the admin token is [`TOKEN`] unless `yaml` has an `admin:` section.
-pub async fn start_daemon(sim: &Simulator, dir: &Path, yaml: &str) -> Daemon {
-    let path = write_config(dir, yaml);
-    let config = switchyard::config::load(&path).expect("a valid config");
-    let options = daemon::Options {
-        client: Some(sim.client().expect("a client for the simulator")),
-        admin_listen: Some("127.0.0.1:0".parse().unwrap()),
-        watch_config: true,
-    };
-    Daemon::start(config, options)
-        .await
-        .expect("start the daemon")
-}
-
-/// Writes `yaml` as `dir/switchyard.yaml` the way [`start_daemon`] does (plugins folder and
-/// admin token filled in unless `yaml` sets them), through a temporary file and a rename so
-/// a watcher never reads it half-written. Returns the path.
+/// Writes `yaml` as `dir/switchyard.yaml` with the plugins folder and admin token filled in
+/// unless `yaml` sets them (`plugins_dir` is the built example plugins, the token is
+/// [`TOKEN`] unless `yaml` has an `admin:` section), through a temporary file and a rename
+/// so a watcher never reads it half-written. Returns the path.
 pub fn write_config(dir: &Path, yaml: &str) -> PathBuf {
     let mut text = String::new();
     if !yaml.contains("plugins_dir:") {
@@ -78,17 +75,30 @@ pub fn write_config(dir: &Path, yaml: &str) -> PathBuf {
     path
 }
 
-/// POSTs to `url` with the admin token and parses the JSON answer.
-pub async fn post_json(url: &str) -> (u16, serde_json::Value) {
-    let response = reqwest::Client::new()
-        .post(url)
-        .bearer_auth(TOKEN)
-        .send()
+/// A ConfigMap from its JSON (`{"metadata": {"name": "x"}, "data": {...}}`).
+pub fn configmap(object: Value) -> ConfigMap {
+    serde_json::from_value(object).expect("a valid ConfigMap")
+}
+
+/// Creates the ConfigMap `object` (JSON, as [`configmap`] takes it) in `namespace` through
+/// kube-rs; returns it as the API server stored it.
+pub async fn create_configmap(client: &kube::Client, namespace: &str, object: Value) -> ConfigMap {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+    api.create(&PostParams::default(), &configmap(object))
         .await
-        .expect("POST");
-    let status = response.status().as_u16();
-    let body = response.json().await.expect("a JSON body");
-    (status, body)
+        .expect("create the ConfigMap")
+}
+
+/// Creates the namespaces `names` through kube-rs.
+pub async fn create_namespaces(client: &kube::Client, names: &[&str]) {
+    let api: Api<Namespace> = Api::all(client.clone());
+    for name in names {
+        let namespace: Namespace =
+            serde_json::from_value(json!({"metadata": {"name": name}})).expect("a Namespace");
+        api.create(&PostParams::default(), &namespace)
+            .await
+            .expect("create the namespace");
+    }
 }
 
 /// Waits until a plugin logs a line that satisfies `wanted`; panics after `timeout`,
@@ -133,9 +143,41 @@ pub async fn eventually<T>(
     }
 }
 
-/// GET `url` and parse the JSON body.
-pub async fn get_json(url: &str) -> (u16, serde_json::Value) {
+/// [`eventually`] for a check that needs no `.await`; its future is `Send` whenever the
+/// check is, so it also serves inside spawned tasks.
+pub async fn eventually_sync<T>(
+    what: &str,
+    timeout: Duration,
+    mut check: impl FnMut() -> Option<T>,
+) -> T {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Some(value) = check() {
+            return value;
+        }
+        if tokio::time::Instant::now() > deadline {
+            panic!("timed out after {timeout:?} waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// GET `url` (without a token) and parse the JSON body.
+pub async fn get_json(url: &str) -> (u16, Value) {
     let response = reqwest::get(url).await.expect("GET");
+    let status = response.status().as_u16();
+    let body = response.json().await.expect("a JSON body");
+    (status, body)
+}
+
+/// POST `url` with the admin token and parse the JSON body.
+pub async fn post_json(url: &str) -> (u16, Value) {
+    let response = reqwest::Client::new()
+        .post(url)
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .expect("POST");
     let status = response.status().as_u16();
     let body = response.json().await.expect("a JSON body");
     (status, body)

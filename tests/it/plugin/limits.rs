@@ -2,15 +2,15 @@
 //! bombs, components of the wrong world, garbage and half-written files each get a clear
 //! error.
 
-mod common;
-
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, PostParams};
 use serde_json::json;
-use switchyard::plugin::{CallLimits, Event, EventKind, PluginHost, PluginLogs, loader};
+use switchyard::plugin::{
+    CallLimits, Error, Event, EventKind, Outcome, PluginHost, PluginLogs, loader,
+};
+
+use crate::support::{self, TestDaemon};
 
 fn event(annotations: serde_json::Value) -> Event {
     let object = json!({
@@ -35,11 +35,9 @@ fn limits() -> CallLimits {
     }
 }
 
-async fn call(
-    annotations: serde_json::Value,
-) -> Result<switchyard::plugin::Outcome, switchyard::plugin::Error> {
+async fn call(annotations: serde_json::Value) -> Result<Outcome, Error> {
     let host = PluginHost::new().unwrap();
-    let plugin = loader::load(&host, &common::plugins_dir(), "faulty")
+    let plugin = loader::load(&host, &support::plugins_dir(), "faulty")
         .await
         .unwrap();
     plugin
@@ -64,10 +62,7 @@ async fn a_panicking_plugin_is_a_trap_error() {
 async fn an_endless_loop_is_stopped_at_the_deadline() {
     let started = std::time::Instant::now();
     let err = call(json!({"faulty/loop": "true"})).await.unwrap_err();
-    assert!(
-        matches!(err, switchyard::plugin::Error::Timeout(_)),
-        "{err}"
-    );
+    assert!(matches!(err, Error::Timeout(_)), "{err}");
     assert_eq!(
         err.to_string(),
         "deadline of 500ms exceeded; the call was stopped"
@@ -101,7 +96,7 @@ async fn a_plugin_error_is_returned_as_is() {
 async fn files_that_are_not_handler_components_get_a_clear_error() {
     let host = PluginHost::new().unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let good = std::fs::read(common::plugins_dir().join("log-events.wasm")).unwrap();
+    let good = std::fs::read(support::plugins_dir().join("log-events.wasm")).unwrap();
     std::fs::write(
         dir.path().join("garbage.wasm"),
         b"\x00asm garbage that is not wasm",
@@ -109,7 +104,7 @@ async fn files_that_are_not_handler_components_get_a_clear_error() {
     .unwrap();
     std::fs::write(dir.path().join("half.wasm"), &good[..good.len() / 2]).unwrap();
     std::fs::copy(
-        common::plugins_dir().join("wrongworld.wasm"),
+        support::plugins_dir().join("wrongworld.wasm"),
         dir.path().join("wrongworld.wasm"),
     )
     .unwrap();
@@ -156,8 +151,6 @@ async fn files_that_are_not_handler_components_get_a_clear_error() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_looping_plugin_does_not_stall_another_handler() {
-    let sim = common::start_sim().await;
-    let dir = tempfile::tempdir().unwrap();
     let yaml = "
 handlers:
   faulty:
@@ -175,29 +168,25 @@ routes:
     resource: configmaps
     handler: log-events
 ";
-    let daemon = common::start_daemon(&sim, dir.path(), yaml).await;
-    let mut logs = daemon.plugin_logs().subscribe();
-    daemon.wait_until_synced().await;
-    let api: Api<ConfigMap> = Api::namespaced(sim.client().unwrap(), "default");
+    let mut t = TestDaemon::start(yaml).await;
     for i in 0..4 {
-        let cm: ConfigMap = serde_json::from_value(json!({
+        t.create_configmap(json!({
             "metadata": {"name": format!("loop-{i}"), "labels": {"app": "loop"}, "annotations": {"faulty/loop": "true"}},
         }))
-        .unwrap();
-        api.create(&PostParams::default(), &cm).await.unwrap();
+        .await;
     }
-    let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "normal"}})).unwrap();
-    api.create(&PostParams::default(), &cm).await.unwrap();
-    common::wait_for_log(&mut logs, Duration::from_secs(30), |l| {
+    t.create_configmap(json!({"metadata": {"name": "normal"}}))
+        .await;
+    support::wait_for_log(&mut t.logs, Duration::from_secs(30), |l| {
         l.handler == "log-events" && l.message.contains("default/normal")
     })
     .await;
 
-    let letters = common::eventually(
+    let letters = support::eventually(
         "the looping events to be given up on",
         Duration::from_secs(60),
         async || {
-            let letters = daemon.handler("faulty").unwrap().dead_letters();
+            let letters = t.daemon().handler("faulty").unwrap().dead_letters();
             (letters.len() == 4).then_some(letters)
         },
     )
@@ -210,9 +199,7 @@ routes:
             letter.last_error
         );
     }
-    let live = reqwest::get(format!("{}/livez", daemon.admin_url()))
-        .await
-        .unwrap();
+    let live = reqwest::get(t.url("/livez")).await.unwrap();
     assert_eq!(live.status().as_u16(), 200);
-    daemon.shut_down(Duration::from_secs(5)).await;
+    t.stop().await;
 }

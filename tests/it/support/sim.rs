@@ -1,8 +1,5 @@
-//! Support for the simulator's integration tests: kubectl as an independent client (with a
-//! private discovery cache), kubectl watches read line by line, raw HTTP watches, and JSON
-//! over HTTP.
-
-#![allow(dead_code)]
+//! Support for the simulator's tests: kubectl as an independent client (with a private
+//! discovery cache), kubectl watches read line by line, raw HTTP watches, and JSON over HTTP.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -12,6 +9,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use switchyard::sim::{SimConfig, SimOptions, Simulator};
+
+pub use super::get_json;
 
 /// A simulator on a free loopback port, with `yaml` as its sim config.
 pub async fn start_with_config(yaml: &str) -> Simulator {
@@ -180,13 +179,6 @@ pub async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static)
     tokio::task::spawn_blocking(f)
         .await
         .expect("the blocking task")
-}
-
-/// GET `url` and parse the JSON body.
-pub async fn get_json(url: &str) -> (u16, Value) {
-    let response = reqwest::get(url).await.expect("GET");
-    let status = response.status().as_u16();
-    (status, response.json().await.expect("a JSON body"))
 }
 
 /// POST a JSON body to `url` and parse the JSON answer.

@@ -2,8 +2,6 @@
 //! watches, 410 on the next watches, 429 and 500 answers, delays, compaction, and restarts
 //! on the same port that a kube-rs watcher survives.
 
-mod sim_support;
-
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
@@ -11,8 +9,10 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ListParams, PostParams};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
-use sim_support::{RawWatch, get_json, post_json};
-use switchyard::sim::{RequestFailure, SimOptions, Simulator};
+use switchyard::sim::{RequestFailure, SimOptions, Simulator, resources};
+
+use crate::support;
+use crate::support::sim::{RawWatch, get_json, post_json, start_with_config};
 
 fn cm(name: &str) -> ConfigMap {
     serde_json::from_value(json!({"metadata": {"name": name}})).unwrap()
@@ -31,7 +31,7 @@ fn watch_url(sim: &Simulator, rv: &str) -> String {
 
 #[tokio::test]
 async fn the_control_endpoint_shows_sets_and_clears_faults() {
-    let sim = sim_support::start_with_config("").await;
+    let sim = start_with_config("").await;
     let (code, faults) = get_json(&faults_url(&sim, "")).await;
     assert_eq!(code, 200);
     assert_eq!(
@@ -76,7 +76,7 @@ async fn the_control_endpoint_shows_sets_and_clears_faults() {
 
 #[tokio::test]
 async fn the_next_requests_answer_429_with_retry_after_which_kube_rs_honours() {
-    let sim = sim_support::start_with_config("").await;
+    let sim = start_with_config("").await;
     let failure = json!({"count": 1, "code": 429, "retryAfterSeconds": 1, "verbs": ["list"]});
     post_json(&faults_url(&sim, "/fail-requests"), &failure).await;
     let list_url = format!("{}/api/v1/namespaces/default/configmaps", sim.url());
@@ -105,7 +105,7 @@ async fn the_next_requests_answer_429_with_retry_after_which_kube_rs_honours() {
 
 #[tokio::test]
 async fn the_next_requests_answer_500_internal_error() {
-    let sim = sim_support::start_with_config("").await;
+    let sim = start_with_config("").await;
     let api: Api<ConfigMap> = Api::namespaced(sim.client().unwrap(), "default");
     api.create(&PostParams::default(), &cm("c")).await.unwrap();
     sim.faults()
@@ -127,7 +127,7 @@ async fn the_next_requests_answer_500_internal_error() {
 
 #[tokio::test]
 async fn the_next_watches_get_410_and_a_kube_rs_watcher_relists() {
-    let sim = sim_support::start_with_config("").await;
+    let sim = start_with_config("").await;
     let rv = sim.cluster().resource_version().to_string();
     sim.faults().expire_next_watches(1);
     let mut expired = RawWatch::open(&watch_url(&sim, &rv)).await;
@@ -165,7 +165,7 @@ async fn the_next_watches_get_410_and_a_kube_rs_watcher_relists() {
 
 #[tokio::test]
 async fn delayed_responses_wait_at_least_the_delay() {
-    let sim = sim_support::start_with_config("").await;
+    let sim = start_with_config("").await;
     post_json(&faults_url(&sim, "/delay"), &json!({"ms": 300})).await;
     let url = format!("{}/api/v1/namespaces/default/configmaps", sim.url());
     let started = Instant::now();
@@ -183,7 +183,7 @@ async fn delayed_responses_wait_at_least_the_delay() {
 
 #[tokio::test]
 async fn compacting_over_http_expires_older_versions() {
-    let sim = sim_support::start_with_config("").await;
+    let sim = start_with_config("").await;
     let api: Api<ConfigMap> = Api::namespaced(sim.client().unwrap(), "default");
     let first = api.create(&PostParams::default(), &cm("a")).await.unwrap();
     api.create(&PostParams::default(), &cm("b")).await.unwrap();
@@ -201,7 +201,7 @@ async fn compacting_over_http_expires_older_versions() {
 
 #[tokio::test]
 async fn closing_watches_over_http_ends_open_streams() {
-    let sim = sim_support::start_with_config("").await;
+    let sim = start_with_config("").await;
     let rv = sim.cluster().resource_version().to_string();
     let mut watch = RawWatch::open(&watch_url(&sim, &rv)).await;
     post_json(&faults_url(&sim, "/close-watches"), &json!({})).await;
@@ -210,7 +210,7 @@ async fn closing_watches_over_http_ends_open_streams() {
 
 #[tokio::test]
 async fn a_kube_rs_watcher_survives_a_restart_on_the_same_port() {
-    let sim = sim_support::start_with_config("").await;
+    let sim = start_with_config("").await;
     let addr = sim.addr();
     let cluster = sim.cluster().clone();
     let api: Api<ConfigMap> = Api::namespaced(sim.client().unwrap(), "default");
@@ -236,7 +236,7 @@ async fn a_kube_rs_watcher_survives_a_restart_on_the_same_port() {
     applied("before").await;
 
     sim.stop().await;
-    let configmaps = switchyard::sim::resources::find("", "v1", "configmaps").unwrap();
+    let configmaps = resources::find("", "v1", "configmaps").unwrap();
     cluster
         .create(
             configmaps,
@@ -267,7 +267,7 @@ async fn a_kube_rs_watcher_survives_a_restart_on_the_same_port() {
 
 #[tokio::test]
 async fn a_restart_over_http_ends_watches_and_keeps_the_state() {
-    let sim = sim_support::start_with_config("").await;
+    let sim = start_with_config("").await;
     let api: Api<ConfigMap> = Api::namespaced(sim.client().unwrap(), "default");
     api.create(&PostParams::default(), &cm("kept"))
         .await
@@ -279,14 +279,12 @@ async fn a_restart_over_http_ends_watches_and_keeps_the_state() {
     assert_eq!((code, answer["restarting"].as_bool()), (202, Some(true)));
     assert_eq!(watch.next().await, None);
 
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let kept = loop {
-        if let Ok(Some(kept)) = api.get_opt("kept").await {
-            break kept;
-        }
-        assert!(Instant::now() < deadline, "the simulator did not come back");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let kept = support::eventually(
+        "the simulator to come back",
+        Duration::from_secs(5),
+        async || api.get_opt("kept").await.ok().flatten(),
+    )
+    .await;
     assert_eq!(kept.metadata.resource_version.as_deref(), Some(rv.as_str()));
 
     // And the method does the same from a test, returning once it serves again.

@@ -1,8 +1,8 @@
 //! The `switchyard` binary: `check` on good and bad configs and plugins.
 
-mod common;
-
 use std::process::Command;
+
+use crate::support;
 
 fn switchyard(args: &[&str]) -> (i32, String, String) {
     switchyard_with_env(args, &[])
@@ -23,8 +23,8 @@ fn switchyard_with_env(args: &[&str], env: &[(&str, &str)]) -> (i32, String, Str
 
 #[test]
 fn check_accepts_the_demo_config_with_its_built_plugin() {
-    common::plugins_dir();
-    let config = common::root().join("config/demo.yaml");
+    support::plugins_dir();
+    let config = support::root().join("config/demo.yaml");
     let (code, out, err) = switchyard(&["check", "--config", config.to_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("ok (1 handler(s), 2 route(s)"), "{out}");
@@ -85,7 +85,7 @@ fn check_reports_an_unreadable_config_file() {
 
 #[test]
 fn check_accepts_the_python_example_handler() {
-    let plugins = common::plugins_dir();
+    let plugins = support::plugins_dir();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("python.yaml");
     std::fs::write(

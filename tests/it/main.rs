@@ -1,0 +1,45 @@
+//! The integration tests, as one test binary: one module per stage or scenario family,
+//! over real HTTP, real wasm plugins, the built-in simulator and kubectl.
+//!
+//! One binary rather than a binary per file: linking each file against wasmtime and kube
+//! separately cost more than the tests themselves, and the example plugins are built once
+//! for the whole run (see [`support::plugins_dir`]).
+//!
+//! [`support`] holds what the scenarios share: a [`support::TestDaemon`] fixture (a
+//! simulator, a config in a temporary folder, a daemon, an authorized admin client),
+//! `eventually` for waiting on a condition, and kubectl and raw watches for the simulator.
+
+mod support;
+
+mod cli;
+mod daemon;
+mod informer;
+mod informer_relist;
+mod queue;
+
+mod config {
+    //! Config reload and routing, end to end.
+    mod reload;
+    mod routing;
+}
+
+mod plugin {
+    //! Plugins in the daemon: capabilities, hot swaps and reloads, limits, Python.
+    mod capabilities;
+    mod files;
+    mod hot_swap;
+    mod limits;
+    mod python;
+    mod reload;
+}
+
+mod sim {
+    //! The Kubernetes API simulator against independent clients.
+    mod churn;
+    mod clients;
+    mod crds;
+    mod faults;
+    mod lists;
+    mod watch;
+    mod writes;
+}
