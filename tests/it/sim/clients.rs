@@ -209,9 +209,7 @@ async fn kubectl_labels_patches_and_deletes() {
 async fn a_watch_resumes_from_a_resource_version_without_gaps() {
     let sim = support::start_sim().await;
     let api: Api<ConfigMap> = Api::namespaced(sim.client().unwrap(), "default");
-    let cm = |name: &str| -> ConfigMap {
-        serde_json::from_value(json!({"metadata": {"name": name}})).unwrap()
-    };
+    let cm = |name: &str| support::configmap(json!({"metadata": {"name": name}}));
     let first = api
         .create(&PostParams::default(), &cm("one"))
         .await
@@ -257,7 +255,7 @@ async fn a_watch_from_a_compacted_version_gets_410_expired() {
     .unwrap();
     let api: Api<ConfigMap> = Api::namespaced(sim.client().unwrap(), "default");
     for name in ["a", "b", "c", "d"] {
-        let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
+        let cm = support::configmap(json!({"metadata": {"name": name}}));
         api.create(&PostParams::default(), &cm).await.unwrap();
     }
     let mut events = api
@@ -278,8 +276,7 @@ async fn a_watch_from_a_compacted_version_gets_410_expired() {
 async fn a_stale_update_is_a_409_conflict() {
     let sim = support::start_sim().await;
     let api: Api<ConfigMap> = Api::namespaced(sim.client().unwrap(), "default");
-    let cm: ConfigMap =
-        serde_json::from_value(json!({"metadata": {"name": "c"}, "data": {"v": "1"}})).unwrap();
+    let cm = support::configmap(json!({"metadata": {"name": "c"}, "data": {"v": "1"}}));
     let created = api.create(&PostParams::default(), &cm).await.unwrap();
     let mut newer = created.clone();
     newer.data = Some([("v".to_string(), "2".to_string())].into());

@@ -15,7 +15,7 @@ use crate::support;
 use crate::support::sim::{RawWatch, get_json, post_json, start_with_config};
 
 fn cm(name: &str) -> ConfigMap {
-    serde_json::from_value(json!({"metadata": {"name": name}})).unwrap()
+    support::configmap(json!({"metadata": {"name": name}}))
 }
 
 fn faults_url(sim: &Simulator, what: &str) -> String {
