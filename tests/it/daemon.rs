@@ -533,3 +533,49 @@ async fn the_openapi_description_lists_every_endpoint_the_api_serves() {
     assert!(unknown.text().await.unwrap().contains("no such endpoint"));
     t.stop().await;
 }
+
+#[tokio::test]
+async fn a_second_daemon_on_a_busy_admin_port_fails_before_it_talks_to_the_api_server() {
+    let first = TestDaemon::start(CONFIGMAPS_TO_LOG_EVENTS).await;
+    // The second daemon's own API server counts every request it gets: each would use one of
+    // these failures.
+    let sim = support::start_sim().await;
+    let failures = switchyard::sim::RequestFailure::internal_error(1000);
+    sim.faults().fail_next_requests(failures).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = support::write_config(dir.path(), CONFIGMAPS_TO_LOG_EVENTS);
+    let options = Options {
+        client: Some(sim.client().unwrap()),
+        admin_listen: Some(first.daemon().admin_addr()),
+        watch_config: false,
+    };
+    let err = Daemon::start(config::load(&path).unwrap(), options)
+        .await
+        .err()
+        .expect("the busy port refuses the second daemon");
+    assert!(err.to_string().contains("cannot listen on"), "{err}");
+    let left = sim.faults().status().failures;
+    assert_eq!(left.len(), 1, "no request reached the API server: {left:?}");
+    assert_eq!(left[0].count, 1000, "no request reached the API server");
+    sim.stop().await;
+    first.stop().await;
+}
+
+#[tokio::test]
+async fn a_body_too_large_is_answered_as_json() {
+    let t = TestDaemon::start(CONFIGMAPS_TO_LOG_EVENTS).await;
+    let response = t
+        .request(Method::POST, "/handlers/log-events/dead-letters/purge")
+        .body(vec![b' '; 3 << 20])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 413);
+    let body: serde_json::Value = response.json().await.expect("a JSON body");
+    assert_eq!(body["status"], 413, "{body:#}");
+    assert!(
+        body["error"].as_str().unwrap().contains("length limit"),
+        "{body:#}"
+    );
+    t.stop().await;
+}
