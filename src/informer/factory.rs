@@ -123,7 +123,7 @@ impl InformerFactory {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<WatchKey, Arc<Informer>>> {
-        self.informers.lock().unwrap_or_else(|e| e.into_inner())
+        crate::util::lock(&self.informers)
     }
 
     /// The kind of `resource`, through API discovery.

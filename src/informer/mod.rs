@@ -15,6 +15,8 @@ pub mod transform;
 use std::collections::HashSet;
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::util::lock;
 use std::time::{Duration, SystemTime};
 
 use kube::api::{ApiResource, DynamicObject, TypeMeta};
@@ -398,8 +400,4 @@ fn deliver(sinks: &[Subscription], delta: &Delta) {
     for sub in sinks {
         sub.sink.deliver(delta);
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }

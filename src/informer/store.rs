@@ -184,11 +184,11 @@ impl Store {
     }
 
     fn read(&self) -> RwLockReadGuard<'_, Contents> {
-        self.contents.read().unwrap_or_else(|e| e.into_inner())
+        crate::util::read(&self.contents)
     }
 
     pub(super) fn write(&self) -> RwLockWriteGuard<'_, Contents> {
-        self.contents.write().unwrap_or_else(|e| e.into_inner())
+        crate::util::write(&self.contents)
     }
 
     /// The indexes this store keeps.
