@@ -20,8 +20,8 @@ use crate::support;
 /// What a subscriber saw, one line per delta: `added default/a 5`, `deleted? default/b 7`
 /// (`?` marks final state unknown), `replaced 3`, `sync default/a 5`.
 #[derive(Default)]
-struct Recorder {
-    seen: Mutex<Vec<String>>,
+pub(crate) struct Recorder {
+    pub(crate) seen: Mutex<Vec<String>>,
     resync: Option<Duration>,
 }
 
@@ -60,6 +60,13 @@ impl DeltaSink for Recorder {
 impl Recorder {
     fn take(&self) -> Vec<String> {
         std::mem::take(&mut *self.seen.lock().unwrap())
+    }
+
+    /// Everything seen so far, sorted, and forgotten.
+    pub(crate) fn take_sorted(&self) -> Vec<String> {
+        let mut seen = self.take();
+        seen.sort();
+        seen
     }
 
     /// The state the deltas describe, applied to an empty map: key → resourceVersion.

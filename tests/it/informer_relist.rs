@@ -3,10 +3,11 @@
 //! passes it. The informer must notice, list again and deliver the difference: every old
 //! object deleted (final state unknown), every new one added, the cache equal to the server.
 
+use crate::informer::Recorder;
 use crate::support;
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -14,50 +15,8 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, WatchEvent, WatchParams};
 use serde_json::json;
 use switchyard::config::ResourceName;
-use switchyard::informer::{CacheOptions, Delta, DeltaSink, Informer, InformerFactory, WatchKey};
+use switchyard::informer::{CacheOptions, Informer, InformerFactory, WatchKey};
 use switchyard::sim::{Cluster, ObjectRef, SimOptions, Simulator};
-
-/// What a subscriber saw, one line per delta: `added default/a 5`, `deleted? team/b 7`
-/// (`?`: final state unknown), `updated default/a 5->9`, `replaced 3`.
-#[derive(Default)]
-struct Recorder {
-    seen: Mutex<Vec<String>>,
-}
-
-impl DeltaSink for Recorder {
-    fn deliver(&self, delta: &Delta) {
-        let line = match delta {
-            Delta::Added(o) => format!("added {} {}", o.key(), o.resource_version()),
-            Delta::Updated { old, new } => format!(
-                "updated {} {}->{}",
-                new.key(),
-                old.resource_version(),
-                new.resource_version()
-            ),
-            Delta::Deleted {
-                last_known,
-                final_state_unknown,
-            } => format!(
-                "deleted{} {} {}",
-                if *final_state_unknown { "?" } else { "" },
-                last_known.key(),
-                last_known.resource_version()
-            ),
-            Delta::Sync(o) => format!("sync {} {}", o.key(), o.resource_version()),
-            Delta::Replaced { objects } => format!("replaced {objects}"),
-        };
-        self.seen.lock().unwrap().push(line);
-    }
-}
-
-impl Recorder {
-    /// Everything seen so far, sorted, and forgotten.
-    fn take_sorted(&self) -> Vec<String> {
-        let mut seen = std::mem::take(&mut *self.seen.lock().unwrap());
-        seen.sort();
-        seen
-    }
-}
 
 fn configmaps_everywhere() -> WatchKey {
     WatchKey {
