@@ -80,11 +80,11 @@ pub struct HandlerFile {
     /// Longest retry delay. Default `30s`.
     #[serde(default)]
     pub backoff_cap: Option<HumanDuration>,
-    /// Retries per second across the handler's keys (token bucket); 0 for no bucket.
+    /// Retries and requeues per second across the handler's keys (token bucket); 0 for no bucket.
     /// Default 10.
     #[serde(default, deserialize_with = "qps")]
     pub qps: Option<f64>,
-    /// Retries that may go at once before `qps` applies. Default 100.
+    /// Retries and requeues that may go at once before `qps` applies. Default 100.
     #[serde(default)]
     pub burst: Option<u32>,
     /// Deliver a `sync` event for every cached object this often (`10m`). Default: never.

@@ -50,9 +50,9 @@ pub struct HandlerSpec {
     pub backoff_cap: Duration,
     /// How often every cached object is delivered again as `sync`; `None` for never.
     pub resync: Option<Duration>,
-    /// Retries per second (token bucket); `None` for no bucket.
+    /// Retries and requeues per second (token bucket); `None` for no bucket.
     pub qps: Option<f64>,
-    /// Retries that may go at once.
+    /// Retries and requeues that may go at once.
     pub burst: u32,
     /// Settings passed to the plugin's `init`.
     pub config: serde_json::Value,

@@ -19,7 +19,7 @@ use crate::config::Config;
 use crate::handler::{Handler, HandlerStatus};
 use crate::informer::{Informer, InformerFactory, WatchHealth};
 use crate::metrics::Metrics;
-use crate::plugin::host::default_cache_dir;
+use crate::plugin::host::{default_cache_dir, pool_instances};
 use crate::plugin::{
     HostOptions, PluginHost, PluginLogs, PluginMetrics, PluginRegistry, PluginWatcher, PoolOptions,
 };
@@ -114,6 +114,9 @@ pub struct Shared {
     plugin_metrics: Arc<PluginMetrics>,
     /// The largest memory a plugin instance may have in the pool, sized at start.
     pool_memory: u64,
+    /// Plugin instances the pool holds, sized at start: the most concurrency the handlers
+    /// may add up to.
+    pool_instances: u32,
     topology: RwLock<Arc<Topology>>,
     /// Held for a whole reload, so reloads apply one at a time.
     reloading: tokio::sync::Mutex<()>,
@@ -168,6 +171,7 @@ impl Shared {
             .pool
             .as_ref()
             .map_or(u64::MAX, |p| p.max_memory);
+        let pool_instances = host_options.pool.as_ref().map_or(u32::MAX, |p| p.instances);
         let host = PluginHost::with_options(host_options)?;
         let plugins = Arc::new(PluginRegistry::new(host, config.plugins_dir.clone(), &[]));
         let watcher = match PluginWatcher::start(plugins.clone()) {
@@ -186,6 +190,7 @@ impl Shared {
             metrics,
             client,
             pool_memory,
+            pool_instances,
             logs: PluginLogs::default(),
             topology: RwLock::new(Arc::new(Topology::empty(config.clone()))),
             reloading: tokio::sync::Mutex::new(()),
@@ -499,15 +504,16 @@ fn access_policy(config: &Config, addr: SocketAddr) -> Result<crate::admin::auth
 }
 
 /// The engine's settings for `config`: compiled plugins cached in the default folder, and a
-/// pooling allocator with a slot for every worker of every handler, each as large as the
-/// largest handler memory cap (see `plugin::host` for why).
+/// pooling allocator with room for every worker of every handler and headroom for reloads
+/// ([`pool_instances`]), each slot as large as the largest handler memory cap (see
+/// `plugin::host` for why).
 fn host_options(config: &Config) -> HostOptions {
     const WASM_PAGE: u64 = 64 << 10;
     let workers: usize = config.handlers.iter().map(|h| h.concurrency).sum();
     HostOptions {
         cache_dir: default_cache_dir(),
         pool: Some(PoolOptions {
-            instances: u32::try_from(workers.max(1)).unwrap_or(u32::MAX),
+            instances: pool_instances(workers),
             // Whole wasm pages (64 KiB): the limiter enforces each handler's exact cap.
             max_memory: config
                 .handlers

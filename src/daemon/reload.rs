@@ -135,6 +135,14 @@ impl Shared {
                 h.name, self.pool_memory
             ));
         }
+        // Each handler owns as many pool slots as its concurrency: they must all fit.
+        let workers: usize = config.handlers.iter().map(|h| h.concurrency).sum();
+        if workers > self.pool_instances as usize {
+            fixed.push(format!(
+                "handlers' total concurrency of {workers} above the {} plugin instances the pool was sized for",
+                self.pool_instances
+            ));
+        }
         if !fixed.is_empty() {
             return Err(ReloadError::NeedsRestart(fixed));
         }

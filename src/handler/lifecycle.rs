@@ -33,7 +33,7 @@ impl Handler {
         while self.queue.in_flight() > 0 && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        self.shut_down(Duration::ZERO).await;
+        self.stop_workers(Duration::ZERO).await;
         self.hand_over_pending(successor);
         let letters = lock(&self.dead_letters).take(None);
         let mut theirs = lock(&successor.dead_letters);
@@ -81,8 +81,37 @@ impl Handler {
     }
 
     /// Stops taking events, lets the workers finish what is queued for up to `grace`, then
-    /// stops them.
+    /// stops them. Events left undelivered (queued while paused, waiting for a retry, or cut
+    /// off by the grace) are lost: they are counted in the status's `undelivered` and
+    /// logged at warn level.
     pub async fn shut_down(&self, grace: Duration) {
+        self.stop_workers(grace).await;
+        // A stopped worker never calls `done`: the keys still in flight are the events the
+        // grace cut off (taken from the pending buffer, never finished).
+        let interrupted = self.queue.in_flight();
+        let queued: usize = lock(&self.pending)
+            .values()
+            .map(|(_, owed)| owed.len())
+            .sum();
+        let lost = queued + interrupted;
+        if lost > 0 {
+            self.counters
+                .undelivered
+                .fetch_add(lost as u64, Ordering::Relaxed);
+            tracing::warn!(
+                handler = %self.name,
+                undelivered = lost,
+                queued,
+                interrupted,
+                paused = *self.paused.borrow(),
+                "handler stopped with events undelivered; they are lost"
+            );
+        }
+    }
+
+    /// Stops taking events, lets the workers finish what is queued for up to `grace`, then
+    /// stops them.
+    async fn stop_workers(&self, grace: Duration) {
         self.queue.shut_down();
         self.stopping.send_replace(true);
         let workers: Vec<JoinHandle<()>> = lock(&self.workers).drain(..).collect();

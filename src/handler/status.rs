@@ -17,6 +17,7 @@ pub(super) struct Counters {
     pub(super) retries: AtomicU64,
     pub(super) dead_lettered: AtomicU64,
     pub(super) coalesced_overflow: AtomicU64,
+    pub(super) undelivered: AtomicU64,
 }
 
 /// A handler's state as /status shows it.
@@ -50,6 +51,9 @@ pub struct HandlerStatus {
     pub coalesced_overflow: u64,
     /// Whether the handler is paused (events queue up; none are handed to the plugin).
     pub paused: bool,
+    /// Events left undelivered when the handler stopped (queued, waiting for a retry or a
+    /// requested delay, or cut off by the shutdown grace): lost, and logged at warn level.
+    pub undelivered: u64,
 }
 
 /// How many recent errors and call durations a handler remembers.
@@ -111,13 +115,14 @@ pub struct HandlerDetail {
 
 impl Counters {
     /// Every counter with its successor's, for a hand-over.
-    pub(super) fn pairs<'a>(&'a self, other: &'a Counters) -> [(&'a AtomicU64, &'a AtomicU64); 5] {
+    pub(super) fn pairs<'a>(&'a self, other: &'a Counters) -> [(&'a AtomicU64, &'a AtomicU64); 6] {
         [
             (&self.processed, &other.processed),
             (&self.failed, &other.failed),
             (&self.retries, &other.retries),
             (&self.dead_lettered, &other.dead_lettered),
             (&self.coalesced_overflow, &other.coalesced_overflow),
+            (&self.undelivered, &other.undelivered),
         ]
     }
 }
@@ -141,6 +146,7 @@ impl Handler {
             dead_letters: lock(&self.dead_letters).len(),
             coalesced_overflow: c.coalesced_overflow.load(Ordering::Relaxed),
             paused: *self.paused.borrow(),
+            undelivered: c.undelivered.load(Ordering::Relaxed),
         }
     }
 

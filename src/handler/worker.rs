@@ -16,8 +16,10 @@ impl Handler {
     pub(super) async fn work(self: Arc<Self>) {
         let mut plugin_rx = self.slot.subscribe();
         loop {
-            // Wait for a plugin before taking work, so events queue up meanwhile.
+            // Wait for a plugin before taking work, so events queue up meanwhile. Biased: at
+            // shutdown, a worker that can call the plugin drains the queue (for the grace).
             tokio::select! {
+                biased;
                 p = plugin_rx.wait_for(Option::is_some) => if p.is_err() {
                     return;
                 },
@@ -25,6 +27,7 @@ impl Handler {
             }
             let mut paused = self.paused.subscribe();
             tokio::select! {
+                biased;
                 p = paused.wait_for(|paused| !*paused) => if p.is_err() {
                     return;
                 },
@@ -112,7 +115,10 @@ impl Handler {
                 self.counters.processed.fetch_add(1, Ordering::Relaxed);
                 self.queue.forget(key);
                 self.put_back(key, delivery, event);
-                self.queue.add_after(key.clone(), Duration::from_millis(ms));
+                // Paced by the handler's bucket: `requeue-after(0)` answered forever must not
+                // call the plugin as fast as it can.
+                self.queue
+                    .add_after_rate_limited(key.clone(), Duration::from_millis(ms));
             }
             Err(error) => self.failed(key, delivery, event, attempt, &error),
         }

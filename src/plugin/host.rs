@@ -25,11 +25,34 @@
 //! `init` goes from 51.8 µs to 19.1 µs) because memories, tables and stacks come from
 //! preallocated slots that are reset rather than mapped and unmapped each time. Its cost is
 //! sizing: the pool holds a fixed number of instances, each memory slot reserves address
-//! space for the largest memory allowed. The daemon sizes it from the config (one instance
-//! per worker across all handlers, memory as large as the largest handler's `memory`), and a
-//! semaphore makes a call wait for a free slot rather than fail, so concurrent calls always
-//! fit — in flight calls on an old plugin version included, since a worker makes one call at
-//! a time. [`PluginHost::new`] (used by `switchyard check` and tests) allocates on demand.
+//! space for the largest memory allowed (the largest handler `memory` at start), and
+//! neither can grow while the daemon runs. A
+//! semaphore makes a call wait for a free slot rather than fail.
+//!
+//! # Decision: every handler owns its share of the pool; the pool has headroom
+//!
+//! A handler's share is its `concurrency`: it runs that many workers and a worker holds at
+//! most one instance at a time (the instance lives for one call), so a handler can never
+//! take more slots than its concurrency; a per-handler semaphore would only count the
+//! workers again. The pool's semaphore is therefore a backstop, not a scheduler: as long as the handlers' concurrency adds up to no more than the pool, every
+//! worker finds a free slot at once and no handler waits on another. Were it allowed to
+//! add up to more, the handlers would compete for the slots in arrival order, and one whose
+//! plugin spends every call at its deadline would hold most of them while the others'
+//! queues grow. So:
+//!
+//! - the daemon sizes the pool at start with headroom, [`pool_instances`]: twice the
+//!   handlers' total concurrency and at least [`POOL_MIN_INSTANCES`], so a reload can raise
+//!   concurrency without a restart;
+//! - a reload whose total concurrency exceeds the pool is refused (as is one whose memory
+//!   cap exceeds the pool's memory slots): the running config stays, and a restart sizes
+//!   the pool again.
+//!
+//! Handlers share slots only for the moment a reload overlaps two generations: a removed
+//! handler's calls in flight finish (for up to its drain grace) while the new handlers
+//! already run, and a new call may wait for one of those slots meanwhile. A replaced
+//! handler's calls finish before its successor starts, so they never overlap.
+//!
+//! [`PluginHost::new`] (used by `switchyard check` and tests) allocates on demand.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -115,6 +138,19 @@ pub struct PoolOptions {
     /// The largest linear memory an instance may have, in bytes; at least the largest
     /// `memory` of any handler.
     pub max_memory: u64,
+}
+
+/// The fewest instances [`pool_instances`] sizes the pool for: room to raise concurrency
+/// on reload in a small config. An instance slot costs address space (reserved, not
+/// resident) and a few KiB of bookkeeping, so the headroom is cheap.
+pub const POOL_MIN_INSTANCES: u32 = 64;
+
+/// How many instances the pool holds for handlers whose concurrency adds up to `workers`:
+/// twice that, and at least [`POOL_MIN_INSTANCES`] (see the module docs).
+pub fn pool_instances(workers: usize) -> u32 {
+    u32::try_from(workers.saturating_mul(2))
+        .unwrap_or(u32::MAX)
+        .max(POOL_MIN_INSTANCES)
 }
 
 /// Core instances, memories and tables one component may hold in the pool (a Rust

@@ -1,5 +1,6 @@
 //! Rate limits for retries: per-key exponential backoff combined with a token bucket as a
-//! max-of limiter, as client-go's default controller rate limiter does.
+//! max-of limiter, as client-go's default controller rate limiter does. Requeues a handler
+//! asks for take a token from the same bucket.
 
 use std::num::NonZeroU32;
 use std::time::Duration;
@@ -14,9 +15,9 @@ pub struct RateLimits {
     pub backoff_base: Duration,
     /// Longest retry delay.
     pub backoff_cap: Duration,
-    /// Retries per second across all keys; `None` for no bucket.
+    /// Retries and requeues per second across all keys; `None` for no bucket.
     pub qps: Option<f64>,
-    /// How many retries may go at once before `qps` applies.
+    /// How many retries and requeues may go at once before `qps` applies.
     pub burst: u32,
 }
 

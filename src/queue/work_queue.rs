@@ -140,6 +140,14 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
         self.schedule(key, delay, false);
     }
 
+    /// Adds `key` after `delay` (zero included), and then only with a token from the
+    /// bucket: for a key the handler asked to see again, so that asking again at once, over
+    /// and over, is paced by the bucket like retries are. A key already waiting keeps the
+    /// earlier of its two times.
+    pub fn add_after_rate_limited(&self, key: K, delay: Duration) {
+        self.schedule(key, delay, true);
+    }
+
     /// Adds `key` again after a failure: after its backoff (`base * 2^(failures-1)`, at
     /// most `cap`), and then only with a token from the bucket. Returns the backoff.
     pub fn add_rate_limited(&self, key: K) -> Duration {
@@ -494,6 +502,29 @@ mod tests {
         // The bucket runs on real time.
         tokio::time::sleep(Duration::from_millis(1100)).await;
         assert_eq!(q.len(), 3, "then one per second");
+    }
+
+    #[tokio::test]
+    async fn add_after_rate_limited_spaces_out_immediate_adds_beyond_the_burst() {
+        let limits = RateLimits {
+            qps: Some(20.0),
+            burst: 2,
+            ..RateLimits::default()
+        };
+        let q = WorkQueue::with_limits(limits, None);
+        // The bucket runs on real time.
+        let started = std::time::Instant::now();
+        for _ in 0..6 {
+            q.add_after_rate_limited("a", Duration::ZERO);
+            let key = q.get().await.unwrap();
+            q.done(&key);
+        }
+        // Two tokens at once, then one every 50 ms.
+        assert!(
+            started.elapsed() >= Duration::from_millis(190),
+            "{:?}",
+            started.elapsed()
+        );
     }
 
     #[tokio::test]
