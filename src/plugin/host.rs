@@ -163,8 +163,7 @@ const POOL_TABLES_PER_COMPONENT: u32 = 16;
 pub struct PluginHost {
     engine: Engine,
     linker: Linker<CallState>,
-    ticker: std::thread::JoinHandle<()>,
-    stop_ticker: Arc<std::sync::atomic::AtomicBool>,
+    ticker: Arc<Ticker>,
     slots: Option<Arc<Semaphore>>,
 }
 
@@ -224,7 +223,7 @@ impl PluginHost {
         bindings::Handler::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)
             .map_err(|e| Error::Engine(e.to_string()))?;
         let stop_ticker = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let ticker = std::thread::Builder::new()
+        let thread = std::thread::Builder::new()
             .name("wasm-epoch".into())
             .spawn({
                 let engine = engine.clone();
@@ -240,8 +239,10 @@ impl PluginHost {
         Ok(Arc::new(Self {
             engine,
             linker,
-            ticker,
-            stop_ticker,
+            ticker: Arc::new(Ticker {
+                thread,
+                stop: stop_ticker,
+            }),
             slots,
         }))
     }
@@ -284,6 +285,7 @@ impl PluginHost {
             engine: self.engine.clone(),
             size: bytes.len(),
             slots: self.slots.clone(),
+            ticker: self.ticker.clone(),
         })
     }
 }
@@ -313,11 +315,18 @@ fn header_problem(bytes: &[u8]) -> Option<&'static str> {
     }
 }
 
-impl Drop for PluginHost {
+/// The epoch ticker thread, stopped once the host and every plugin and instance made from
+/// it are gone: a call still running after the host is dropped (a worker stopped late at
+/// shutdown) must still reach its deadline, or it would spin forever without yielding.
+struct Ticker {
+    thread: std::thread::JoinHandle<()>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Drop for Ticker {
     fn drop(&mut self) {
-        self.stop_ticker
-            .store(true, std::sync::atomic::Ordering::Relaxed);
-        self.ticker.thread().unpark();
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.thread().unpark();
     }
 }
 
@@ -346,6 +355,7 @@ pub struct Plugin {
     engine: Engine,
     size: usize,
     slots: Option<Arc<Semaphore>>,
+    ticker: Arc<Ticker>,
 }
 
 impl std::fmt::Debug for Plugin {
@@ -467,6 +477,7 @@ impl Plugin {
             timeout: limits.timeout,
             calls: 0,
             _slot: slot,
+            _ticker: self.ticker.clone(),
         })
     }
 }
@@ -479,6 +490,7 @@ pub struct PluginInstance {
     timeout: Duration,
     calls: u64,
     _slot: Option<OwnedSemaphorePermit>,
+    _ticker: Arc<Ticker>,
 }
 
 impl PluginInstance {
