@@ -38,6 +38,9 @@ pub trait Backend: Send + Sync + 'static {
     fn plugins(&self) -> &PluginRegistry;
     /// The running handler named `name`.
     fn handler(&self, name: &str) -> Option<Arc<Handler>>;
+    /// Resources the routes need that the API server does not serve yet (for `/readyz`):
+    /// each as (the watch, why).
+    fn waiting(&self) -> Vec<(String, String)>;
 }
 
 /// A rejected reload: its message, and the config mistakes when the file had some.

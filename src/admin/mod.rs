@@ -68,7 +68,8 @@ async fn readyz<B: Backend>(
     Query(query): Query<std::collections::HashMap<String, String>>,
 ) -> impl IntoResponse {
     let informers = shared.informers();
-    let ready = informers.iter().all(|i| i.is_synced());
+    let missing = shared.waiting();
+    let ready = informers.iter().all(|i| i.is_synced()) && missing.is_empty();
     let code = if ready {
         StatusCode::OK
     } else {
@@ -89,6 +90,9 @@ async fn readyz<B: Backend>(
             };
             text.push_str(&format!("{mark}informer {} {state}\n", i.key()));
         }
+        for (watch, why) in &missing {
+            text.push_str(&format!("[-]informer {watch} not served: {why}\n"));
+        }
         text.push_str(if ready {
             "readyz check passed\n"
         } else {
@@ -96,15 +100,20 @@ async fn readyz<B: Backend>(
         });
         return (code, text);
     }
-    let waiting: Vec<String> = informers
+    let mut problems: Vec<String> = informers
         .iter()
         .filter(|i| !i.is_synced())
-        .map(|i| i.key().to_string())
+        .map(|i| format!("not synced: {}", i.key()))
         .collect();
-    if waiting.is_empty() {
+    problems.extend(
+        missing
+            .iter()
+            .map(|(watch, _)| format!("not served: {watch}")),
+    );
+    if problems.is_empty() {
         (code, "ok\n".to_string())
     } else {
-        (code, format!("not synced: {}\n", waiting.join("; ")))
+        (code, format!("{}\n", problems.join("; ")))
     }
 }
 

@@ -4,6 +4,7 @@
 mod config_watcher;
 mod reload;
 pub mod topology;
+mod waiting;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -28,7 +29,7 @@ use crate::router::{Route, RouteStatus};
 pub use config_watcher::ConfigWatcher;
 pub use reload::{ReloadError, ReloadHistory, ReloadRecord};
 use topology::Stages;
-pub use topology::{Changes, Plan, Topology};
+pub use topology::{Changes, Plan, Topology, Waiting};
 
 /// Errors starting the daemon.
 #[derive(Debug, thiserror::Error)]
@@ -137,6 +138,9 @@ pub struct Status {
     pub handlers: Vec<HandlerStatus>,
     /// The config file and its reloads.
     pub config: reload::ConfigStatus,
+    /// Resources the routes need that the API server does not serve yet, with the routes
+    /// waiting for each.
+    pub waiting: Vec<Waiting>,
 }
 
 /// One informer in /status.
@@ -314,6 +318,7 @@ impl Shared {
             routes: self.routes().iter().map(|r| r.status()).collect(),
             handlers: self.handlers().iter().map(|h| h.status()).collect(),
             config: self.config_status(),
+            waiting: self.topology().waiting.clone(),
         }
     }
 }
@@ -350,6 +355,14 @@ impl crate::admin::Backend for Shared {
     fn handler(&self, name: &str) -> Option<Arc<Handler>> {
         Shared::handler(self, name)
     }
+
+    fn waiting(&self) -> Vec<(String, String)> {
+        self.topology()
+            .waiting
+            .iter()
+            .map(|w| (w.watch.clone(), w.reason.clone()))
+            .collect()
+    }
 }
 
 /// A running daemon.
@@ -360,11 +373,15 @@ pub struct Daemon {
     admin_stop: Option<oneshot::Sender<()>>,
     admin_task: JoinHandle<()>,
     watcher: Option<PluginWatcher>,
+    /// Starts routes waiting for a resource once it is served.
+    waiting_task: JoinHandle<()>,
 }
 
 impl Daemon {
     /// Builds and starts every stage. Plugins that fail to load are reported in /status and
-    /// their events wait in the queue; a route whose resource cannot be watched is an error.
+    /// their events wait in the queue; a route on a resource the API server does not serve
+    /// waits for it (in /readyz and /status) while the rest runs; a route whose resource
+    /// cannot be watched for another reason is an error.
     pub async fn start(config: Config, options: Options) -> Result<Self> {
         // Refuse an unprotected admin API, and bind its port, before starting anything: a
         // second daemon on a busy port fails before any handler runs.
@@ -393,7 +410,11 @@ impl Daemon {
                 return Err(e);
             }
         };
+        for w in &topology.waiting {
+            tracing::warn!(watch = %w.watch, reason = %w.reason, routes = %w.routes.join(", "), "the API server does not serve this resource yet: its routes wait for it");
+        }
         *crate::util::write(&shared.topology) = Arc::new(topology);
+        let waiting_task = waiting::spawn(&shared);
         let config_watcher = if options.watch_config {
             match ConfigWatcher::start(shared.clone()) {
                 Ok(watcher) => Some(watcher),
@@ -425,6 +446,7 @@ impl Daemon {
             admin_stop: Some(admin_stop),
             admin_task,
             watcher,
+            waiting_task,
         })
     }
 
@@ -473,6 +495,7 @@ impl Daemon {
     /// Stops the plugin folder watcher and the watches, lets handlers finish queued work
     /// for up to `grace`, then stops the admin API.
     pub async fn shut_down(mut self, grace: Duration) {
+        self.waiting_task.abort();
         if let Some(watcher) = self.config_watcher.take() {
             watcher.stop().await;
         }

@@ -12,8 +12,12 @@
 //!   every cached object as `added`, as a new subscriber of a client-go informer does;
 //! - drains and stops handlers nobody routes to any more, and stops informers nobody
 //!   subscribes to any more.
+//!
+//! A watch whose resource the API server does not serve (a CRD not created yet) does not
+//! fail the start or the reload: the routes that need it wait, [`Topology::waiting`] names
+//! them, and applying the same config again once the resource is served starts them.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -41,6 +45,20 @@ pub struct RunningRoute {
     pub keys: Vec<WatchKey>,
     /// Its subscription to each informer feeding it.
     pub subscriptions: Vec<(Arc<Informer>, SubscriptionId)>,
+    /// Whether it waits for a resource the API server does not serve yet (and so has no
+    /// subscriptions).
+    pub waiting: bool,
+}
+
+/// A resource the routes need that the API server does not serve yet.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Waiting {
+    /// The watch (`example.com/v1/widgets in default`) or resource (`example.com/v1 Widget`).
+    pub watch: String,
+    /// What API discovery said.
+    pub reason: String,
+    /// The routes that start once it is served.
+    pub routes: Vec<String>,
 }
 
 /// Every handler and route running now, and the config they came from.
@@ -53,6 +71,8 @@ pub struct Topology {
     pub routes: Vec<RunningRoute>,
     /// The cache options each informer in use was started with.
     pub cache: HashMap<WatchKey, CacheOptions>,
+    /// Resources the routes need that the API server does not serve yet.
+    pub waiting: Vec<Waiting>,
 }
 
 /// The stages a topology is built in.
@@ -93,6 +113,8 @@ pub struct Plan {
     pub handlers: Changes,
     /// Routes.
     pub routes: Changes,
+    /// Resources not served yet, with the routes that wait for them.
+    pub waiting: Vec<Waiting>,
 }
 
 /// How long a replaced or removed handler may take to finish its calls in flight.
@@ -108,6 +130,7 @@ impl Topology {
             handlers: Vec::new(),
             routes: Vec::new(),
             cache: HashMap::new(),
+            waiting: Vec::new(),
         }
     }
 
@@ -118,7 +141,8 @@ impl Topology {
 
     /// Changes the running stages into those `config` describes and returns the new
     /// topology with what changed. Fails, with nothing running touched, when a new
-    /// resource cannot be watched or a route's kinds match no informer.
+    /// resource cannot be watched or a route's kinds match no informer. A resource the
+    /// API server does not serve is no failure: the routes needing it wait.
     pub async fn apply(
         &self,
         config: Config,
@@ -127,8 +151,9 @@ impl Topology {
         let mut plan = Plan::default();
         // 1. The watches the routes need, with their cache options. New ones start now,
         //    before anything running changes.
-        let wiring = wire(&config, stages.informers).await?;
-        let restarted = self.start_informers(&wiring, stages, &mut plan).await?;
+        let mut wiring = wire(&config, stages.informers).await?;
+        let restarted = self.start_informers(&mut wiring, stages, &mut plan).await?;
+        plan.waiting = wiring.waiting();
         // 2. Handlers: keep the equal ones, start the rest paused (until routes and plugins
         //    are in place and replaced handlers have handed over).
         let handlers = self.start_handlers(&config, stages, &mut plan).await;
@@ -172,40 +197,45 @@ impl Topology {
             handlers: handlers.all,
             routes,
             cache: wiring.cache,
+            waiting: plan.waiting.clone(),
         };
         Ok((topology, plan))
     }
 
     /// Starts the informers `wiring` needs that are not running, and records in `plan` what
     /// changes for informers. Returns the running ones whose cache options change (to be
-    /// restarted). If one cannot start, those started here stop again.
+    /// restarted). A watch of a resource not served is moved to the wiring's missing ones;
+    /// if one cannot start for another reason, those started here stop again.
     async fn start_informers(
         &self,
-        wiring: &Wiring,
+        wiring: &mut Wiring,
         stages: &Stages<'_>,
         plan: &mut Plan,
     ) -> Result<HashSet<WatchKey>, super::Error> {
-        let cache = &wiring.cache;
         let mut started = Vec::new();
-        for (key, options) in cache {
-            if self.cache.contains_key(key) {
-                continue;
-            }
-            if let Err(source) = stages
-                .informers
-                .informer(key.clone(), options.clone())
-                .await
-            {
-                for key in &started {
-                    stages.informers.release(key);
+        let mut new: Vec<_> = wiring
+            .cache
+            .iter()
+            .filter(|(key, _)| !self.cache.contains_key(key))
+            .map(|(key, options)| (key.clone(), options.clone()))
+            .collect();
+        new.sort_by_key(|(key, _)| key.to_string());
+        for (key, options) in new {
+            match stages.informers.informer(key.clone(), options).await {
+                Ok(_) => started.push(key),
+                Err(source) if source.is_not_served() => wiring.miss_watch(&key, &source),
+                Err(source) => {
+                    for key in &started {
+                        stages.informers.release(key);
+                    }
+                    return Err(super::Error::Watch {
+                        watch: key.to_string(),
+                        source,
+                    });
                 }
-                return Err(super::Error::Watch {
-                    watch: key.to_string(),
-                    source,
-                });
             }
-            started.push(key.clone());
         }
+        let cache = &wiring.cache;
         let restarted: HashSet<WatchKey> = cache
             .iter()
             .filter(|(key, options)| self.cache.get(key).is_some_and(|old| old != *options))
@@ -298,9 +328,12 @@ impl Topology {
     ) -> HashMap<&'a str, &'a RunningRoute> {
         let mut kept = HashMap::new();
         for old in &self.routes {
+            let waits = wiring.waits(&old.spec.name);
             let same = config.routes.contains(&old.spec)
-                && wiring.routes.get(&old.spec.name) == Some(&old.keys)
-                && !old.keys.iter().any(|k| restarted.contains(k));
+                && waits == old.waiting
+                && (waits
+                    || (wiring.routes.get(&old.spec.name) == Some(&old.keys)
+                        && !old.keys.iter().any(|k| restarted.contains(k))));
             if same {
                 kept.insert(old.spec.name.as_str(), old);
             } else {
@@ -347,6 +380,16 @@ impl Topology {
                 spec.delivery,
                 handler,
             ));
+            if wiring.waits(&spec.name) {
+                routes.push(RunningRoute {
+                    spec: spec.clone(),
+                    route,
+                    keys: Vec::new(),
+                    subscriptions: Vec::new(),
+                    waiting: true,
+                });
+                continue;
+            }
             let keys = wiring.routes[&spec.name].clone();
             let mut subscriptions = Vec::new();
             for key in &keys {
@@ -359,6 +402,7 @@ impl Topology {
                 route,
                 keys,
                 subscriptions,
+                waiting: false,
             });
         }
         for old in &self.routes {
@@ -400,6 +444,7 @@ fn keep_route(old: &RunningRoute, spec: &RouteSpec, handler: Arc<Handler>) -> Ru
         route: old.route.clone(),
         keys: old.keys.clone(),
         subscriptions: old.subscriptions.clone(),
+        waiting: old.waiting,
     }
 }
 
@@ -417,7 +462,11 @@ async fn set_host_contexts(
             .with_client(stages.client.clone())
             .with_metrics(stages.plugin_metrics.clone());
         for route in config.routes.iter().filter(|r| r.handler == handler.name()) {
-            for key in &wiring.routes[&route.name] {
+            // A watch not served yet grants nothing until it is.
+            let served = wiring.routes[&route.name]
+                .iter()
+                .filter(|key| wiring.cache.contains_key(key));
+            for key in served {
                 context = context.with_resource(open(stages.informers, key, &wiring.cache).await?);
             }
         }
@@ -459,14 +508,69 @@ async fn open(
 
 /// The watches a config needs and which feed each route.
 struct Wiring {
-    /// Every watch, with the union of its informers' cache options.
+    /// Every watch of a served resource, with the union of its informers' cache options.
     cache: HashMap<WatchKey, CacheOptions>,
     /// Each route's watches, by route name.
     routes: HashMap<String, Vec<WatchKey>>,
+    /// Resources not served, by what names them, with why.
+    missing: BTreeMap<String, String>,
+    /// What each waiting route waits for, by route name.
+    waits_for: BTreeMap<String, Vec<String>>,
+}
+
+impl Wiring {
+    /// Whether the route named `route` waits for a resource not served.
+    fn waits(&self, route: &str) -> bool {
+        self.waits_for.contains_key(route)
+    }
+
+    /// Records that the API server does not serve `key`'s resource: the watch is dropped
+    /// and every route it feeds waits.
+    fn miss_watch(&mut self, key: &WatchKey, why: &crate::informer::Error) {
+        self.cache.remove(key);
+        let watch = key.to_string();
+        self.missing.insert(watch.clone(), not_served(why));
+        for (route, keys) in &self.routes {
+            if keys.contains(key) {
+                self.waits_for
+                    .entry(route.clone())
+                    .or_default()
+                    .push(watch.clone());
+            }
+        }
+    }
+
+    /// The missing resources with the routes waiting for each.
+    fn waiting(&self) -> Vec<Waiting> {
+        self.missing
+            .iter()
+            .map(|(watch, reason)| Waiting {
+                watch: watch.clone(),
+                reason: reason.clone(),
+                routes: self
+                    .waits_for
+                    .iter()
+                    .filter(|(_, whats)| whats.contains(watch))
+                    .map(|(route, _)| route.clone())
+                    .collect(),
+            })
+            .collect()
+    }
+}
+
+/// What a route waiting for `why`'s resource is told.
+fn not_served(why: &crate::informer::Error) -> String {
+    match why {
+        crate::informer::Error::Discovery { .. } => {
+            "the API server does not serve this group/version (yet)".to_string()
+        }
+        other => other.to_string(),
+    }
 }
 
 /// Works out the watches of every informer the routes use (discovering the plural of
-/// informers named by kind) and which of them feed each route.
+/// informers named by kind) and which of them feed each route. An informer whose resource
+/// is not served is missing, and the routes fed by it wait.
 async fn wire(config: &Config, factory: &InformerFactory) -> Result<Wiring, super::Error> {
     let uses_kinds = config
         .routes
@@ -478,69 +582,55 @@ async fn wire(config: &Config, factory: &InformerFactory) -> Result<Wiring, supe
             RouteSource::Kinds(_) => false,
         }) || (uses_kinds && !spec.name.starts_with(ROUTE_INFORMER_PREFIX))
     };
+    let mut wiring = Wiring {
+        cache: HashMap::new(),
+        routes: HashMap::new(),
+        missing: BTreeMap::new(),
+        waits_for: BTreeMap::new(),
+    };
+    // Informer name -> (its watches, its kind), or what is missing for it.
     let mut keys_of: HashMap<&str, (Vec<WatchKey>, String)> = HashMap::new();
-    let mut cache: HashMap<WatchKey, CacheOptions> = HashMap::new();
+    let mut unresolved: HashMap<&str, String> = HashMap::new();
     for spec in config.informers.iter().filter(|s| needed(s)) {
-        let (resource, kind) = match &spec.resource {
-            ResourceRef::Plural(name) => (name.clone(), None),
-            ResourceRef::Kind {
-                group,
-                version,
-                kind,
-            } => (
-                factory
-                    .resolve_kind(group, version, kind)
-                    .await
-                    .map_err(|source| super::Error::Watch {
-                        watch: format!("informer {}", spec.name),
-                        source,
-                    })?,
-                Some(kind.clone()),
-            ),
+        let kind_needed = uses_kinds && !spec.name.starts_with(ROUTE_INFORMER_PREFIX);
+        let (keys, kind) = match informer_watches(spec, factory, kind_needed).await {
+            Ok(found) => found,
+            Err((what, source)) if source.is_not_served() => {
+                wiring.missing.insert(what.clone(), not_served(&source));
+                unresolved.insert(spec.name.as_str(), what);
+                continue;
+            }
+            Err((_, source)) => {
+                return Err(super::Error::Watch {
+                    watch: format!("informer {}", spec.name),
+                    source,
+                });
+            }
         };
-        let namespaces: Vec<Option<String>> = if spec.namespaces.is_empty() {
-            vec![None]
-        } else {
-            spec.namespaces.iter().cloned().map(Some).collect()
-        };
-        let keys: Vec<WatchKey> = namespaces
-            .into_iter()
-            .map(|namespace| WatchKey {
-                resource: resource.clone(),
-                namespace,
-                label_selector: spec.label_selector.clone(),
-                field_selector: spec.field_selector.clone(),
-            })
-            .collect();
         let options = cache_options(spec);
         for key in &keys {
-            cache
+            wiring
+                .cache
                 .entry(key.clone())
                 .and_modify(|o| *o = union(o, &options))
                 .or_insert_with(|| options.clone());
         }
-        let kind = match kind {
-            Some(kind) => kind,
-            None if uses_kinds && !spec.name.starts_with(ROUTE_INFORMER_PREFIX) => factory
-                .kind_of(&resource)
-                .await
-                .map_err(|source| super::Error::Watch {
-                    watch: format!("informer {}", spec.name),
-                    source,
-                })?,
-            None => String::new(),
-        };
         keys_of.insert(spec.name.as_str(), (keys, kind));
     }
-    let mut routes = HashMap::new();
     for route in &config.routes {
-        let keys: Vec<WatchKey> = match &route.source {
-            RouteSource::Informer(name) => keys_of
-                .get(name.as_str())
-                .map(|(keys, _)| keys.clone())
-                .unwrap_or_default(),
+        let mut keys = Vec::new();
+        let mut waits = Vec::new();
+        match &route.source {
+            RouteSource::Informer(name) => match unresolved.get(name.as_str()) {
+                Some(what) => waits.push(what.clone()),
+                None => keys.extend(
+                    keys_of
+                        .get(name.as_str())
+                        .into_iter()
+                        .flat_map(|k| k.0.clone()),
+                ),
+            },
             RouteSource::Kinds(kinds) => {
-                let mut keys = Vec::new();
                 for kind in kinds {
                     let mut found = keys_of
                         .iter()
@@ -548,22 +638,82 @@ async fn wire(config: &Config, factory: &InformerFactory) -> Result<Wiring, supe
                             k == kind && !name.starts_with(ROUTE_INFORMER_PREFIX)
                         })
                         .peekable();
-                    if found.peek().is_none() {
+                    if found.peek().is_some() {
+                        keys.extend(found.flat_map(|(_, (k, _))| k.clone()));
+                    } else if unresolved.is_empty() {
                         return Err(super::Error::UnwatchedKind {
                             route: route.name.clone(),
                             kind: kind.clone(),
                         });
+                    } else {
+                        // One of the informers not served yet may be of this kind.
+                        waits.extend(unresolved.values().cloned());
                     }
-                    keys.extend(found.flat_map(|(_, (k, _))| k.clone()));
                 }
                 keys.sort_by_key(|k| k.to_string());
                 keys.dedup();
-                keys
             }
-        };
-        routes.insert(route.name.clone(), keys);
+        }
+        if !waits.is_empty() {
+            waits.sort();
+            waits.dedup();
+            wiring.waits_for.insert(route.name.clone(), waits);
+        }
+        wiring.routes.insert(route.name.clone(), keys);
     }
-    Ok(Wiring { cache, routes })
+    Ok(wiring)
+}
+
+/// The watches of one informer, one per namespace, and its kind when `kind_needed` (routes
+/// that take changes by kind) or it is named by kind. Fails with what names the resource
+/// and why discovery failed.
+async fn informer_watches(
+    spec: &InformerSpec,
+    factory: &InformerFactory,
+    kind_needed: bool,
+) -> Result<(Vec<WatchKey>, String), (String, crate::informer::Error)> {
+    let (resource, kind) = match &spec.resource {
+        ResourceRef::Plural(name) => (name.clone(), None),
+        ResourceRef::Kind {
+            group,
+            version,
+            kind,
+        } => {
+            let described = if group.is_empty() {
+                format!("{version} {kind}")
+            } else {
+                format!("{group}/{version} {kind}")
+            };
+            let plural = factory
+                .resolve_kind(group, version, kind)
+                .await
+                .map_err(|e| (described, e))?;
+            (plural, Some(kind.clone()))
+        }
+    };
+    let kind = match kind {
+        Some(kind) => kind,
+        None if kind_needed => factory
+            .kind_of(&resource)
+            .await
+            .map_err(|e| (resource.to_string(), e))?,
+        None => String::new(),
+    };
+    let namespaces: Vec<Option<String>> = if spec.namespaces.is_empty() {
+        vec![None]
+    } else {
+        spec.namespaces.iter().cloned().map(Some).collect()
+    };
+    let keys = namespaces
+        .into_iter()
+        .map(|namespace| WatchKey {
+            resource: resource.clone(),
+            namespace,
+            label_selector: spec.label_selector.clone(),
+            field_selector: spec.field_selector.clone(),
+        })
+        .collect();
+    Ok((keys, kind))
 }
 
 /// The cache options an informer asks for.

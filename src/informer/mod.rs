@@ -59,6 +59,22 @@ pub enum Error {
     },
 }
 
+impl Error {
+    /// Whether the API server does not serve the resource (yet): its group/version is
+    /// unknown to discovery, or the group/version has no such resource. A CRD created later
+    /// makes it served.
+    pub fn is_not_served(&self) -> bool {
+        match self {
+            Error::UnknownResource { .. } => true,
+            Error::Discovery {
+                source: kube::Error::Api(status),
+                ..
+            } => status.code == 404,
+            _ => false,
+        }
+    }
+}
+
 /// Result of informer operations.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 

@@ -17,6 +17,7 @@ mod faults_handlers;
 mod informer;
 mod informer_relist;
 mod queue;
+mod unserved;
 
 mod config {
     //! Config reload and routing, end to end.
