@@ -82,11 +82,19 @@ impl HumanDuration {
 /// anything below a nanosecond is dropped. `None` when it does not fit.
 fn exact_nanos(number: &str, unit_nanos: u128) -> Option<u128> {
     let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
-    let whole: u128 = if whole.is_empty() { 0 } else { whole.parse().ok()? };
+    let whole: u128 = if whole.is_empty() {
+        0
+    } else {
+        whole.parse().ok()?
+    };
     // 18 digits of a fraction are far below a nanosecond of the largest unit (an hour).
     let fraction = &fraction[..fraction.len().min(18)];
     let scale = 10u128.pow(fraction.len() as u32);
-    let fraction: u128 = if fraction.is_empty() { 0 } else { fraction.parse().ok()? };
+    let fraction: u128 = if fraction.is_empty() {
+        0
+    } else {
+        fraction.parse().ok()?
+    };
     whole
         .checked_mul(unit_nanos)?
         .checked_add(fraction * unit_nanos / scale)
@@ -244,7 +252,10 @@ mod tests {
             HumanDuration::parse("0.1s").unwrap().0,
             Duration::from_millis(100)
         );
-        assert_eq!(HumanDuration::parse(".5s").unwrap().0, Duration::from_millis(500));
+        assert_eq!(
+            HumanDuration::parse(".5s").unwrap().0,
+            Duration::from_millis(500)
+        );
         assert!(matches!(
             HumanDuration::parse("1.2.3s"),
             Err(DurationError::NotANumber { .. })

@@ -64,7 +64,12 @@ impl InformerFactory {
             return Ok(existing.clone());
         }
         let informer = Informer::new(key.clone(), resource, options);
-        let task = tokio::spawn(reflector::run(informer.clone(), api, selectors, self.retry_delay));
+        let task = tokio::spawn(reflector::run(
+            informer.clone(),
+            api,
+            selectors,
+            self.retry_delay,
+        ));
         informer.set_task(task);
         informers.insert(key, informer.clone());
         Ok(informer)

@@ -62,7 +62,11 @@ fn check(text: &str) -> Result<config::Config, ConfigErrors> {
                 continue;
             }
             let line = usize::try_from(e.line).unwrap();
-            assert!(line <= lines.len() + 1, "{e}: line beyond the {} lines", lines.len());
+            assert!(
+                line <= lines.len() + 1,
+                "{e}: line beyond the {} lines",
+                lines.len()
+            );
             let width = lines.get(line - 1).map_or(0, |l| l.chars().count());
             assert!(
                 e.column >= 1 && usize::try_from(e.column).unwrap() <= width + 1,
@@ -76,12 +80,19 @@ fn check(text: &str) -> Result<config::Config, ConfigErrors> {
 /// Checks `text`, and that a config it loads loads again the same, also printed back out.
 fn check_all(text: &str) {
     if let Ok(loaded) = check(text) {
-        assert_eq!(check(text).as_ref(), Ok(&loaded), "validating again differs");
+        assert_eq!(
+            check(text).as_ref(),
+            Ok(&loaded),
+            "validating again differs"
+        );
         let value: Value = serde_saphyr::from_str(text).expect("a config that loads parses");
         let printed = serde_saphyr::to_string(&value).expect("a parsed value prints");
         let reread = check(&printed)
             .unwrap_or_else(|e| panic!("printed back out, the config fails:\n{printed}\n{e}"));
-        assert_eq!(reread, loaded, "printed back out, the config differs:\n{printed}");
+        assert_eq!(
+            reread, loaded,
+            "printed back out, the config differs:\n{printed}"
+        );
     }
 }
 
@@ -100,11 +111,52 @@ enum Edit {
 fn token() -> impl Strategy<Value = String> {
     prop_oneof![
         prop::sample::select(vec![
-            "&a ", "*a", "<<: *a", "!!binary ", "!!str ", "!custom ", "~", "null", "1e999",
-            "-0x1F", "0o17", "99999999999999999999999", "-9223372036854775809", ".nan", ".inf",
-            "é", "\u{202e}", "\u{feff}", "\t", "{", "}", "[", "]", "'", "\"", ": ", "- ", "? ",
-            "#", "---", "...", "%YAML 1.2\n", "|", ">-", "\\", ",", "\0", "y", "on", "0s",
-            "4Gi", "5Ti", "1025", "label:", "route:x", "namespace",
+            "&a ",
+            "*a",
+            "<<: *a",
+            "!!binary ",
+            "!!str ",
+            "!custom ",
+            "~",
+            "null",
+            "1e999",
+            "-0x1F",
+            "0o17",
+            "99999999999999999999999",
+            "-9223372036854775809",
+            ".nan",
+            ".inf",
+            "é",
+            "\u{202e}",
+            "\u{feff}",
+            "\t",
+            "{",
+            "}",
+            "[",
+            "]",
+            "'",
+            "\"",
+            ": ",
+            "- ",
+            "? ",
+            "#",
+            "---",
+            "...",
+            "%YAML 1.2\n",
+            "|",
+            ">-",
+            "\\",
+            ",",
+            "\0",
+            "y",
+            "on",
+            "0s",
+            "4Gi",
+            "5Ti",
+            "1025",
+            "label:",
+            "route:x",
+            "namespace",
         ])
         .prop_map(String::from),
         "[a-z_:{}\\[\\],&*!|>'\" -]{0,12}",
@@ -171,8 +223,10 @@ fn odd_value() -> impl Strategy<Value = Value> {
         any::<u64>().prop_map(Value::from),
         any::<f64>().prop_map(Value::from),
         token().prop_map(Value::from),
-        prop::sample::select(vec!["5s", "0ms", "64Mi", "every", "latest", "v1/pods", "a=b"])
-            .prop_map(Value::from),
+        prop::sample::select(vec![
+            "5s", "0ms", "64Mi", "every", "latest", "v1/pods", "a=b"
+        ])
+        .prop_map(Value::from),
     ];
     leaf.prop_recursive(40, 64, 4, |inner| {
         prop_oneof![
@@ -194,11 +248,42 @@ enum ValueEdit {
 fn value_edit() -> impl Strategy<Value = ValueEdit> {
     let key = prop_oneof![
         prop::sample::select(vec![
-            "name", "handler", "informer", "resource", "kinds", "namespace", "namespaces",
-            "labels", "fields", "events", "when", "path", "equals", "changed", "exists",
-            "indexes", "delivery", "backlog", "plugin", "concurrency", "timeout", "memory",
-            "qps", "burst", "resync", "capabilities", "config", "admin", "listen", "token_env",
-            "group", "version", "kind", "transform", "drop_fields", "plugins_dir",
+            "name",
+            "handler",
+            "informer",
+            "resource",
+            "kinds",
+            "namespace",
+            "namespaces",
+            "labels",
+            "fields",
+            "events",
+            "when",
+            "path",
+            "equals",
+            "changed",
+            "exists",
+            "indexes",
+            "delivery",
+            "backlog",
+            "plugin",
+            "concurrency",
+            "timeout",
+            "memory",
+            "qps",
+            "burst",
+            "resync",
+            "capabilities",
+            "config",
+            "admin",
+            "listen",
+            "token_env",
+            "group",
+            "version",
+            "kind",
+            "transform",
+            "drop_fields",
+            "plugins_dir",
         ])
         .prop_map(String::from),
         token(),
@@ -213,6 +298,13 @@ fn value_edit() -> impl Strategy<Value = ValueEdit> {
 fn apply_value(mut value: Value, edits: &[ValueEdit]) -> Value {
     for edit in edits {
         let count = count_containers(&value);
+        if count == 0 {
+            // A scalar at the top: only a replacement changes it.
+            if let ValueEdit::Replace(_, v) = edit {
+                value = v.clone();
+            }
+            continue;
+        }
         let n = match edit {
             ValueEdit::Set(n, ..) | ValueEdit::Remove(n, _) | ValueEdit::Replace(n, _) => n % count,
         };
@@ -283,7 +375,9 @@ fn bomb() -> impl Strategy<Value = String> {
         (1usize..400, any::<bool>()).prop_map(|(depth, flow)| if flow {
             format!("a: {}{}\n", "[".repeat(depth), "]".repeat(depth))
         } else {
-            (0..depth).map(|i| format!("{}k:\n", " ".repeat(i))).collect()
+            (0..depth)
+                .map(|i| format!("{}k:\n", " ".repeat(i)))
+                .collect()
         }),
         (1usize..3000).prop_map(|n| {
             let mut text = String::from("base: &b {timeout: 1s}\nhandlers:\n");

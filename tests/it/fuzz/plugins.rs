@@ -35,8 +35,24 @@ fn log_events() -> Vec<u8> {
 fn name() -> impl Strategy<Value = String> {
     prop_oneof![
         prop::sample::select(vec![
-            "p", "P", ".p", "p.wasm", "..", ".", "../secret", "../../secret", "a/../../secret",
-            "/tmp/secret", "sub/p", "sub/../p", "p\0", "", " ", "p ", "p\u{0}x", "\u{202e}p",
+            "p",
+            "P",
+            ".p",
+            "p.wasm",
+            "..",
+            ".",
+            "../secret",
+            "../../secret",
+            "a/../../secret",
+            "/tmp/secret",
+            "sub/p",
+            "sub/../p",
+            "p\0",
+            "",
+            " ",
+            "p ",
+            "p\u{0}x",
+            "\u{202e}p",
         ])
         .prop_map(String::from),
         "[.]{1,4}",
@@ -132,13 +148,15 @@ fn broken() -> impl Strategy<Value = Vec<u8>> {
     let component = log_events();
     let len = component.len();
     prop_oneof![
-        (prop::collection::vec(any::<u8>(), 0..256), any::<prop::sample::Index>()).prop_map(
-            |(mut bytes, at)| {
+        (
+            prop::collection::vec(any::<u8>(), 0..256),
+            any::<prop::sample::Index>()
+        )
+            .prop_map(|(mut bytes, at)| {
                 let at = at.index(bytes.len() + 1);
                 bytes.splice(at..at, MARKER.bytes());
                 bytes
-            }
-        ),
+            }),
         (0..len).prop_map(move |cut| {
             let mut bytes = component[..cut].to_vec();
             bytes.extend(MARKER.bytes());
@@ -173,7 +191,12 @@ impl Folder {
             let watcher = PluginWatcher::with_quiet_period(registry.clone(), QUIET).unwrap();
             (registry, watcher)
         });
-        assert_eq!(user.installs.load(Ordering::SeqCst), 1, "{:?}", user.problems);
+        assert_eq!(
+            user.installs.load(Ordering::SeqCst),
+            1,
+            "{:?}",
+            user.problems
+        );
         Self {
             runtime,
             dir,
@@ -193,10 +216,16 @@ impl Folder {
 
     /// Waits until no problem has been reported for a while: loads under way are done.
     fn settle(&self) {
-        let mut seen = (self.user.problems(), self.user.installs.load(Ordering::SeqCst));
+        let mut seen = (
+            self.user.problems(),
+            self.user.installs.load(Ordering::SeqCst),
+        );
         loop {
             std::thread::sleep(QUIET * 5);
-            let now = (self.user.problems(), self.user.installs.load(Ordering::SeqCst));
+            let now = (
+                self.user.problems(),
+                self.user.installs.load(Ordering::SeqCst),
+            );
             if now == seen {
                 return;
             }
@@ -246,11 +275,18 @@ fn fuzz_plugin_folder_broken_files_leave_the_running_version() {
             for text in [&problem, &last_error] {
                 assert!(!text.contains(MARKER), "the error quotes the file: {text}");
             }
-            assert!(problem.contains("still running the version loaded at"), "{problem}");
+            assert!(
+                problem.contains("still running the version loaded at"),
+                "{problem}"
+            );
         }
         folder.settle();
         if !files.iter().any(|(n, _)| n == "p.wasm") {
-            assert_eq!(folder.user.problems(), before, "a file not named p.wasm was loaded");
+            assert_eq!(
+                folder.user.problems(),
+                before,
+                "a file not named p.wasm was loaded"
+            );
         }
         assert_eq!(folder.sha(), running, "the running version changed");
         assert_eq!(folder.user.installs.load(Ordering::SeqCst), 1);

@@ -108,9 +108,26 @@ fn query() -> impl Strategy<Value = Vec<(String, String)>> {
     ];
     let value = prop_oneof![
         prop::sample::select(vec![
-            "", "0", "1", "-1", "true", "false", "NotOlderThan", "Exact", "x", "a=b",
-            "a in (x,y),!b", "metadata.name=prefill-0", "metadata.name in (x)", "(", "!",
-            "spec.nope=1", "18446744073709551616", "1e3", "Foreground", "All",
+            "",
+            "0",
+            "1",
+            "-1",
+            "true",
+            "false",
+            "NotOlderThan",
+            "Exact",
+            "x",
+            "a=b",
+            "a in (x,y),!b",
+            "metadata.name=prefill-0",
+            "metadata.name in (x)",
+            "(",
+            "!",
+            "spec.nope=1",
+            "18446744073709551616",
+            "1e3",
+            "Foreground",
+            "All",
         ])
         .prop_map(String::from),
         any::<String>(),
@@ -124,13 +141,23 @@ fn body() -> impl Strategy<Value = Vec<u8>> {
         json!({"apiVersion": "v1", "kind": "ConfigMap",
                "metadata": {"name": n, "labels": meta, "resourceVersion": data}, "data": data})
     });
-    let op = prop::sample::select(vec!["add", "remove", "replace", "move", "copy", "test", "x"]);
-    let pointer = prop::sample::select(vec![
-        "", "/", "/data", "/data/a", "/metadata/name", "/metadata/labels/~1", "/a/-",
-        "/data/99999999999999999999", "/metadata/resourceVersion", "~",
+    let op = prop::sample::select(vec![
+        "add", "remove", "replace", "move", "copy", "test", "x",
     ]);
-    let patch = prop::collection::vec((op, pointer.clone(), pointer, odd_json()), 0..4)
-        .prop_map(|ops| {
+    let pointer = prop::sample::select(vec![
+        "",
+        "/",
+        "/data",
+        "/data/a",
+        "/metadata/name",
+        "/metadata/labels/~1",
+        "/a/-",
+        "/data/99999999999999999999",
+        "/metadata/resourceVersion",
+        "~",
+    ]);
+    let patch =
+        prop::collection::vec((op, pointer.clone(), pointer, odd_json()), 0..4).prop_map(|ops| {
             Value::Array(
                 ops.into_iter()
                     .map(|(op, path, from, value)| {

@@ -181,7 +181,10 @@ fn frame() -> impl Strategy<Value = Vec<u8>> {
     let wrong_types = prop_oneof![
         odd.clone(),
         odd.clone().prop_map(|t| json!({"type": t, "object": {}})),
-        (prop::sample::select(vec!["ADDED", "BOOKMARK", "ERROR", "NOPE"]), odd)
+        (
+            prop::sample::select(vec!["ADDED", "BOOKMARK", "ERROR", "NOPE"]),
+            odd
+        )
             .prop_map(|(k, o)| json!({"type": k, "object": o})),
     ];
     let as_bytes = |v: Value| v.to_string().into_bytes();
