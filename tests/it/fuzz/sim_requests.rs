@@ -271,7 +271,7 @@ fn fuzz_sim_requests_get_a_success_or_a_4xx_status() {
         .timeout(Duration::from_secs(20))
         .build()
         .unwrap();
-    let mut runner = proptest::test_runner::TestRunner::new(super::cases(256));
+    let mut runner = proptest::test_runner::TestRunner::new(super::cases(512));
     let url = sim.url.clone();
     let result = runner.run(&prop::collection::vec(request(), 1..4), |requests| {
         runtime.block_on(async {

@@ -329,7 +329,7 @@ fn truth() -> impl Strategy<Value = BTreeMap<&'static str, u64>> {
 }
 
 proptest! {
-    #![proptest_config(super::cases(24))]
+    #![proptest_config(super::cases(32))]
 
     #[test]
     fn fuzz_watch_frames_never_stop_the_informer_and_it_converges(
