@@ -50,14 +50,15 @@ impl HumanDuration {
             .unwrap_or(text.len());
         let (number, unit) = text.split_at(split);
         let owned = || text.to_string();
-        let value: f64 = number
-            .parse()
-            .map_err(|_| DurationError::NotANumber { text: owned() })?;
-        let seconds = match unit.trim() {
-            "ms" => value / 1000.0,
-            "s" => value,
-            "m" => value * 60.0,
-            "h" => value * 3600.0,
+        let digits = number.chars().filter(char::is_ascii_digit).count();
+        if digits == 0 || number.matches('.').count() > 1 {
+            return Err(DurationError::NotANumber { text: owned() });
+        }
+        let unit_nanos: u128 = match unit.trim() {
+            "ms" => 1_000_000,
+            "s" => 1_000_000_000,
+            "m" => 60_000_000_000,
+            "h" => 3_600_000_000_000,
             "" => return Err(DurationError::MissingUnit { text: owned() }),
             other => {
                 return Err(DurationError::UnknownUnit {
@@ -66,10 +67,37 @@ impl HumanDuration {
                 });
             }
         };
-        Duration::try_from_secs_f64(seconds)
+        exact_nanos(number, unit_nanos)
+            .and_then(|nanos| {
+                let secs = u64::try_from(nanos / 1_000_000_000).ok()?;
+                Some(Duration::new(secs, (nanos % 1_000_000_000) as u32))
+            })
             .map(HumanDuration)
-            .map_err(|_| DurationError::OutOfRange { text: owned() })
+            .ok_or_else(|| DurationError::OutOfRange { text: owned() })
     }
+}
+
+/// `number` (decimal digits with at most one '.') times `unit_nanos`, in nanoseconds,
+/// computed from the digits so that `1000ms` is exactly `1s` (no floating point rounding);
+/// anything below a nanosecond is dropped. `None` when it does not fit.
+fn exact_nanos(number: &str, unit_nanos: u128) -> Option<u128> {
+    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
+    let whole: u128 = if whole.is_empty() {
+        0
+    } else {
+        whole.parse().ok()?
+    };
+    // 18 digits of a fraction are far below a nanosecond of the largest unit (an hour).
+    let fraction = &fraction[..fraction.len().min(18)];
+    let scale = 10u128.pow(fraction.len() as u32);
+    let fraction: u128 = if fraction.is_empty() {
+        0
+    } else {
+        fraction.parse().ok()?
+    };
+    whole
+        .checked_mul(unit_nanos)?
+        .checked_add(fraction * unit_nanos / scale)
 }
 
 impl fmt::Display for HumanDuration {
@@ -211,6 +239,31 @@ mod tests {
                 .to_string()
                 .contains("unknown unit")
         );
+    }
+
+    #[test]
+    fn a_printed_duration_parses_back_exactly() {
+        // Found by the config fuzz target: through floating point this came back as
+        // 114074607.964000002s.
+        let duration = Duration::from_millis(114_074_607_964);
+        let printed = HumanDuration(duration).to_string();
+        assert_eq!(HumanDuration::parse(&printed).unwrap().0, duration);
+        assert_eq!(
+            HumanDuration::parse("0.1s").unwrap().0,
+            Duration::from_millis(100)
+        );
+        assert_eq!(
+            HumanDuration::parse(".5s").unwrap().0,
+            Duration::from_millis(500)
+        );
+        assert!(matches!(
+            HumanDuration::parse("1.2.3s"),
+            Err(DurationError::NotANumber { .. })
+        ));
+        assert!(matches!(
+            HumanDuration::parse(&format!("{}h", u64::MAX)),
+            Err(DurationError::OutOfRange { .. })
+        ));
     }
 
     #[test]

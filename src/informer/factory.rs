@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject};
@@ -15,6 +16,7 @@ use super::{CacheOptions, Error, Informer, Result, WatchKey, reflector};
 pub struct InformerFactory {
     client: Client,
     informers: Mutex<HashMap<WatchKey, Arc<Informer>>>,
+    retry_delay: Option<Duration>,
 }
 
 impl InformerFactory {
@@ -23,7 +25,16 @@ impl InformerFactory {
         Self {
             client,
             informers: Mutex::new(HashMap::new()),
+            retry_delay: None,
         }
+    }
+
+    /// Makes the informers it starts retry a failed list or watch after a fixed `delay`
+    /// instead of kube-runtime's default backoff (800 ms, doubling up to 30 s): for tests
+    /// against an API server that fails on purpose.
+    pub fn with_retry_delay(mut self, delay: Duration) -> Self {
+        self.retry_delay = Some(delay);
+        self
     }
 
     /// The informer for `key`, started with `options` if it was not running yet (a running
@@ -53,7 +64,12 @@ impl InformerFactory {
             return Ok(existing.clone());
         }
         let informer = Informer::new(key.clone(), resource, options);
-        let task = tokio::spawn(reflector::run(informer.clone(), api, selectors));
+        let task = tokio::spawn(reflector::run(
+            informer.clone(),
+            api,
+            selectors,
+            self.retry_delay,
+        ));
         informer.set_task(task);
         informers.insert(key, informer.clone());
         Ok(informer)

@@ -4,20 +4,30 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::StreamExt;
 use kube::api::{Api, DynamicObject};
 use kube::runtime::WatchStreamExt;
+use kube::runtime::utils::Backoff;
 
 use super::Informer;
 use super::listwatch::{self, Event, Selectors};
 use super::object::ObjectKey;
 
-/// Runs until the informer's task is aborted; every failure is retried with backoff.
-pub(super) async fn run(informer: Arc<Informer>, api: Api<DynamicObject>, selectors: Selectors) {
-    let mut events = listwatch::list_watch(api, selectors)
-        .default_backoff()
-        .boxed();
+/// Runs until the informer's task is aborted; every failure is retried with backoff, or
+/// after `retry_delay` when one is given.
+pub(super) async fn run(
+    informer: Arc<Informer>,
+    api: Api<DynamicObject>,
+    selectors: Selectors,
+    retry_delay: Option<Duration>,
+) {
+    let events = listwatch::list_watch(api, selectors);
+    let mut events = match retry_delay {
+        None => events.default_backoff().boxed(),
+        Some(delay) => events.backoff(FixedDelay(delay)).boxed(),
+    };
     // Keys seen in the list in progress: whatever the cache holds beyond them at the end of
     // the list was deleted while the watch was down.
     let mut listing: Option<HashSet<ObjectKey>> = None;
@@ -106,6 +116,21 @@ fn failed(informer: &Informer, error: &listwatch::Error) {
     let mut health = informer.health_mut();
     health.restarts += 1;
     health.last_error = Some(error.to_string());
+}
+
+/// The same delay before every retry.
+struct FixedDelay(Duration);
+
+impl Iterator for FixedDelay {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        Some(self.0)
+    }
+}
+
+impl Backoff for FixedDelay {
+    fn reset(&mut self) {}
 }
 
 async fn sleep_until_or_forever(at: Option<tokio::time::Instant>) {

@@ -14,6 +14,7 @@ mod support;
 mod cli;
 mod daemon;
 mod faults_handlers;
+mod fuzz;
 mod informer;
 mod informer_relist;
 mod queue;

@@ -1,0 +1,38 @@
+//! Fuzz targets for every parser that reads outside input, run as property tests: the
+//! config file and the small parsers it uses ([`config`]), a watch stream's frames as the
+//! informer reads them over real HTTP ([`watch`]), the simulator's request parsing
+//! ([`sim_requests`]), and the plugins folder's file names and contents ([`plugins`]).
+//!
+//! Each target runs a bounded number of cases by default, so the whole module stays well
+//! under a minute of a debug build; `PROPTEST_CASES` raises every count at once for a long
+//! run (see the README's development section). A failing case prints its minimal input;
+//! proptest also saves its seed under `tests/proptest-regressions/` (ignored by git), and
+//! each failure found so far is kept as a named regression test next to its target.
+
+mod config;
+mod plugins;
+mod sim_requests;
+mod watch;
+
+use proptest::test_runner::Config as ProptestConfig;
+
+/// A proptest config running `default_cases` cases, or `PROPTEST_CASES` when it is set.
+pub(crate) fn cases(default_cases: u32) -> ProptestConfig {
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default_cases);
+    ProptestConfig {
+        cases,
+        ..ProptestConfig::default()
+    }
+}
+
+/// A runtime for the async part of one property (proptest's cases are synchronous).
+pub(crate) fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime")
+}
