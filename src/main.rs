@@ -198,9 +198,10 @@ fn rbac(path: &Path, namespace: String, name: String) -> Result<ExitCode> {
         Ok(c) => c,
         Err(code) => return Ok(code),
     };
-    let source = path
-        .file_name()
-        .map_or_else(|| path.display().to_string(), |f| f.to_string_lossy().into_owned());
+    let source = path.file_name().map_or_else(
+        || path.display().to_string(),
+        |f| f.to_string_lossy().into_owned(),
+    );
     let subject = rbac::Subject {
         name,
         namespace,

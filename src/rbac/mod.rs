@@ -253,9 +253,9 @@ fn watches(config: &Config, permissions: &mut Permissions) {
 /// A note on a reason when the plural was guessed from a kind.
 fn guessed(informer: &InformerSpec) -> String {
     match &informer.resource {
-        ResourceRef::Kind { kind, .. } => format!(
-            " (plural guessed from kind {kind}: check it with kubectl api-resources)"
-        ),
+        ResourceRef::Kind { kind, .. } => {
+            format!(" (plural guessed from kind {kind}: check it with kubectl api-resources)")
+        }
         ResourceRef::Plural(_) => String::new(),
     }
 }
@@ -265,8 +265,7 @@ fn guessed(informer: &InformerSpec) -> String {
 fn writes(config: &Config, permissions: &mut Permissions) {
     for handler in &config.handlers {
         let informers = feeding(config, handler);
-        let mut granted: BTreeMap<Resource, (BTreeSet<Verb>, Vec<&InformerSpec>)> =
-            BTreeMap::new();
+        let mut granted: BTreeMap<Resource, (BTreeSet<Verb>, Vec<&InformerSpec>)> = BTreeMap::new();
         for informer in &informers {
             for (name, verbs) in handler.capabilities.grants() {
                 if informer.resource.answers_to(name) {
@@ -280,7 +279,10 @@ fn writes(config: &Config, permissions: &mut Permissions) {
             for verb in verbs {
                 let reason = format!("handler {}: {verb}", handler.name);
                 let (target, reason) = if verb == Verb::Event {
-                    (events_resource(), format!("{reason} about {}", resource.plural))
+                    (
+                        events_resource(),
+                        format!("{reason} about {}", resource.plural),
+                    )
                 } else {
                     (resource.clone(), reason)
                 };

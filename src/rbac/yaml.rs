@@ -48,7 +48,11 @@ fn metadata(out: &mut String, subject: &Subject, namespace: Option<&str>) {
 
 /// A Role (in `namespace`) or ClusterRole (none) holding `rules`.
 fn role(out: &mut String, subject: &Subject, namespace: Option<&str>, rules: &[&Rule]) {
-    let kind = if namespace.is_some() { "Role" } else { "ClusterRole" };
+    let kind = if namespace.is_some() {
+        "Role"
+    } else {
+        "ClusterRole"
+    };
     let _ = writeln!(out, "---\napiVersion: {RBAC_GROUP}/v1\nkind: {kind}");
     metadata(out, subject, namespace);
     out.push_str("rules:\n");
@@ -56,7 +60,11 @@ fn role(out: &mut String, subject: &Subject, namespace: Option<&str>, rules: &[&
         for reason in &rule.reasons {
             let _ = writeln!(out, "  # {reason}");
         }
-        let _ = writeln!(out, "  - apiGroups: {}", list([rule.resource.group.as_str()]));
+        let _ = writeln!(
+            out,
+            "  - apiGroups: {}",
+            list([rule.resource.group.as_str()])
+        );
         let _ = writeln!(
             out,
             "    resources: {}",

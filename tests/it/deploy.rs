@@ -112,10 +112,7 @@ async fn rbac_output_applied_with_kubectl_grants_what_the_config_needs() {
         let bindings: Vec<Value> = ["team-a", "team-b"]
             .iter()
             .map(|ns| get_json(&kubectl, &["get", "rolebinding", "router", "-n", ns]))
-            .chain([get_json(
-                &kubectl,
-                &["get", "clusterrolebinding", "router"],
-            )])
+            .chain([get_json(&kubectl, &["get", "clusterrolebinding", "router"])])
             .collect();
         let cluster_role = get_json(&kubectl, &["get", "clusterrole", "router"]);
         let account = get_json(&kubectl, &["get", "serviceaccount", "router", "-n", "ops"]);
@@ -246,20 +243,33 @@ async fn the_single_overlay_passes_a_server_dry_run_that_stores_nothing_then_app
         assert_eq!(stored(&kubectl), [false; 5], "a dry run stored something");
 
         let applied = ok(&kubectl, &["apply", "-k", &overlay]);
-        assert!(applied.contains("deployment.apps/switchyard created"), "{applied}");
+        assert!(
+            applied.contains("deployment.apps/switchyard created"),
+            "{applied}"
+        );
         assert_eq!(stored(&kubectl), [true; 5]);
 
         // A dry-run change to a stored object answers with the change and keeps the object.
         let labelled = ok(
             &kubectl,
             &[
-                "label", "deployment", "switchyard", "-n", "switchyard", "tier=dry",
-                "--dry-run=server", "-o", "json",
+                "label",
+                "deployment",
+                "switchyard",
+                "-n",
+                "switchyard",
+                "tier=dry",
+                "--dry-run=server",
+                "-o",
+                "json",
             ],
         );
         let answer: Value = serde_json::from_str(&labelled).unwrap();
         assert_eq!(answer["metadata"]["labels"]["tier"], "dry");
-        let deployment = get_json(&kubectl, &["get", "deployment", "switchyard", "-n", "switchyard"]);
+        let deployment = get_json(
+            &kubectl,
+            &["get", "deployment", "switchyard", "-n", "switchyard"],
+        );
         assert!(deployment["metadata"]["labels"].get("tier").is_none());
         assert_eq!(deployment["spec"]["replicas"], 1);
     })
@@ -294,10 +304,17 @@ fn assert_restricted(container: &Value) {
     assert_eq!(sc["runAsNonRoot"], true, "{name}");
     assert_eq!(sc["readOnlyRootFilesystem"], true, "{name}");
     assert_eq!(sc["allowPrivilegeEscalation"], false, "{name}");
-    assert_eq!(sc["capabilities"]["drop"], serde_json::json!(["ALL"]), "{name}");
+    assert_eq!(
+        sc["capabilities"]["drop"],
+        serde_json::json!(["ALL"]),
+        "{name}"
+    );
     assert_eq!(sc["seccompProfile"]["type"], "RuntimeDefault", "{name}");
     assert!(container["resources"]["requests"].is_object(), "{name}");
-    assert!(container["resources"]["limits"]["memory"].is_string(), "{name}");
+    assert!(
+        container["resources"]["limits"]["memory"].is_string(),
+        "{name}"
+    );
 }
 
 #[test]
@@ -312,12 +329,18 @@ fn the_built_overlay_runs_switchyard_restricted_with_probes_and_its_checked_conf
         assert!(pod["metadata"]["labels"][&key].is_string(), "{key}");
         assert!(deployment["metadata"]["labels"][&key].is_string(), "{key}");
     }
-    for (key, value) in deployment["spec"]["selector"]["matchLabels"].as_object().unwrap() {
+    for (key, value) in deployment["spec"]["selector"]["matchLabels"]
+        .as_object()
+        .unwrap()
+    {
         assert_eq!(&pod["metadata"]["labels"][key], value, "selector {key}");
     }
     let spec = &pod["spec"];
     assert_eq!(spec["securityContext"]["runAsNonRoot"], true);
-    assert_eq!(spec["securityContext"]["seccompProfile"]["type"], "RuntimeDefault");
+    assert_eq!(
+        spec["securityContext"]["seccompProfile"]["type"],
+        "RuntimeDefault"
+    );
     let container = &spec["containers"][0];
     assert_restricted(container);
     assert_restricted(&spec["initContainers"][0]);
@@ -344,7 +367,10 @@ fn the_built_overlay_runs_switchyard_restricted_with_probes_and_its_checked_conf
     let configmap = find(&documents, "ConfigMap");
     let volumes = spec["volumes"].as_array().unwrap();
     let config_volume = volumes.iter().find(|v| v["name"] == "config").unwrap();
-    assert_eq!(config_volume["configMap"]["name"], configmap["metadata"]["name"]);
+    assert_eq!(
+        config_volume["configMap"]["name"],
+        configmap["metadata"]["name"]
+    );
     let mounts = container["volumeMounts"].as_array().unwrap();
     let mounted = |name: &str| {
         mounts
@@ -355,6 +381,21 @@ fn the_built_overlay_runs_switchyard_restricted_with_probes_and_its_checked_conf
     };
     assert_eq!(mounted("config"), "/etc/switchyard");
     assert_eq!(mounted("plugins"), "/plugins");
+    // The root filesystem is read-only: compiled plugins are cached in an emptyDir, and the
+    // init container fills the plugins emptyDir.
+    let empty_dir = |name: &str| {
+        let volume = volumes.iter().find(|v| v["name"] == name).unwrap();
+        assert!(volume["emptyDir"].is_object(), "{name}: {volume}");
+    };
+    empty_dir("cache");
+    empty_dir("plugins");
+    let env = container["env"].as_array().unwrap();
+    let cache = env.iter().find(|e| e["name"] == "XDG_CACHE_HOME").unwrap();
+    assert_eq!(cache["value"], mounted("cache"));
+    assert_eq!(
+        spec["initContainers"][0]["volumeMounts"][0]["name"],
+        "plugins"
+    );
     let dockerfile = std::fs::read_to_string(support::root().join("deploy/Dockerfile")).unwrap();
     assert!(dockerfile.contains("\"--config\", \"/etc/switchyard/config.yaml\"]"));
 
@@ -371,4 +412,8 @@ fn the_built_overlay_runs_switchyard_restricted_with_probes_and_its_checked_conf
     let (code, out, err) = switchyard(&["check", "--config", config.to_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("ok (1 handler(s), 2 route(s)"), "{out}");
+    // In-cluster credentials (no kubeconfig), and an admin API on the pod's loopback only.
+    let loaded = switchyard::config::load(&config).unwrap();
+    assert_eq!(loaded.kubeconfig, None);
+    assert!(loaded.admin_listen.ip().is_loopback());
 }

@@ -397,7 +397,10 @@ async fn a_dry_run_write_answers_as_if_written_and_stores_nothing() {
         ..PostParams::default()
     };
     let answered = api
-        .create(&dry, &cm(json!({"metadata": {"name": "a"}, "data": {"k": "v"}})))
+        .create(
+            &dry,
+            &cm(json!({"metadata": {"name": "a"}, "data": {"k": "v"}})),
+        )
         .await
         .unwrap();
     assert_eq!(answered.metadata.namespace.as_deref(), Some("default"));
@@ -415,7 +418,10 @@ async fn a_dry_run_write_answers_as_if_written_and_stores_nothing() {
     assert!(matches!(refused, kube::Error::Api(s) if s.code == 404));
 
     let stored = api
-        .create(&PostParams::default(), &cm(json!({"metadata": {"name": "a"}, "data": {"k": "v"}})))
+        .create(
+            &PostParams::default(),
+            &cm(json!({"metadata": {"name": "a"}, "data": {"k": "v"}})),
+        )
         .await
         .unwrap();
     let patch = Patch::Merge(json!({"data": {"k": "w"}}));
@@ -425,21 +431,33 @@ async fn a_dry_run_write_answers_as_if_written_and_stores_nothing() {
     };
     let patched = api.patch("a", &dry_patch, &patch).await.unwrap();
     assert_eq!(patched.data.unwrap()["k"], "w");
-    assert_eq!(patched.metadata.resource_version, stored.metadata.resource_version);
+    assert_eq!(
+        patched.metadata.resource_version,
+        stored.metadata.resource_version
+    );
     let applied = api
         .patch(
             "b",
             &PatchParams::apply("test").dry_run(),
-            &Patch::Apply(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "b"}})),
+            &Patch::Apply(
+                json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "b"}}),
+            ),
         )
         .await
         .unwrap();
     assert_eq!(applied.metadata.name.as_deref(), Some("b"));
     assert!(api.get_opt("b").await.unwrap().is_none());
     assert_eq!(api.get("a").await.unwrap().data.unwrap()["k"], "v");
-    assert_eq!(sim.cluster().resource_version(), rv + 1, "only the real create counted");
+    assert_eq!(
+        sim.cluster().resource_version(),
+        rv + 1,
+        "only the real create counted"
+    );
 
-    let url = format!("{}/api/v1/namespaces/default/configmaps?dryRun=Some", sim.url());
+    let url = format!(
+        "{}/api/v1/namespaces/default/configmaps?dryRun=Some",
+        sim.url()
+    );
     let (code, status) =
         crate::support::sim::post_json(&url, &json!({"metadata": {"name": "c"}})).await;
     assert_eq!(code, 400);
@@ -454,7 +472,11 @@ async fn kubectl_finds_the_rbac_kinds_with_their_scopes() {
     let sim = start_with_config("").await;
     let kubectl = Kubectl::new(&sim);
     let out = blocking(move || {
-        kubectl.run(&["api-resources", "--api-group=rbac.authorization.k8s.io", "--no-headers"])
+        kubectl.run(&[
+            "api-resources",
+            "--api-group=rbac.authorization.k8s.io",
+            "--no-headers",
+        ])
     })
     .await;
     assert!(out.ok, "{}", out.stderr);
