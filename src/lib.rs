@@ -27,6 +27,8 @@
 //! - [`informer`]: shared watches (reflector), the indexed cache (store) and deltas.
 //! - [`sim`]: the built-in Kubernetes API simulator (a stage of its own, used by tests,
 //!   the demo and `switchyard sim`).
+//! - [`rbac`]: the Kubernetes permissions a config needs (`switchyard rbac`); reads the
+//!   config only.
 //! - [`config`]: the bottom floor: the YAML schema, validation with precise locations,
 //!   units, field paths, selectors. Imports no other stage; every stage may read it.
 //!
@@ -41,6 +43,7 @@ pub mod informer;
 pub mod metrics;
 pub mod plugin;
 pub mod queue;
+pub mod rbac;
 pub mod router;
 pub mod sim;
 pub mod util;

@@ -1,4 +1,5 @@
-//! The `switchyard` command: run the daemon, check a config, run the demo or the simulator.
+//! The `switchyard` command: run the daemon, check a config, print the RBAC a config needs,
+//! run the demo or the simulator.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -11,6 +12,7 @@ use serde_json::json;
 use switchyard::config::{self, Config};
 use switchyard::daemon::{self, Daemon};
 use switchyard::plugin::{PluginHost, loader};
+use switchyard::rbac;
 use switchyard::sim::{ChurnConfig, ChurnKind, SimConfig, SimOptions, Simulator};
 
 /// Routes Kubernetes changes to WebAssembly handler plugins.
@@ -34,6 +36,20 @@ enum Command {
         /// The routing config (YAML).
         #[arg(long, short)]
         config: PathBuf,
+    },
+    /// Print, as YAML for `kubectl apply -f -`, a ServiceAccount and the least-privilege
+    /// (Cluster)Roles and bindings a routing config needs; exits 2 listing the config's
+    /// problems.
+    Rbac {
+        /// The routing config (YAML).
+        #[arg(long, short)]
+        config: PathBuf,
+        /// Namespace of the ServiceAccount.
+        #[arg(long, default_value = "default", value_parser = dns_label)]
+        namespace: String,
+        /// Name of the ServiceAccount, (Cluster)Roles and bindings.
+        #[arg(long, default_value = "switchyard", value_parser = dns_label)]
+        name: String,
     },
     /// Run the daemon against the built-in simulator with steady churn, printing what the
     /// handlers log.
@@ -91,6 +107,11 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Run { config } => run(&config).await,
             Command::Check { config } => check(&config).await,
+            Command::Rbac {
+                config,
+                namespace,
+                name,
+            } => rbac(&config, namespace, name),
             Command::Demo {
                 config,
                 seconds,
@@ -138,17 +159,56 @@ fn init_logging(default_filter: &str) {
 const QUIET_DEPENDENCIES: &str = "cranelift=warn,wasmtime=warn,hyper=warn,kube=warn,tower=warn";
 
 fn load_config(path: &Path) -> Result<Config, ExitCode> {
+    load_config_or(path, "nothing was started")
+}
+
+/// Loads a config; on problems, prints each and `outcome`, and gives exit code 2.
+fn load_config_or(path: &Path, outcome: &str) -> Result<Config, ExitCode> {
     config::load(path).map_err(|errors| {
         for e in &errors.0 {
             eprintln!("error: {e}");
         }
         eprintln!(
-            "{}: {} problem(s); nothing was started",
+            "{}: {} problem(s); {outcome}",
             path.display(),
             errors.0.len()
         );
         ExitCode::from(2)
     })
+}
+
+/// A DNS label, as Kubernetes names namespaces and ServiceAccounts.
+fn dns_label(text: &str) -> Result<String, String> {
+    let valid = !text.is_empty()
+        && text.len() <= 63
+        && text
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !text.starts_with('-')
+        && !text.ends_with('-');
+    if valid {
+        Ok(text.to_string())
+    } else {
+        Err("expected a DNS label: at most 63 lower case letters, digits and '-', starting and ending with a letter or digit".into())
+    }
+}
+
+fn rbac(path: &Path, namespace: String, name: String) -> Result<ExitCode> {
+    let config = match load_config_or(path, "nothing was printed") {
+        Ok(c) => c,
+        Err(code) => return Ok(code),
+    };
+    let source = path.file_name().map_or_else(
+        || path.display().to_string(),
+        |f| f.to_string_lossy().into_owned(),
+    );
+    let subject = rbac::Subject {
+        name,
+        namespace,
+        source,
+    };
+    print!("{}", rbac::render(&rbac::permissions(&config), &subject));
+    Ok(ExitCode::SUCCESS)
 }
 
 async fn run(path: &Path) -> Result<ExitCode> {

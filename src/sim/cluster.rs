@@ -77,6 +77,17 @@ pub struct Change {
     pub previous: Option<Arc<Value>>,
 }
 
+/// Whether a write is stored, or only checked and answered as if stored (a request with
+/// `?dryRun=All`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum WriteMode {
+    /// Store the change and publish it.
+    #[default]
+    Store,
+    /// Check the change and answer with the object it would make; store nothing.
+    DryRun,
+}
+
 /// Preconditions a delete must meet (a `DeleteOptions.preconditions`).
 #[derive(Debug, Clone, Default)]
 pub struct Preconditions {
@@ -281,6 +292,19 @@ impl Cluster {
         &self,
         resource: usize,
         namespace: &str,
+        object: Value,
+    ) -> Result<Arc<Value>, ApiError> {
+        self.create_in(WriteMode::Store, resource, namespace, object)
+    }
+
+    /// Creates an object, or with [`WriteMode::DryRun`] checks that it could be created and
+    /// returns it as it would be stored, without a resourceVersion (as kube-apiserver
+    /// answers a dry run).
+    pub fn create_in(
+        &self,
+        mode: WriteMode,
+        resource: usize,
+        namespace: &str,
         mut object: Value,
     ) -> Result<Arc<Value>, ApiError> {
         let mut state = self.lock();
@@ -333,10 +357,21 @@ impl Cluster {
             let custom = crd::definition(&object)
                 .map_err(|e| ApiError::invalid(&def, &name, &e.to_string()))?;
             object["status"] = crd::accepted_status(&object, &custom);
-            state
-                .catalogue
+            let mut dry_run_catalogue;
+            let catalogue = match mode {
+                WriteMode::Store => &mut state.catalogue,
+                WriteMode::DryRun => {
+                    dry_run_catalogue = state.catalogue.clone();
+                    &mut dry_run_catalogue
+                }
+            };
+            catalogue
                 .serve(custom)
                 .map_err(|e| ApiError::invalid(&def, &name, &format!("spec.names: {e}")))?;
+        }
+        if mode == WriteMode::DryRun {
+            metadata_mut(&mut object)?.remove("resourceVersion");
+            return Ok(Arc::new(object));
         }
         Ok(self.commit(&mut state, at, ChangeType::Added, object))
     }
@@ -352,6 +387,17 @@ impl Cluster {
     /// An object being deleted that loses its last finalizer is deleted.
     pub fn modify(
         &self,
+        at: &ObjectRef,
+        change: impl FnOnce(&Value) -> Result<Value, ApiError>,
+    ) -> Result<Arc<Value>, ApiError> {
+        self.modify_in(WriteMode::Store, at, change)
+    }
+
+    /// [`Cluster::modify`], or with [`WriteMode::DryRun`] the checks alone: the answer is the
+    /// object the change would make, at the current resourceVersion, and nothing is stored.
+    pub fn modify_in(
+        &self,
+        mode: WriteMode,
         at: &ObjectRef,
         change: impl FnOnce(&Value) -> Result<Value, ApiError>,
     ) -> Result<Arc<Value>, ApiError> {
@@ -422,6 +468,11 @@ impl Cluster {
         if is_crd(&def) {
             // The resource keeps the names it was created with; the status says so.
             object["status"] = current["status"].clone();
+        }
+        if mode == WriteMode::DryRun {
+            let meta = metadata_mut(&mut object)?;
+            meta.insert("resourceVersion".into(), current_rv.to_string().into());
+            return Ok(Arc::new(object));
         }
         if terminating && finalizers(&object).is_empty() {
             // Like kube-apiserver, the update is not written: the object is deleted, and

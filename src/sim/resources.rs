@@ -107,6 +107,7 @@ fn builtin(
 /// in this order, so an index into this list is also an index into every cluster's catalogue.
 pub static RESOURCES: LazyLock<Vec<ResourceDef>> = LazyLock::new(|| {
     let core = ("", "v1");
+    let rbac = ("rbac.authorization.k8s.io", "v1");
     vec![
         builtin(core, ("pods", "pod", "Pod"), &["po"], true),
         builtin(
@@ -152,6 +153,35 @@ pub static RESOURCES: LazyLock<Vec<ResourceDef>> = LazyLock::new(|| {
                 "CustomResourceDefinition",
             ),
             &["crd", "crds"],
+            false,
+        ),
+        builtin(
+            core,
+            ("serviceaccounts", "serviceaccount", "ServiceAccount"),
+            &["sa"],
+            true,
+        ),
+        builtin(rbac, ("roles", "role", "Role"), &[], true),
+        builtin(
+            rbac,
+            ("rolebindings", "rolebinding", "RoleBinding"),
+            &[],
+            true,
+        ),
+        builtin(
+            rbac,
+            ("clusterroles", "clusterrole", "ClusterRole"),
+            &[],
+            false,
+        ),
+        builtin(
+            rbac,
+            (
+                "clusterrolebindings",
+                "clusterrolebinding",
+                "ClusterRoleBinding",
+            ),
+            &[],
             false,
         ),
     ]

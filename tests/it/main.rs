@@ -13,6 +13,7 @@ mod support;
 
 mod cli;
 mod daemon;
+mod deploy;
 mod faults_handlers;
 mod fuzz;
 mod informer;

@@ -1,5 +1,5 @@
 //! PATCH: JSON merge patch, strategic merge patch, JSON patch, and server-side apply, of an
-//! object or of its `status` subresource.
+//! object or of its `status` subresource; each takes `?dryRun=All`.
 //!
 //! Two simplifications a reader would question, both deliberate: a strategic merge patch is
 //! applied as a JSON merge patch (for the maps that labels, annotations and data are, the two
@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use super::ApiState;
 use super::request::Request;
 use super::write::{created_response, with_status_of};
-use crate::sim::cluster::ObjectRef;
+use crate::sim::cluster::{ObjectRef, WriteMode};
 use crate::sim::error::ApiError;
 use crate::sim::resources::ResourceDef;
 
@@ -40,10 +40,11 @@ pub(super) fn patch(
         .trim()
         .to_string();
     let body = req.json_body()?;
+    let mode = req.write_mode()?;
     if content_type == APPLY_PATCH && !status_only {
-        return apply(state, at, body);
+        return apply(state, mode, at, body);
     }
-    let patched = state.cluster.modify(&at, |current| {
+    let patched = state.cluster.modify_in(mode, &at, |current| {
         let mut object = current.clone();
         apply_patch(def, &at, &content_type, &mut object, &body)?;
         // A patch that does not set the resourceVersion applies to the current one.
@@ -86,9 +87,14 @@ fn apply_patch(
 
 /// Server-side apply: the applied object merged into the current one as a JSON merge patch,
 /// or created when there is none. Clients send it as JSON, which is YAML too.
-fn apply(state: &ApiState, at: ObjectRef, mut body: Value) -> Result<Response, ApiError> {
+fn apply(
+    state: &ApiState,
+    mode: WriteMode,
+    at: ObjectRef,
+    mut body: Value,
+) -> Result<Response, ApiError> {
     name_applied_object(&at, &mut body)?;
-    let patched = state.cluster.modify(&at, |current| {
+    let patched = state.cluster.modify_in(mode, &at, |current| {
         let mut object = current.clone();
         json_patch::merge(&mut object, &body);
         forget_resource_version(&mut object);
@@ -98,7 +104,9 @@ fn apply(state: &ApiState, at: ObjectRef, mut body: Value) -> Result<Response, A
         Ok(patched) => Ok(Json((*patched).clone()).into_response()),
         Err(e) if e.code == 404 => {
             forget_resource_version(&mut body);
-            let created = state.cluster.create(at.resource, &at.namespace, body)?;
+            let created = state
+                .cluster
+                .create_in(mode, at.resource, &at.namespace, body)?;
             Ok(created_response(&created))
         }
         Err(e) => Err(e),

@@ -1,6 +1,7 @@
 //! One HTTP request to a resource URL and what every verb reads from it alike: query
 //! parameters, the label and field selectors ([`Filter`]), whether a Table is asked for, and
-//! the body (JSON, or protobuf for the kinds kubectl sends that way).
+//! the body (JSON, or protobuf for the kinds kubectl sends that way), and whether a write
+//! is a dry run.
 //!
 //! A parameter set to the empty string counts as absent ([`Request::param`]), as in
 //! kube-apiserver, where `?labelSelector=` selects everything.
@@ -13,6 +14,7 @@ use axum::http::{HeaderMap, Method, header};
 use serde_json::Value;
 
 use crate::config::Selector;
+use crate::sim::cluster::WriteMode;
 use crate::sim::error::ApiError;
 use crate::sim::fields;
 use crate::sim::protobuf;
@@ -48,6 +50,18 @@ impl Request {
             self.params.get(name).map(String::as_str),
             Some("1" | "true" | "True")
         )
+    }
+
+    /// Whether a write is stored or only checked: `?dryRun=All` is a dry run, any other
+    /// value a 400, as kube-apiserver answers.
+    pub(in crate::sim) fn write_mode(&self) -> Result<WriteMode, ApiError> {
+        match self.param("dryRun") {
+            None => Ok(WriteMode::Store),
+            Some("All") => Ok(WriteMode::DryRun),
+            Some(other) => Err(ApiError::bad_request(format!(
+                "dryRun: Unsupported value: {other:?}: supported values: \"All\""
+            ))),
+        }
     }
 
     /// Whether the request asks for a Table (by its `Accept` header), and what its rows carry

@@ -1,6 +1,7 @@
 //! The write verbs but patch: create (POST), update (PUT, of the object or of its `status`
 //! subresource), delete (with `DeleteOptions` preconditions) and deletecollection. Patches
-//! and server-side apply are in [`super::patch`].
+//! and server-side apply are in [`super::patch`]. Create and update take `?dryRun=All`
+//! (checked, answered, not stored: what `kubectl apply --dry-run=server` sends).
 //!
 //! A DELETE answers with the deleted object for some kinds and with a `Success` `Status` for
 //! others ([`ResourceDef::returns_deleted_object`]): kube-apiserver differs by kind, and
@@ -37,7 +38,10 @@ pub(super) fn create(
         }
         (false, _) => "",
     };
-    let created = state.cluster.create(collection.resource, namespace, body)?;
+    let mode = req.write_mode()?;
+    let created = state
+        .cluster
+        .create_in(mode, collection.resource, namespace, body)?;
     Ok(created_response(&created))
 }
 
@@ -64,13 +68,14 @@ pub(super) fn update(
     req: &Request,
 ) -> Result<Response, ApiError> {
     let body = req.json_body()?;
-    let updated = if status_only {
-        state
-            .cluster
-            .modify(&at, |current| Ok(with_status_of(current, &body)))?
-    } else {
-        state.cluster.update(&at, body)?
-    };
+    let mode = req.write_mode()?;
+    let updated = state.cluster.modify_in(mode, &at, |current| {
+        Ok(if status_only {
+            with_status_of(current, &body)
+        } else {
+            body
+        })
+    })?;
     Ok(Json((*updated).clone()).into_response())
 }
 

@@ -386,3 +386,113 @@ async fn a_namespace_has_a_status_subresource_too() {
         Some("Terminating")
     );
 }
+
+#[tokio::test]
+async fn a_dry_run_write_answers_as_if_written_and_stores_nothing() {
+    let sim = start_with_config("").await;
+    let client = sim.client().unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(client, "default");
+    let dry = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let answered = api
+        .create(
+            &dry,
+            &cm(json!({"metadata": {"name": "a"}, "data": {"k": "v"}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(answered.metadata.namespace.as_deref(), Some("default"));
+    assert!(answered.metadata.uid.is_some());
+    assert_eq!(answered.metadata.resource_version, None);
+    let rv = sim.cluster().resource_version();
+    assert!(api.get_opt("a").await.unwrap().is_none());
+
+    // Checked as a real create is: a dry run in a missing namespace is refused the same way.
+    let elsewhere: Api<ConfigMap> = Api::namespaced(sim.client().unwrap(), "nowhere");
+    let refused = elsewhere
+        .create(&dry, &cm(json!({"metadata": {"name": "a"}})))
+        .await
+        .unwrap_err();
+    assert!(matches!(refused, kube::Error::Api(s) if s.code == 404));
+
+    let stored = api
+        .create(
+            &PostParams::default(),
+            &cm(json!({"metadata": {"name": "a"}, "data": {"k": "v"}})),
+        )
+        .await
+        .unwrap();
+    let patch = Patch::Merge(json!({"data": {"k": "w"}}));
+    let dry_patch = PatchParams {
+        dry_run: true,
+        ..PatchParams::default()
+    };
+    let patched = api.patch("a", &dry_patch, &patch).await.unwrap();
+    assert_eq!(patched.data.unwrap()["k"], "w");
+    assert_eq!(
+        patched.metadata.resource_version,
+        stored.metadata.resource_version
+    );
+    let applied = api
+        .patch(
+            "b",
+            &PatchParams::apply("test").dry_run(),
+            &Patch::Apply(
+                json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "b"}}),
+            ),
+        )
+        .await
+        .unwrap();
+    assert_eq!(applied.metadata.name.as_deref(), Some("b"));
+    assert!(api.get_opt("b").await.unwrap().is_none());
+    assert_eq!(api.get("a").await.unwrap().data.unwrap()["k"], "v");
+    assert_eq!(
+        sim.cluster().resource_version(),
+        rv + 1,
+        "only the real create counted"
+    );
+
+    let url = format!(
+        "{}/api/v1/namespaces/default/configmaps?dryRun=Some",
+        sim.url()
+    );
+    let (code, status) =
+        crate::support::sim::post_json(&url, &json!({"metadata": {"name": "c"}})).await;
+    assert_eq!(code, 400);
+    assert_eq!(
+        status["message"],
+        "dryRun: Unsupported value: \"Some\": supported values: \"All\""
+    );
+}
+
+#[tokio::test]
+async fn kubectl_finds_the_rbac_kinds_with_their_scopes() {
+    let sim = start_with_config("").await;
+    let kubectl = Kubectl::new(&sim);
+    let out = blocking(move || {
+        kubectl.run(&[
+            "api-resources",
+            "--api-group=rbac.authorization.k8s.io",
+            "--no-headers",
+        ])
+    })
+    .await;
+    assert!(out.ok, "{}", out.stderr);
+    let rows: Vec<Vec<&str>> = out
+        .stdout
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    let scope = |name: &str| {
+        rows.iter()
+            .find(|r| r[0] == name)
+            .map(|r| r[r.len() - 2])
+            .unwrap_or_else(|| panic!("{name} missing: {rows:?}"))
+    };
+    assert_eq!(scope("roles"), "true");
+    assert_eq!(scope("rolebindings"), "true");
+    assert_eq!(scope("clusterroles"), "false");
+    assert_eq!(scope("clusterrolebindings"), "false");
+}

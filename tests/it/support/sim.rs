@@ -1,7 +1,7 @@
 //! Support for the simulator's tests: kubectl as an independent client (with a private
 //! discovery cache), kubectl watches read line by line, raw HTTP watches, and JSON over HTTP.
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
@@ -77,6 +77,30 @@ impl Kubectl {
     /// Runs kubectl to the end (blocking; call it from `spawn_blocking` in async tests).
     pub fn run(&self, args: &[&str]) -> Output {
         let output = self.command(args).output().expect("kubectl is installed");
+        Output {
+            ok: output.status.success(),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        }
+    }
+
+    /// Runs kubectl to the end with `input` on its standard input (`apply -f -`).
+    pub fn run_with_input(&self, args: &[&str], input: &str) -> Output {
+        let mut child = self
+            .command(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("kubectl is installed");
+        let mut stdin = child.stdin.take().expect("stdin is piped");
+        let input = input.to_string();
+        let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
+        let output = child.wait_with_output().expect("kubectl runs");
+        writer
+            .join()
+            .expect("the stdin writer")
+            .expect("write kubectl's stdin");
         Output {
             ok: output.status.success(),
             stdout: String::from_utf8_lossy(&output.stdout).into_owned(),

@@ -1,0 +1,232 @@
+//! The rules derived from configs: scope by the watches' namespaces, verbs by capabilities.
+
+use std::path::Path;
+
+use super::*;
+
+fn config(text: &str) -> Config {
+    crate::config::validate(Path::new("c.yaml"), text).expect("a valid config")
+}
+
+fn core(plural: &str) -> Resource {
+    Resource {
+        group: String::new(),
+        plural: plural.into(),
+    }
+}
+
+fn ns(name: &str) -> Scope {
+    Scope::Namespace(name.into())
+}
+
+fn verbs(permissions: &Permissions, scope: &Scope, resource: &Resource) -> Vec<&'static str> {
+    permissions
+        .rule(scope, resource)
+        .map(|r| r.verbs.iter().copied().collect())
+        .unwrap_or_default()
+}
+
+#[test]
+fn watches_limited_to_namespaces_get_a_role_in_each() {
+    let p = permissions(&config(
+        "\
+handlers:
+  h: {}
+routes:
+  - {name: a, resource: configmaps, namespaces: [team-a, team-b], handler: h}
+  - {name: b, resource: configmaps, namespace: team-c, handler: h}
+",
+    ));
+    for namespace in ["team-a", "team-b", "team-c"] {
+        assert_eq!(
+            verbs(&p, &ns(namespace), &core("configmaps")),
+            ["get", "list", "watch"]
+        );
+    }
+    assert!(p.rule(&Scope::Cluster, &core("configmaps")).is_none());
+    assert_eq!(p.scopes().count(), 3);
+}
+
+#[test]
+fn one_watch_of_every_namespace_makes_the_resource_cluster_wide() {
+    let p = permissions(&config(
+        "\
+informers:
+  pods: {resource: v1/pods}
+handlers:
+  h: {}
+routes:
+  - {name: a, resource: v1/pods, namespace: team-a, handler: h}
+  - {name: b, informer: pods, handler: h}
+  - {name: c, resource: apps/v1/deployments, namespace: team-a, handler: h}
+",
+    ));
+    assert_eq!(
+        verbs(&p, &Scope::Cluster, &core("pods")),
+        ["get", "list", "watch"]
+    );
+    assert!(p.rule(&ns("team-a"), &core("pods")).is_none());
+    let deployments = Resource {
+        group: "apps".into(),
+        plural: "deployments".into(),
+    };
+    assert_eq!(
+        verbs(&p, &ns("team-a"), &deployments),
+        ["get", "list", "watch"]
+    );
+    let reasons = &p.rule(&Scope::Cluster, &core("pods")).unwrap().reasons;
+    assert!(reasons.contains("watched by informer pods"), "{reasons:?}");
+}
+
+#[test]
+fn an_informer_no_route_reads_needs_nothing() {
+    let p = permissions(&config(
+        "\
+informers:
+  secrets: {resource: secrets}
+handlers:
+  h: {}
+routes:
+  - {name: a, resource: configmaps, handler: h}
+",
+    ));
+    assert!(p.rule(&Scope::Cluster, &core("secrets")).is_none());
+    assert!(p.rule(&Scope::Cluster, &core("configmaps")).is_some());
+}
+
+#[test]
+fn capabilities_grant_exactly_their_verbs_where_the_routes_watch() {
+    let p = permissions(&config(
+        "\
+handlers:
+  reader: {}
+  guard:
+    capabilities:
+      configmaps: [apply, event]
+      Pod: [delete]
+  labeller:
+    capabilities:
+      v1/pods: [patch]
+routes:
+  - {name: cms, resource: configmaps, namespace: team-a, handler: guard}
+  - {name: pods, resource: v1/pods, handler: guard}
+  - {name: pods-b, resource: v1/pods, namespace: team-b, handler: labeller}
+  - {name: read, resource: secrets, handler: reader}
+",
+    ));
+    assert_eq!(
+        verbs(&p, &ns("team-a"), &core("configmaps")),
+        ["create", "get", "list", "patch", "watch"]
+    );
+    assert_eq!(verbs(&p, &ns("team-a"), &core("events")), ["create"]);
+    assert_eq!(
+        verbs(&p, &Scope::Cluster, &core("pods")),
+        ["delete", "get", "list", "watch"]
+    );
+    assert_eq!(verbs(&p, &ns("team-b"), &core("pods")), ["patch"]);
+    assert_eq!(
+        verbs(&p, &Scope::Cluster, &core("secrets")),
+        ["get", "list", "watch"]
+    );
+    assert!(p.rule(&Scope::Cluster, &core("events")).is_none());
+    let reasons = &p.rule(&ns("team-a"), &core("events")).unwrap().reasons;
+    assert!(reasons.contains("handler guard: event about configmaps"));
+}
+
+#[test]
+fn informers_by_kind_are_all_watched_with_a_guessed_plural() {
+    let p = permissions(&config(
+        "\
+informers:
+  policies: {group: example.com, version: v1, kind: Policy, namespaces: [team-a]}
+  ingresses: {group: networking.k8s.io, version: v1, kind: Ingress}
+handlers:
+  h:
+    capabilities:
+      Policy: [patch]
+routes:
+  - {name: a, kinds: [Policy], handler: h}
+",
+    ));
+    let policies = Resource {
+        group: "example.com".into(),
+        plural: "policies".into(),
+    };
+    assert_eq!(
+        verbs(&p, &ns("team-a"), &policies),
+        ["get", "list", "patch", "watch"]
+    );
+    let ingresses = Resource {
+        group: "networking.k8s.io".into(),
+        plural: "ingresses".into(),
+    };
+    assert_eq!(
+        verbs(&p, &Scope::Cluster, &ingresses),
+        ["get", "list", "watch"]
+    );
+    assert_eq!(guess_plural("Gateway"), "gateways");
+    assert_eq!(guess_plural("Ingress"), "ingresses");
+}
+
+#[test]
+fn the_yaml_names_every_object_after_the_subject_in_a_stable_order() {
+    let p = permissions(&config(
+        "\
+handlers:
+  h:
+    capabilities:
+      configmaps: [delete]
+routes:
+  - {name: b, resource: configmaps, namespace: team-b, handler: h}
+  - {name: a, resource: configmaps, namespace: team-a, handler: h}
+  - {name: pods, resource: v1/pods, handler: h}
+",
+    ));
+    let subject = Subject {
+        name: "router".into(),
+        namespace: "ops".into(),
+        source: "c.yaml".into(),
+    };
+    let text = render(&p, &subject);
+    let reordered = permissions(&config(
+        "\
+handlers:
+  h:
+    capabilities:
+      configmaps: [delete]
+routes:
+  - {name: pods, resource: v1/pods, handler: h}
+  - {name: a, resource: configmaps, namespace: team-a, handler: h}
+  - {name: b, resource: configmaps, namespace: team-b, handler: h}
+",
+    ));
+    assert_eq!(render(&reordered, &subject), text);
+    let kinds: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("kind: "))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "ServiceAccount",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "Role",
+            "RoleBinding",
+            "Role",
+            "RoleBinding"
+        ]
+    );
+    let team_a = text.find("namespace: \"team-a\"").unwrap();
+    let team_b = text.find("namespace: \"team-b\"").unwrap();
+    assert!(team_a < team_b);
+    assert!(
+        text.contains(
+            "  # handler h: delete\n  # watched by route a\n  - apiGroups: [\"\"]\n    resources: [\"configmaps\"]\n    verbs: [\"delete\", \"get\", \"list\", \"watch\"]\n"
+        ),
+        "{text}"
+    );
+    assert!(text.contains(
+        "subjects:\n  - kind: ServiceAccount\n    name: \"router\"\n    namespace: \"ops\"\n"
+    ));
+}

@@ -1,0 +1,419 @@
+//! Running in a cluster: `switchyard rbac` applied with kubectl and read back, the
+//! kustomize base's checked-in RBAC kept in step with its config, the single-replica overlay
+//! applied (dry run, then for real) to the simulator, and the built manifests checked.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+use crate::support::sim::{Kubectl, blocking};
+use crate::support::{self, start_sim};
+
+/// Runs the switchyard binary; returns its exit code, stdout and stderr.
+fn switchyard(args: &[&str]) -> (i32, String, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_switchyard"))
+        .args(args)
+        .output()
+        .expect("run switchyard");
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+fn base() -> PathBuf {
+    support::root().join("deploy/kustomize/base")
+}
+
+fn single_overlay() -> String {
+    support::root()
+        .join("deploy/kustomize/overlays/single")
+        .display()
+        .to_string()
+}
+
+/// A kubectl run that must succeed; its stdout.
+fn ok(kubectl: &Kubectl, args: &[&str]) -> String {
+    let out = kubectl.run(args);
+    assert!(out.ok, "kubectl {args:?} failed: {}", out.stderr);
+    out.stdout
+}
+
+/// `kubectl get ... -o json`, parsed.
+fn get_json(kubectl: &Kubectl, args: &[&str]) -> Value {
+    let mut args = args.to_vec();
+    args.extend(["-o", "json"]);
+    serde_json::from_str(&ok(kubectl, &args)).expect("kubectl prints JSON")
+}
+
+/// The verbs of the rule on `plural` in a (Cluster)Role read back with kubectl.
+fn verbs_on(role: &Value, plural: &str) -> Vec<String> {
+    let rules = role["rules"].as_array().expect("rules");
+    let rule = rules
+        .iter()
+        .find(|r| r["resources"][0] == plural)
+        .unwrap_or_else(|| panic!("no rule on {plural}: {role:#}"));
+    assert_eq!(rule["resources"].as_array().unwrap().len(), 1);
+    rule["verbs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect()
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).expect("write the file");
+    path
+}
+
+const ROUTER_CONFIG: &str = "\
+handlers:
+  guard:
+    capabilities:
+      configmaps: [apply, event]
+      v1/pods: [delete]
+  reader: {}
+routes:
+  - {name: team-cms, resource: configmaps, namespace: team-a, handler: guard}
+  - {name: all-pods, resource: v1/pods, handler: guard}
+  - {name: secrets, resource: secrets, namespaces: [team-a, team-b], handler: reader}
+";
+
+#[tokio::test]
+async fn rbac_output_applied_with_kubectl_grants_what_the_config_needs() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write(dir.path(), "router.yaml", ROUTER_CONFIG);
+    let (code, yaml, err) = switchyard(&[
+        "rbac",
+        "--config",
+        config.to_str().unwrap(),
+        "--namespace",
+        "ops",
+        "--name",
+        "router",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let sim = start_sim().await;
+    let kubectl = Kubectl::new(&sim);
+    let (roles, cluster_role, bindings, account) = blocking(move || {
+        for ns in ["ops", "team-a", "team-b"] {
+            ok(&kubectl, &["create", "namespace", ns]);
+        }
+        let applied = kubectl.run_with_input(&["apply", "-f", "-"], &yaml);
+        assert!(applied.ok, "{}\n{yaml}", applied.stderr);
+        let roles: Vec<Value> = ["team-a", "team-b"]
+            .iter()
+            .map(|ns| get_json(&kubectl, &["get", "role", "router", "-n", ns]))
+            .collect();
+        let bindings: Vec<Value> = ["team-a", "team-b"]
+            .iter()
+            .map(|ns| get_json(&kubectl, &["get", "rolebinding", "router", "-n", ns]))
+            .chain([get_json(&kubectl, &["get", "clusterrolebinding", "router"])])
+            .collect();
+        let cluster_role = get_json(&kubectl, &["get", "clusterrole", "router"]);
+        let account = get_json(&kubectl, &["get", "serviceaccount", "router", "-n", "ops"]);
+        (roles, cluster_role, bindings, account)
+    })
+    .await;
+    assert_eq!(account["metadata"]["namespace"], "ops");
+    // team-a: the guard's configmaps (apply: create + patch; event: create on events) and
+    // the reader's secrets; team-b: secrets only.
+    assert_eq!(
+        verbs_on(&roles[0], "configmaps"),
+        ["create", "get", "list", "patch", "watch"]
+    );
+    assert_eq!(verbs_on(&roles[0], "events"), ["create"]);
+    assert_eq!(verbs_on(&roles[0], "secrets"), ["get", "list", "watch"]);
+    assert_eq!(roles[0]["rules"].as_array().unwrap().len(), 3);
+    assert_eq!(verbs_on(&roles[1], "secrets"), ["get", "list", "watch"]);
+    assert_eq!(roles[1]["rules"].as_array().unwrap().len(), 1);
+    // Pods are watched in every namespace: a ClusterRole, with the guard's delete.
+    assert_eq!(
+        verbs_on(&cluster_role, "pods"),
+        ["delete", "get", "list", "watch"]
+    );
+    assert_eq!(cluster_role["rules"].as_array().unwrap().len(), 1);
+    for binding in &bindings {
+        let subject = &binding["subjects"][0];
+        assert_eq!(
+            (&subject["kind"], &subject["name"], &subject["namespace"]),
+            (&"ServiceAccount".into(), &"router".into(), &"ops".into()),
+            "{binding:#}"
+        );
+        assert_eq!(binding["roleRef"]["name"], "router");
+    }
+    assert_eq!(bindings[0]["roleRef"]["kind"], "Role");
+    assert_eq!(bindings[2]["roleRef"]["kind"], "ClusterRole");
+}
+
+#[test]
+fn rbac_on_a_config_with_mistakes_exits_2_listing_them_and_prints_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write(
+        dir.path(),
+        "bad.yaml",
+        "handlers:\n  h:\n    capabilities:\n      configmaps: [pach]\nroutes:\n  - {name: a, resource: configmaps, handler: g}\n",
+    );
+    let (code, out, err) = switchyard(&["rbac", "--config", config.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(out.is_empty(), "{out}");
+    let shown = config.display();
+    assert!(
+        err.contains(&format!(
+            "{shown}:4:20: handlers.h.capabilities.configmaps[0]: unknown capability \"pach\": did you mean \"patch\"?"
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "{shown}:6:46: routes[0].handler: unknown handler \"g\"; did you mean \"h\"?"
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("{shown}: 3 problem(s); nothing was printed")),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_checked_in_rbac_of_the_kustomize_base_is_what_its_config_needs() {
+    let config = base().join("config.yaml");
+    let (code, fresh, err) = switchyard(&[
+        "rbac",
+        "--config",
+        config.to_str().unwrap(),
+        "--namespace",
+        "switchyard",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let checked_in = std::fs::read_to_string(base().join("rbac.yaml")).unwrap();
+    assert!(
+        checked_in == fresh,
+        "deploy/kustomize/base/rbac.yaml is out of date; regenerate it with\n  switchyard rbac --config deploy/kustomize/base/config.yaml --namespace switchyard > deploy/kustomize/base/rbac.yaml\nfresh output:\n{fresh}"
+    );
+}
+
+/// Names of the objects of the overlay kubectl can get, as `kind/name` with namespace.
+const OVERLAY_OBJECTS: [(&str, &str); 5] = [
+    ("serviceaccount/switchyard", "switchyard"),
+    ("deployment/switchyard", "switchyard"),
+    ("clusterrole/switchyard", ""),
+    ("clusterrolebinding/switchyard", ""),
+    ("configmaps", "switchyard"),
+];
+
+/// Which of [`OVERLAY_OBJECTS`] exist (for configmaps: whether any is in the namespace).
+fn stored(kubectl: &Kubectl) -> Vec<bool> {
+    OVERLAY_OBJECTS
+        .iter()
+        .map(|(what, ns)| {
+            let mut args = vec!["get", what, "-o", "name"];
+            if !ns.is_empty() {
+                args.extend(["-n", ns]);
+            }
+            let out = kubectl.run(&args);
+            out.ok && !out.stdout.trim().is_empty()
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn the_single_overlay_passes_a_server_dry_run_that_stores_nothing_then_applies() {
+    let sim = start_sim().await;
+    let kubectl = Kubectl::new(&sim);
+    let overlay = single_overlay();
+    blocking(move || {
+        // A server dry run cannot create objects in a namespace it only pretends to create,
+        // on a real API server as here: the namespace exists first.
+        ok(&kubectl, &["create", "namespace", "switchyard"]);
+        let dry = ok(&kubectl, &["apply", "--dry-run=server", "-k", &overlay]);
+        for line in [
+            "serviceaccount/switchyard created (server dry run)",
+            "clusterrole.rbac.authorization.k8s.io/switchyard created (server dry run)",
+            "clusterrolebinding.rbac.authorization.k8s.io/switchyard created (server dry run)",
+            "deployment.apps/switchyard created (server dry run)",
+        ] {
+            assert!(dry.contains(line), "{dry}");
+        }
+        assert_eq!(stored(&kubectl), [false; 5], "a dry run stored something");
+
+        let applied = ok(&kubectl, &["apply", "-k", &overlay]);
+        assert!(
+            applied.contains("deployment.apps/switchyard created"),
+            "{applied}"
+        );
+        assert_eq!(stored(&kubectl), [true; 5]);
+
+        // A dry-run change to a stored object answers with the change and keeps the object.
+        let labelled = ok(
+            &kubectl,
+            &[
+                "label",
+                "deployment",
+                "switchyard",
+                "-n",
+                "switchyard",
+                "tier=dry",
+                "--dry-run=server",
+                "-o",
+                "json",
+            ],
+        );
+        let answer: Value = serde_json::from_str(&labelled).unwrap();
+        assert_eq!(answer["metadata"]["labels"]["tier"], "dry");
+        let deployment = get_json(
+            &kubectl,
+            &["get", "deployment", "switchyard", "-n", "switchyard"],
+        );
+        assert!(deployment["metadata"]["labels"].get("tier").is_none());
+        assert_eq!(deployment["spec"]["replicas"], 1);
+    })
+    .await;
+}
+
+/// The documents `kubectl kustomize` builds from the single overlay.
+fn built_overlay() -> Vec<Value> {
+    let output = Command::new("kubectl")
+        .args(["kustomize", &single_overlay()])
+        .output()
+        .expect("kubectl is installed");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_saphyr::from_multiple(&String::from_utf8_lossy(&output.stdout)).expect("YAML documents")
+}
+
+fn find<'a>(documents: &'a [Value], kind: &str) -> &'a Value {
+    documents
+        .iter()
+        .find(|d| d["kind"] == kind)
+        .unwrap_or_else(|| panic!("no {kind} in the built overlay"))
+}
+
+/// The restricted container security context every container has.
+fn assert_restricted(container: &Value) {
+    let sc = &container["securityContext"];
+    let name = &container["name"];
+    assert_eq!(sc["runAsNonRoot"], true, "{name}");
+    assert_eq!(sc["readOnlyRootFilesystem"], true, "{name}");
+    assert_eq!(sc["allowPrivilegeEscalation"], false, "{name}");
+    assert_eq!(
+        sc["capabilities"]["drop"],
+        serde_json::json!(["ALL"]),
+        "{name}"
+    );
+    assert_eq!(sc["seccompProfile"]["type"], "RuntimeDefault", "{name}");
+    assert!(container["resources"]["requests"].is_object(), "{name}");
+    assert!(
+        container["resources"]["limits"]["memory"].is_string(),
+        "{name}"
+    );
+}
+
+#[test]
+fn the_built_overlay_runs_switchyard_restricted_with_probes_and_its_checked_config() {
+    let documents = built_overlay();
+    let deployment = find(&documents, "Deployment");
+    assert_eq!(deployment["metadata"]["namespace"], "switchyard");
+    assert_eq!(deployment["spec"]["replicas"], 1);
+    let pod = &deployment["spec"]["template"];
+    for label in ["name", "instance", "component", "part-of", "version"] {
+        let key = format!("app.kubernetes.io/{label}");
+        assert!(pod["metadata"]["labels"][&key].is_string(), "{key}");
+        assert!(deployment["metadata"]["labels"][&key].is_string(), "{key}");
+    }
+    for (key, value) in deployment["spec"]["selector"]["matchLabels"]
+        .as_object()
+        .unwrap()
+    {
+        assert_eq!(&pod["metadata"]["labels"][key], value, "selector {key}");
+    }
+    let spec = &pod["spec"];
+    assert_eq!(spec["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(
+        spec["securityContext"]["seccompProfile"]["type"],
+        "RuntimeDefault"
+    );
+    let container = &spec["containers"][0];
+    assert_restricted(container);
+    assert_restricted(&spec["initContainers"][0]);
+    let ports = container["ports"].as_array().unwrap();
+    let probes = ports
+        .iter()
+        .find(|p| p["name"] == "probes")
+        .expect("a container port named probes");
+    assert_eq!(probes["containerPort"], 9471);
+    for (probe, path) in [("livenessProbe", "/livez"), ("readinessProbe", "/readyz")] {
+        let get = &container[probe]["httpGet"];
+        assert_eq!(get["path"], path, "{probe}");
+        assert_eq!(get["port"], "probes", "{probe}");
+    }
+
+    // The service account exists and the ClusterRoleBinding binds it where it lives.
+    let account = find(&documents, "ServiceAccount");
+    assert_eq!(spec["serviceAccountName"], account["metadata"]["name"]);
+    let binding = find(&documents, "ClusterRoleBinding");
+    assert_eq!(binding["subjects"][0]["name"], account["metadata"]["name"]);
+    assert_eq!(binding["subjects"][0]["namespace"], "switchyard");
+
+    // The config volume is the generated ConfigMap, mounted where the image reads it.
+    let configmap = find(&documents, "ConfigMap");
+    let volumes = spec["volumes"].as_array().unwrap();
+    let config_volume = volumes.iter().find(|v| v["name"] == "config").unwrap();
+    assert_eq!(
+        config_volume["configMap"]["name"],
+        configmap["metadata"]["name"]
+    );
+    let mounts = container["volumeMounts"].as_array().unwrap();
+    let mounted = |name: &str| {
+        mounts
+            .iter()
+            .find(|m| m["name"] == name)
+            .unwrap_or_else(|| panic!("no {name} mount"))["mountPath"]
+            .clone()
+    };
+    assert_eq!(mounted("config"), "/etc/switchyard");
+    assert_eq!(mounted("plugins"), "/plugins");
+    // The root filesystem is read-only: compiled plugins are cached in an emptyDir, and the
+    // init container fills the plugins emptyDir.
+    let empty_dir = |name: &str| {
+        let volume = volumes.iter().find(|v| v["name"] == name).unwrap();
+        assert!(volume["emptyDir"].is_object(), "{name}: {volume}");
+    };
+    empty_dir("cache");
+    empty_dir("plugins");
+    let env = container["env"].as_array().unwrap();
+    let cache = env.iter().find(|e| e["name"] == "XDG_CACHE_HOME").unwrap();
+    assert_eq!(cache["value"], mounted("cache"));
+    assert_eq!(
+        spec["initContainers"][0]["volumeMounts"][0]["name"],
+        "plugins"
+    );
+    let dockerfile = std::fs::read_to_string(support::root().join("deploy/Dockerfile")).unwrap();
+    assert!(dockerfile.contains("\"--config\", \"/etc/switchyard/config.yaml\"]"));
+
+    // The config passes `switchyard check` with the example plugins the image carries in
+    // /plugins (here: the same plugins built locally).
+    let text = configmap["data"]["config.yaml"].as_str().unwrap();
+    assert!(text.contains("\nplugins_dir: /plugins\n"), "{text}");
+    let local = text.replace(
+        "\nplugins_dir: /plugins\n",
+        &format!("\nplugins_dir: {}\n", support::plugins_dir().display()),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let config = write(dir.path(), "config.yaml", &local);
+    let (code, out, err) = switchyard(&["check", "--config", config.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("ok (1 handler(s), 2 route(s)"), "{out}");
+    // In-cluster credentials (no kubeconfig), and an admin API on the pod's loopback only.
+    let loaded = switchyard::config::load(&config).unwrap();
+    assert_eq!(loaded.kubeconfig, None);
+    assert!(loaded.admin_listen.ip().is_loopback());
+}
