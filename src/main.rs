@@ -219,9 +219,12 @@ async fn demo(path: &Path, seconds: Option<u64>, rate: f64) -> Result<ExitCode> 
         rate,
         ..ChurnConfig::default()
     });
+    // The probes listener takes a free port: the demo shows the admin API.
+    let free = SocketAddr::from(([127, 0, 0, 1], 0));
     let options = daemon::Options {
         client: Some(sim.client()?),
         admin_listen: None,
+        probes_listen: Some(Some(free)),
         watch_config: true,
     };
     let daemon = match Daemon::start(config, options).await {
@@ -231,7 +234,8 @@ async fn demo(path: &Path, seconds: Option<u64>, rate: f64) -> Result<ExitCode> 
             let config = load_config(path).map_err(|_| anyhow::anyhow!("config changed"))?;
             let options = daemon::Options {
                 client: Some(sim.client()?),
-                admin_listen: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
+                admin_listen: Some(free),
+                probes_listen: Some(Some(free)),
                 watch_config: true,
             };
             Daemon::start(config, options).await?

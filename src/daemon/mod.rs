@@ -83,6 +83,15 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// The probes and metrics listener could not bind its address.
+    #[error("cannot listen on {addr} for the probes and metrics (admin.probes_listen): {source}")]
+    ProbesBind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// Result of daemon operations.
@@ -95,6 +104,9 @@ pub struct Options {
     pub client: Option<kube::Client>,
     /// Listen for the admin API here instead of the config's address.
     pub admin_listen: Option<SocketAddr>,
+    /// Serve the probes and metrics here instead of the config's `admin.probes_listen`:
+    /// `Some(None)` for nowhere, `None` to follow the config.
+    pub probes_listen: Option<Option<SocketAddr>>,
     /// Reload the config when its file changes (`POST /reload` works either way).
     pub watch_config: bool,
 }
@@ -237,8 +249,7 @@ impl Shared {
 
     /// Every metric in the Prometheus text format, stage gauges read now.
     pub fn metrics_text(&self) -> String {
-        use crate::metrics::{InformerLabel, NameLabel, RouteLabel};
-        let to_i64 = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        use crate::metrics::{InformerLabel, NameLabel, RouteLabel, set_counter};
         for handler in self.handlers() {
             handler.update_time_metrics();
         }
@@ -254,29 +265,24 @@ impl Shared {
             st.informer_synced
                 .get_or_create(&label)
                 .set(i64::from(s.synced));
-            st.informer_restarts
-                .get_or_create(&label)
-                .set(to_i64(s.health.restarts));
+            set_counter(
+                &st.informer_restarts.get_or_create(&label),
+                s.health.restarts,
+            );
         }
         for r in &status.routes {
             let label = RouteLabel {
                 route: r.name.clone(),
             };
-            st.route_delivered
-                .get_or_create(&label)
-                .set(to_i64(r.delivered));
+            set_counter(&st.route_delivered.get_or_create(&label), r.delivered);
             st.route_pending.get_or_create(&label).set(r.pending as i64);
         }
         for h in &status.handlers {
             let label = NameLabel {
                 name: h.name.clone(),
             };
-            st.handler_processed
-                .get_or_create(&label)
-                .set(to_i64(h.processed));
-            st.handler_failed
-                .get_or_create(&label)
-                .set(to_i64(h.failed));
+            set_counter(&st.handler_processed.get_or_create(&label), h.processed);
+            set_counter(&st.handler_failed.get_or_create(&label), h.failed);
             st.handler_dead_letters
                 .get_or_create(&label)
                 .set(h.dead_letters as i64);
@@ -357,25 +363,78 @@ pub struct Daemon {
     shared: Arc<Shared>,
     config_watcher: Option<ConfigWatcher>,
     admin_addr: SocketAddr,
-    admin_stop: Option<oneshot::Sender<()>>,
-    admin_task: JoinHandle<()>,
+    probes_addr: Option<SocketAddr>,
+    /// The admin API's server and the probes listener's, each with its stop signal.
+    servers: Vec<(oneshot::Sender<()>, JoinHandle<()>)>,
     watcher: Option<PluginWatcher>,
+}
+
+/// The listeners, bound before anything else starts.
+struct Listeners {
+    admin: TcpListener,
+    admin_addr: SocketAddr,
+    probes: Option<(TcpListener, SocketAddr)>,
+}
+
+impl Listeners {
+    /// Binds the admin API's address and the probes listener's, if any: a busy port fails
+    /// the start before any informer or handler runs.
+    async fn bind(config: &Config, options: &Options) -> Result<Self> {
+        let addr = options.admin_listen.unwrap_or(config.admin_listen);
+        let admin = TcpListener::bind(addr)
+            .await
+            .map_err(|source| Error::AdminBind { addr, source })?;
+        let admin_addr = admin
+            .local_addr()
+            .map_err(|source| Error::AdminBind { addr, source })?;
+        let probes = match options.probes_listen.unwrap_or(config.probes_listen) {
+            Some(addr) => {
+                let probes = |source| Error::ProbesBind { addr, source };
+                let listener = TcpListener::bind(addr).await.map_err(probes)?;
+                let bound = listener.local_addr().map_err(probes)?;
+                Some((listener, bound))
+            }
+            None => None,
+        };
+        Ok(Self {
+            admin,
+            admin_addr,
+            probes,
+        })
+    }
+}
+
+/// Serves `app` on `listener` until the returned sender is used (or dropped).
+fn serve(
+    what: &'static str,
+    listener: TcpListener,
+    app: axum::Router,
+) -> (oneshot::Sender<()>, JoinHandle<()>) {
+    let (stop, stopped) = oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        let result = axum::serve(listener, app)
+            .with_graceful_shutdown(async {
+                let _ = stopped.await;
+            })
+            .await;
+        if let Err(e) = result {
+            tracing::error!(error = %e, "{what} stopped");
+        }
+    });
+    (stop, task)
 }
 
 impl Daemon {
     /// Builds and starts every stage. Plugins that fail to load are reported in /status and
     /// their events wait in the queue; a route whose resource cannot be watched is an error.
     pub async fn start(config: Config, options: Options) -> Result<Self> {
-        // Refuse an unprotected admin API, and bind its port, before starting anything: a
-        // second daemon on a busy port fails before any handler runs.
-        let addr = options.admin_listen.unwrap_or(config.admin_listen);
-        let policy = access_policy(&config, addr)?;
-        let listener = TcpListener::bind(addr)
-            .await
-            .map_err(|source| Error::AdminBind { addr, source })?;
-        let admin_addr = listener
-            .local_addr()
-            .map_err(|source| Error::AdminBind { addr, source })?;
+        // Refuse an unprotected admin API, and bind its port and the probes port, before
+        // starting anything: a second daemon on a busy port fails before any handler runs.
+        let policy = access_policy(
+            &config,
+            options.admin_listen.unwrap_or(config.admin_listen),
+        )?;
+        let listeners = Listeners::bind(&config, &options).await?;
         let client = match options.client {
             Some(client) => client,
             None => client_for(&config).await?,
@@ -405,27 +464,29 @@ impl Daemon {
         } else {
             None
         };
-        let (admin_stop, stopped) = oneshot::channel::<()>();
+        let admin_addr = listeners.admin_addr;
         let app = crate::admin::router(shared.clone(), policy);
-        let admin_task = tokio::spawn(async move {
-            let result = axum::serve(listener, app)
-                .with_graceful_shutdown(async {
-                    let _ = stopped.await;
-                })
-                .await;
-            if let Err(e) = result {
-                tracing::error!(error = %e, "admin API stopped");
-            }
+        let mut servers = vec![serve("admin API", listeners.admin, app)];
+        let probes_addr = listeners.probes.map(|(listener, addr)| {
+            let app = crate::admin::probes_router(shared.clone());
+            servers.push(serve("probes listener", listener, app));
+            addr
         });
-        tracing::info!(admin = %admin_addr, handlers = config.handlers.len(), routes = config.routes.len(), "switchyard started");
+        let probes = probes_addr.map_or_else(|| "off".to_string(), |a| a.to_string());
+        tracing::info!(admin = %admin_addr, probes, handlers = config.handlers.len(), routes = config.routes.len(), "switchyard started");
         Ok(Self {
             shared,
             config_watcher,
             admin_addr,
-            admin_stop: Some(admin_stop),
-            admin_task,
+            probes_addr,
+            servers,
             watcher,
         })
+    }
+
+    /// Where the probes and metrics listener listens, if anywhere.
+    pub fn probes_addr(&self) -> Option<SocketAddr> {
+        self.probes_addr
     }
 
     /// Where the admin API listens.
@@ -471,7 +532,7 @@ impl Daemon {
     }
 
     /// Stops the plugin folder watcher and the watches, lets handlers finish queued work
-    /// for up to `grace`, then stops the admin API.
+    /// for up to `grace`, then stops the admin API and the probes listener.
     pub async fn shut_down(mut self, grace: Duration) {
         if let Some(watcher) = self.config_watcher.take() {
             watcher.stop().await;
@@ -484,10 +545,10 @@ impl Daemon {
         self.shared.informers.shutdown();
         let handlers = self.shared.handlers();
         futures::future::join_all(handlers.iter().map(|h| h.shut_down(grace))).await;
-        if let Some(stop) = self.admin_stop.take() {
+        for (stop, task) in std::mem::take(&mut self.servers) {
             let _ = stop.send(());
+            let _ = task.await;
         }
-        let _ = (&mut self.admin_task).await;
         tracing::info!("switchyard stopped");
     }
 }

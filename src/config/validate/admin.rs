@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use super::errors::Errors;
 use crate::config::schema::AdminFile;
-use crate::config::{DEFAULT_ADMIN_LISTEN, TokenSource};
+use crate::config::{DEFAULT_ADMIN_LISTEN, DEFAULT_PROBES_LISTEN, TokenSource};
 
 /// The admin API's settings, with defaults filled in.
 pub(super) struct Admin {
@@ -18,6 +18,8 @@ pub(super) struct Admin {
     pub listen: SocketAddr,
     /// Where its token comes from, if anywhere.
     pub token: Option<TokenSource>,
+    /// Where the probes and metrics listener listens, if anywhere.
+    pub probes_listen: Option<SocketAddr>,
 }
 
 /// Reads `admin:`; its defaults when it is absent or cannot be read.
@@ -36,11 +38,9 @@ pub(super) fn build_admin(admin: AdminFile, base: &Path, errors: &mut Errors) ->
             errors.at("admin.token_env", "set token_file or token_env, not both");
             None
         }
-        (Some(path), None) => Some(TokenSource::File(if path.is_absolute() {
-            path
-        } else {
-            base.join(path)
-        })),
+        (Some(path), None) => {
+            super::expand_at(&path, "admin.token_file", base, errors).map(TokenSource::File)
+        }
         (None, Some(var)) => Some(TokenSource::Env(var)),
         (None, None) => None,
     };
@@ -62,7 +62,23 @@ pub(super) fn build_admin(admin: AdminFile, base: &Path, errors: &mut Errors) ->
             ),
         );
     }
-    Admin { listen, token }
+    let probes_listen = admin
+        .probes_listen
+        .unwrap_or(Some(DEFAULT_PROBES_LISTEN));
+    if let Some(probes) = probes_listen
+        && probes == listen
+        && probes.port() != 0
+    {
+        errors.at(
+            "admin.probes_listen",
+            format!("{probes} is admin.listen too: the probes need a port of their own (or null for none)"),
+        );
+    }
+    Admin {
+        listen,
+        token,
+        probes_listen,
+    }
 }
 
 #[cfg(test)]

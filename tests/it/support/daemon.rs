@@ -91,6 +91,7 @@ impl Builder {
         let options = daemon::Options {
             client: Some(sim.client().expect("a client for the simulator")),
             admin_listen: Some("127.0.0.1:0".parse().expect("a socket address")),
+            probes_listen: Some(Some("127.0.0.1:0".parse().expect("a socket address"))),
             watch_config: true,
         };
         let daemon = Daemon::start(config, options)
