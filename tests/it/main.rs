@@ -16,6 +16,7 @@ mod daemon;
 mod faults_handlers;
 mod informer;
 mod informer_relist;
+mod probes;
 mod queue;
 
 mod config {

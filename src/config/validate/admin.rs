@@ -145,6 +145,27 @@ mod tests {
     }
 
     #[test]
+    fn the_probes_address_defaults_to_9471_can_be_null_and_is_checked_at_its_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let load = |admin: &str| validate(&dir.path().join("c.yaml"), &format!("admin:\n{admin}{ROUTES}"));
+        let default = load("  listen: 127.0.0.1:9470\n").unwrap();
+        assert_eq!(default.probes_listen, Some("127.0.0.1:9471".parse().unwrap()));
+        let off = load("  probes_listen: null\n").unwrap();
+        assert_eq!(off.probes_listen, None);
+        let open = load("  probes_listen: 0.0.0.0:8080\n").unwrap();
+        assert_eq!(open.probes_listen, Some("0.0.0.0:8080".parse().unwrap()));
+        let bad = errors(dir.path(), "  probes_listen: localhost:none\n");
+        assert_eq!(bad.len(), 1, "{bad:?}");
+        assert!(bad[0].contains(":2:18: admin.probes_listen: "), "{bad:?}");
+        let same = errors(dir.path(), "  listen: 127.0.0.1:9000\n  probes_listen: 127.0.0.1:9000\n");
+        assert_eq!(same.len(), 1, "{same:?}");
+        assert!(
+            same[0].contains(":3:18: admin.probes_listen: 127.0.0.1:9000 is admin.listen too"),
+            "{same:?}"
+        );
+    }
+
+    #[test]
     fn an_empty_token_is_refused_when_read_at_start_too() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("token");
