@@ -1,6 +1,7 @@
 //! The daemon: builds every stage from a [`Config`] (plugins, handlers, informers, routes,
 //! admin API), runs them, reports their status and shuts them down in order.
 
+pub mod client;
 mod config_watcher;
 mod reload;
 pub mod topology;
@@ -42,9 +43,15 @@ pub enum Error {
         #[source]
         source: kube::config::KubeconfigError,
     },
-    /// No kubeconfig was found and the in-cluster config is not available.
-    #[error("cannot connect to Kubernetes: {0}")]
-    InferConfig(#[source] kube::config::InferConfigError),
+    /// No kubeconfig was given, none is in `KUBECONFIG` or `~/.kube/config`, and the
+    /// daemon is not in a pod.
+    #[error(
+        "cannot connect to Kubernetes: no --kubeconfig or config `kubeconfig`, no usable KUBECONFIG or ~/.kube/config, and KUBERNETES_SERVICE_HOST is not set: {0}"
+    )]
+    NoKubeconfig(#[source] kube::config::KubeconfigError),
+    /// In a pod, the service account cannot be used.
+    #[error("cannot connect to Kubernetes from inside the cluster: {0}")]
+    InCluster(#[source] client::InClusterError),
     /// The client could not be built from the config.
     #[error("cannot connect to Kubernetes: {0}")]
     Client(#[source] kube::Error),
@@ -109,6 +116,10 @@ pub struct Options {
     pub probes_listen: Option<Option<SocketAddr>>,
     /// Reload the config when its file changes (`POST /reload` works either way).
     pub watch_config: bool,
+    /// Use this kubeconfig instead of the config's `kubeconfig` (`run --kubeconfig`).
+    pub kubeconfig: Option<PathBuf>,
+    /// Use this context of the kubeconfig instead of its current one (`run --context`).
+    pub context: Option<String>,
 }
 
 /// What the stages share with the admin API.
@@ -437,7 +448,12 @@ impl Daemon {
         let listeners = Listeners::bind(&config, &options).await?;
         let client = match options.client {
             Some(client) => client,
-            None => client_for(&config).await?,
+            None => {
+                let kubeconfig = options.kubeconfig.as_deref().or(config.kubeconfig.as_deref());
+                let kube_config =
+                    client::client_config(kubeconfig, options.context.as_deref()).await?;
+                kube::Client::try_from(kube_config).map_err(Error::Client)?
+            }
         };
         let (shared, watcher) = Shared::new(&config, client)?;
         let applied = Topology::empty(config.clone())
@@ -584,21 +600,4 @@ fn host_options(config: &Config) -> HostOptions {
                 .unwrap_or(WASM_PAGE),
         }),
     }
-}
-
-async fn client_for(config: &Config) -> Result<kube::Client> {
-    let kube_config = match &config.kubeconfig {
-        Some(path) => {
-            let kubeconfig = |source| Error::Kubeconfig {
-                path: path.clone(),
-                source,
-            };
-            let file = kube::config::Kubeconfig::read_from(path).map_err(kubeconfig)?;
-            kube::Config::from_custom_kubeconfig(file, &Default::default())
-                .await
-                .map_err(kubeconfig)?
-        }
-        None => kube::Config::infer().await.map_err(Error::InferConfig)?,
-    };
-    kube::Client::try_from(kube_config).map_err(Error::Client)
 }
