@@ -115,7 +115,10 @@ pub fn in_cluster(host: &str, port: &str, dir: &Path) -> Result<kube::Config, In
         return Err(InClusterError::NoCertificate(ca_file));
     }
     // Read now so a missing token fails the start; kube-rs reads it again as it rotates.
-    read("token")?;
+    // kubelet writes the token bare; one written with a newline (by hand, by a test) would
+    // make an invalid header as kube-rs reads it, so that one is used as read now.
+    let token = read("token")?;
+    let trimmed = String::from_utf8_lossy(&token).trim().to_string();
     let namespace = read("namespace")
         .ok()
         .and_then(|n| String::from_utf8(n).ok())
@@ -126,7 +129,11 @@ pub fn in_cluster(host: &str, port: &str, dir: &Path) -> Result<kube::Config, In
     config.default_namespace = namespace;
     config.root_cert = Some(certificates);
     config.root_cert_file = Some(ca_file);
-    config.auth_info.token_file = Some(dir.join("token").to_string_lossy().into_owned());
+    if trimmed.as_bytes() == token.as_slice() {
+        config.auth_info.token_file = Some(dir.join("token").to_string_lossy().into_owned());
+    } else {
+        config.auth_info.token = Some(trimmed.into());
+    }
     Ok(config)
 }
 

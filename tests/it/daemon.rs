@@ -418,6 +418,7 @@ async fn the_daemon_refuses_an_admin_api_beyond_loopback_without_a_token() {
         admin_listen: None,
         probes_listen: Some(None),
         watch_config: true,
+        ..Options::default()
     };
     let err = Daemon::start(config, options).await.err().expect("refused");
     assert!(
@@ -550,6 +551,7 @@ async fn a_second_daemon_on_a_busy_admin_port_fails_before_it_talks_to_the_api_s
         admin_listen: Some(first.daemon().admin_addr()),
         probes_listen: Some(None),
         watch_config: false,
+        ..Options::default()
     };
     let err = Daemon::start(config::load(&path).unwrap(), options)
         .await

@@ -12,6 +12,7 @@
 mod support;
 
 mod cli;
+mod cluster_access;
 mod daemon;
 mod faults_handlers;
 mod informer;

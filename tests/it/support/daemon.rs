@@ -104,6 +104,7 @@ impl Builder {
             admin_listen: Some(self.admin_listen.unwrap_or(loopback)),
             probes_listen: Some(Some(loopback)),
             watch_config: true,
+            ..daemon::Options::default()
         };
         let daemon = Daemon::start(config, options)
             .await
