@@ -17,6 +17,7 @@ mod daemon;
 mod faults_handlers;
 mod informer;
 mod informer_relist;
+mod logs;
 mod probes;
 mod queue;
 

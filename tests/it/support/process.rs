@@ -13,18 +13,19 @@ pub struct Process {
 }
 
 impl Process {
-    /// Starts `switchyard ARGS` with `env` added and the variables `unset` removed.
+    /// Starts `switchyard ARGS` with the variables `unset` removed and `env` set.
     pub fn start(args: &[&str], env: &[(&str, &str)], unset: &[&str]) -> Self {
         let mut command = Command::new(env!("CARGO_BIN_EXE_switchyard"));
+        // Removed first: a variable both removed and given keeps the value given.
+        for name in unset {
+            command.env_remove(name);
+        }
         command
             .args(args)
             .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
-        for name in unset {
-            command.env_remove(name);
-        }
         let mut child = command.spawn().expect("start switchyard");
         let stderr = child.stderr.take().expect("piped standard error");
         let lines = Arc::new(Mutex::new(Vec::new()));
