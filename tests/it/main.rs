@@ -14,6 +14,7 @@ mod support;
 mod cli;
 mod cluster_access;
 mod daemon;
+mod dashboard;
 mod faults_handlers;
 mod informer;
 mod informer_relist;
