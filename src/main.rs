@@ -104,7 +104,8 @@ enum Command {
 }
 
 fn parse_log_format(text: &str) -> Result<LogFormat, String> {
-    text.parse().map_err(|e: switchyard::logging::UnknownFormat| e.to_string())
+    text.parse()
+        .map_err(|e: switchyard::logging::UnknownFormat| e.to_string())
 }
 
 fn main() -> ExitCode {

@@ -267,9 +267,18 @@ mod tests {
         set_counter(&metrics.stages.handler_processed.get_or_create(&label), 7);
         set_counter(&metrics.stages.handler_failed.get_or_create(&label), 2);
         let text = metrics.encode();
-        assert!(text.contains("# TYPE switchyard_handler_processed counter"), "{text}");
-        assert!(text.contains("switchyard_handler_processed_total{name=\"h\"} 7"), "{text}");
-        assert!(text.contains("switchyard_handler_failed_total{name=\"h\"} 2"), "{text}");
+        assert!(
+            text.contains("# TYPE switchyard_handler_processed counter"),
+            "{text}"
+        );
+        assert!(
+            text.contains("switchyard_handler_processed_total{name=\"h\"} 7"),
+            "{text}"
+        );
+        assert!(
+            text.contains("switchyard_handler_failed_total{name=\"h\"} 2"),
+            "{text}"
+        );
     }
 
     #[test]

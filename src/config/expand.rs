@@ -107,19 +107,17 @@ mod tests {
         assert_eq!(expand("a${EMPTY}b").unwrap(), "ab");
         assert_eq!(expand("cost$$5/$-x/$").unwrap(), "cost$5/$-x/$");
         assert_eq!(expand("a~b/~").unwrap(), "a~b/~", "only a leading ~");
-        assert_eq!(expand("~user/x").unwrap(), "~user/x", "no other users' homes");
+        assert_eq!(
+            expand("~user/x").unwrap(),
+            "~user/x",
+            "no other users' homes"
+        );
     }
 
     #[test]
     fn an_unset_or_malformed_variable_is_an_error() {
-        assert_eq!(
-            expand("$NOPE/x"),
-            Err(ExpandError::Unset("NOPE".into()))
-        );
-        assert_eq!(
-            expand("${NOPE}"),
-            Err(ExpandError::Unset("NOPE".into()))
-        );
+        assert_eq!(expand("$NOPE/x"), Err(ExpandError::Unset("NOPE".into())));
+        assert_eq!(expand("${NOPE}"), Err(ExpandError::Unset("NOPE".into())));
         assert_eq!(expand("${DIR"), Err(ExpandError::Malformed));
         assert_eq!(expand("${}"), Err(ExpandError::Malformed));
         let no_home = expand_with("~/x", |_| None);

@@ -153,6 +153,9 @@ mod tests {
         );
         std::fs::write(dir.path().join("ca.crt"), "not pem").unwrap();
         let err = in_cluster("10.0.0.1", "443", dir.path()).unwrap_err();
-        assert!(err.to_string().contains("holds no PEM certificate"), "{err}");
+        assert!(
+            err.to_string().contains("holds no PEM certificate"),
+            "{err}"
+        );
     }
 }

@@ -441,15 +441,15 @@ impl Daemon {
     pub async fn start(config: Config, options: Options) -> Result<Self> {
         // Refuse an unprotected admin API, and bind its port and the probes port, before
         // starting anything: a second daemon on a busy port fails before any handler runs.
-        let policy = access_policy(
-            &config,
-            options.admin_listen.unwrap_or(config.admin_listen),
-        )?;
+        let policy = access_policy(&config, options.admin_listen.unwrap_or(config.admin_listen))?;
         let listeners = Listeners::bind(&config, &options).await?;
         let client = match options.client {
             Some(client) => client,
             None => {
-                let kubeconfig = options.kubeconfig.as_deref().or(config.kubeconfig.as_deref());
+                let kubeconfig = options
+                    .kubeconfig
+                    .as_deref()
+                    .or(config.kubeconfig.as_deref());
                 let kube_config =
                     client::client_config(kubeconfig, options.context.as_deref()).await?;
                 kube::Client::try_from(kube_config).map_err(Error::Client)?

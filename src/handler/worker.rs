@@ -54,8 +54,7 @@ impl Handler {
             if let Some((delivery, event)) = self.take_next(&key) {
                 // Inside the worker's span (handler, worker): what the call logs names the
                 // route and object it is about.
-                let span =
-                    tracing::info_span!("event", route = %key.route, object = %key.object);
+                let span = tracing::info_span!("event", route = %key.route, object = %key.object);
                 self.handle(&plugin, &key, delivery, event)
                     .instrument(span)
                     .await;

@@ -79,7 +79,12 @@ async fn in_a_pod_the_daemon_uses_the_service_account_token_and_ca_over_https() 
         )
     };
     let daemon = in_pod(account.path());
-    create_configmap(&sim.client().unwrap(), "default", json!({"metadata": {"name": "in-pod"}})).await;
+    create_configmap(
+        &sim.client().unwrap(),
+        "default",
+        json!({"metadata": {"name": "in-pod"}}),
+    )
+    .await;
     handled(&daemon, "in-pod").await;
     drop(daemon);
 
@@ -151,25 +156,47 @@ async fn kubeconfig_and_context_flags_and_expanded_config_paths_pick_the_cluster
     let dir = tempfile::tempdir().unwrap();
     let config = write_config(dir.path(), "");
     let flags = [
-        "run", "--config", &config, "--kubeconfig", kubeconfig.to_str().unwrap(), "--context", "good",
+        "run",
+        "--config",
+        &config,
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+        "--context",
+        "good",
     ];
     let daemon = Process::start(&flags, &env, &unset);
-    create_configmap(&client, "default", json!({"metadata": {"name": "by-flags"}})).await;
+    create_configmap(
+        &client,
+        "default",
+        json!({"metadata": {"name": "by-flags"}}),
+    )
+    .await;
     handled(&daemon, "by-flags").await;
     drop(daemon);
 
     // The config's `kubeconfig` with `~` and a variable, and --context.
     let dir = tempfile::tempdir().unwrap();
     let config = write_config(dir.path(), "kubeconfig: ~/${KC_NAME}.yaml\n");
-    let daemon = Process::start(&["run", "--config", &config, "--context", "good"], &env, &unset);
-    create_configmap(&client, "default", json!({"metadata": {"name": "by-config"}})).await;
+    let daemon = Process::start(
+        &["run", "--config", &config, "--context", "good"],
+        &env,
+        &unset,
+    );
+    create_configmap(
+        &client,
+        "default",
+        json!({"metadata": {"name": "by-config"}}),
+    )
+    .await;
     handled(&daemon, "by-config").await;
     drop(daemon);
 
     // Without --context, the current context's closed port.
     let daemon = Process::start(&["run", "--config", &config], &env, &unset);
     daemon
-        .wait_for_line(WAIT, |l| l.contains("127.0.0.1:1") || l.contains("Connection refused"))
+        .wait_for_line(WAIT, |l| {
+            l.contains("127.0.0.1:1") || l.contains("Connection refused")
+        })
         .await;
     drop(daemon);
     sim.stop().await;

@@ -14,7 +14,14 @@ use crate::support::{self, TestDaemon};
 const KEYWORDS: &[&str] = &["bool", "and", "or", "unless", "offset"];
 
 /// Words followed by a list of label names.
-const GROUPINGS: &[&str] = &["by", "without", "on", "ignoring", "group_left", "group_right"];
+const GROUPINGS: &[&str] = &[
+    "by",
+    "without",
+    "on",
+    "ignoring",
+    "group_left",
+    "group_right",
+];
 
 /// The metric names a PromQL expression reads: identifiers outside label matchers (`{}`),
 /// ranges (`[]`), strings and `by (...)` lists that are not function calls or keywords.
@@ -42,7 +49,9 @@ fn metric_names(expr: &str) -> Vec<String> {
                 && depth_brackets == 0 =>
             {
                 let start = i;
-                while i < chars.len() && (chars[i].is_ascii_alphanumeric() || "_:".contains(chars[i])) {
+                while i < chars.len()
+                    && (chars[i].is_ascii_alphanumeric() || "_:".contains(chars[i]))
+                {
                     i += 1;
                 }
                 let word: String = chars[start..i].iter().collect();
@@ -116,7 +125,12 @@ async fn every_metric_the_grafana_dashboard_queries_is_exported() {
         ..ChurnConfig::default()
     });
     let page = support::eventually("handled churn", Duration::from_secs(30), async || {
-        let text = reqwest::get(t.probes_url("/metrics")).await.ok()?.text().await.ok()?;
+        let text = reqwest::get(t.probes_url("/metrics"))
+            .await
+            .ok()?
+            .text()
+            .await
+            .ok()?;
         let processed = text
             .lines()
             .find(|l| l.starts_with("switchyard_handler_processed_total{"))?

@@ -27,12 +27,27 @@ async fn run_and_log(env: &[(&str, &str)], flags: &[&str]) -> Vec<String> {
     let mut args = vec!["run", "--config", config.to_str().unwrap()];
     args.extend(["--kubeconfig", kubeconfig.to_str().unwrap()]);
     args.extend(flags);
-    let daemon = Process::start(&args, env, &["RUST_LOG", "NO_COLOR", "SWITCHYARD_LOG_FORMAT"]);
-    daemon.wait_for_line(WAIT, |l| l.contains("list complete")).await;
-    create_configmap(&sim.client().unwrap(), "default", json!({"metadata": {"name": "logged"}})).await;
-    daemon.wait_for_line(WAIT, |l| l.contains("default/logged ")).await;
+    let daemon = Process::start(
+        &args,
+        env,
+        &["RUST_LOG", "NO_COLOR", "SWITCHYARD_LOG_FORMAT"],
+    );
+    daemon
+        .wait_for_line(WAIT, |l| l.contains("list complete"))
+        .await;
+    create_configmap(
+        &sim.client().unwrap(),
+        "default",
+        json!({"metadata": {"name": "logged"}}),
+    )
+    .await;
+    daemon
+        .wait_for_line(WAIT, |l| l.contains("default/logged "))
+        .await;
     support::write_config(dir.path(), TWO_MISTAKES);
-    daemon.wait_for_line(WAIT, |l| l.contains("config reload rejected")).await;
+    daemon
+        .wait_for_line(WAIT, |l| l.contains("config reload rejected"))
+        .await;
     let lines = daemon.lines();
     drop(daemon);
     sim.stop().await;
@@ -53,7 +68,11 @@ async fn json_logs_are_one_object_per_line_with_span_fields() {
     }
     let plugin = events
         .iter()
-        .find(|e| e["message"].as_str().is_some_and(|m| m.contains("default/logged ")))
+        .find(|e| {
+            e["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("default/logged "))
+        })
         .unwrap();
     let spans = plugin["spans"].as_array().expect("the span list");
     assert_eq!(spans[0]["name"], "worker", "{plugin}");
@@ -66,13 +85,19 @@ async fn json_logs_are_one_object_per_line_with_span_fields() {
         .find(|e| e["message"] == "config reload rejected")
         .unwrap();
     let error = rejected["error"].as_str().unwrap();
-    assert!(error.contains("handlers.log-events.concurrency"), "{rejected}");
+    assert!(
+        error.contains("handlers.log-events.concurrency"),
+        "{rejected}"
+    );
     assert!(error.contains("routes[0].handler"), "{rejected}");
     let started = events
         .iter()
         .find(|e| e["message"] == "switchyard started")
         .unwrap();
-    assert!(started["admin"].as_str().unwrap().starts_with("127.0.0.1:"), "{started}");
+    assert!(
+        started["admin"].as_str().unwrap().starts_with("127.0.0.1:"),
+        "{started}"
+    );
 }
 
 #[tokio::test]
@@ -86,10 +111,16 @@ async fn text_logs_have_no_colour_off_a_terminal_and_one_line_per_event() {
         .find(|l| l.contains("config reload rejected"))
         .unwrap();
     // Both mistakes, on the event's own line, joined.
-    assert!(rejected.contains("handlers.log-events.concurrency"), "{rejected}");
+    assert!(
+        rejected.contains("handlers.log-events.concurrency"),
+        "{rejected}"
+    );
     assert!(rejected.contains(" | "), "{rejected}");
     assert!(rejected.contains("routes[0].handler"), "{rejected}");
-    let plugin = lines.iter().find(|l| l.contains("default/logged ")).unwrap();
+    let plugin = lines
+        .iter()
+        .find(|l| l.contains("default/logged "))
+        .unwrap();
     assert!(
         plugin.contains("worker{handler=log-events worker=")
             && plugin.contains("event{route=configmaps object=default/logged}"),
@@ -105,5 +136,8 @@ fn an_unknown_log_format_is_refused() {
         .unwrap();
     assert_eq!(output.status.code(), Some(2));
     let err = String::from_utf8_lossy(&output.stderr);
-    assert!(err.contains("unknown log format \"yaml\": use text or json"), "{err}");
+    assert!(
+        err.contains("unknown log format \"yaml\": use text or json"),
+        "{err}"
+    );
 }

@@ -41,7 +41,11 @@ async fn probes_answer_without_a_token_while_the_admin_api_still_demands_one() {
             assert_eq!(body, "ok\n", "{path}");
         }
     }
-    let verbose = http.get(t.probes_url("/readyz?verbose")).send().await.unwrap();
+    let verbose = http
+        .get(t.probes_url("/readyz?verbose"))
+        .send()
+        .await
+        .unwrap();
     let text = verbose.text().await.unwrap();
     assert!(text.contains("[+]informer v1/configmaps synced"), "{text}");
     // Nothing else is there: no status, no reload, no dead letters.
@@ -49,7 +53,10 @@ async fn probes_answer_without_a_token_while_the_admin_api_still_demands_one() {
         let response = http.get(t.probes_url(path)).send().await.unwrap();
         assert_eq!(response.status().as_u16(), 404, "{path}");
         let body = response.text().await.unwrap();
-        assert!(body.contains("serves /livez, /readyz and /metrics"), "{body}");
+        assert!(
+            body.contains("serves /livez, /readyz and /metrics"),
+            "{body}"
+        );
     }
     let reload = http.post(t.probes_url("/reload")).send().await.unwrap();
     assert_eq!(reload.status().as_u16(), 404);
@@ -68,7 +75,9 @@ async fn a_daemon_on_a_busy_probes_port_fails_before_it_talks_to_the_api_server(
     let dir = tempfile::tempdir().unwrap();
     let path = support::write_config(
         dir.path(),
-        &format!("admin:\n  listen: 127.0.0.1:0\n  probes_listen: {busy}\n{CONFIGMAPS_TO_LOG_EVENTS}"),
+        &format!(
+            "admin:\n  listen: 127.0.0.1:0\n  probes_listen: {busy}\n{CONFIGMAPS_TO_LOG_EVENTS}"
+        ),
     );
     let options = Options {
         client: Some(sim.client().unwrap()),
@@ -116,7 +125,9 @@ async fn probes_can_be_turned_off_and_changing_them_needs_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let path = support::write_config(
         dir.path(),
-        &format!("admin:\n  listen: 127.0.0.1:0\n  probes_listen: null\n{CONFIGMAPS_TO_LOG_EVENTS}"),
+        &format!(
+            "admin:\n  listen: 127.0.0.1:0\n  probes_listen: null\n{CONFIGMAPS_TO_LOG_EVENTS}"
+        ),
     );
     let loaded = config::load(&path).unwrap();
     assert_eq!(loaded.probes_listen, None);

@@ -62,9 +62,7 @@ pub(super) fn build_admin(admin: AdminFile, base: &Path, errors: &mut Errors) ->
             ),
         );
     }
-    let probes_listen = admin
-        .probes_listen
-        .unwrap_or(Some(DEFAULT_PROBES_LISTEN));
+    let probes_listen = admin.probes_listen.unwrap_or(Some(DEFAULT_PROBES_LISTEN));
     if let Some(probes) = probes_listen
         && probes == listen
         && probes.port() != 0
@@ -147,9 +145,17 @@ mod tests {
     #[test]
     fn the_probes_address_defaults_to_9471_can_be_null_and_is_checked_at_its_place() {
         let dir = tempfile::tempdir().unwrap();
-        let load = |admin: &str| validate(&dir.path().join("c.yaml"), &format!("admin:\n{admin}{ROUTES}"));
+        let load = |admin: &str| {
+            validate(
+                &dir.path().join("c.yaml"),
+                &format!("admin:\n{admin}{ROUTES}"),
+            )
+        };
         let default = load("  listen: 127.0.0.1:9470\n").unwrap();
-        assert_eq!(default.probes_listen, Some("127.0.0.1:9471".parse().unwrap()));
+        assert_eq!(
+            default.probes_listen,
+            Some("127.0.0.1:9471".parse().unwrap())
+        );
         let off = load("  probes_listen: null\n").unwrap();
         assert_eq!(off.probes_listen, None);
         let open = load("  probes_listen: 0.0.0.0:8080\n").unwrap();
@@ -157,7 +163,10 @@ mod tests {
         let bad = errors(dir.path(), "  probes_listen: localhost:none\n");
         assert_eq!(bad.len(), 1, "{bad:?}");
         assert!(bad[0].contains(":2:18: admin.probes_listen: "), "{bad:?}");
-        let same = errors(dir.path(), "  listen: 127.0.0.1:9000\n  probes_listen: 127.0.0.1:9000\n");
+        let same = errors(
+            dir.path(),
+            "  listen: 127.0.0.1:9000\n  probes_listen: 127.0.0.1:9000\n",
+        );
         assert_eq!(same.len(), 1, "{same:?}");
         assert!(
             same[0].contains(":3:18: admin.probes_listen: 127.0.0.1:9000 is admin.listen too"),

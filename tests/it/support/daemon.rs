@@ -195,7 +195,10 @@ impl TestDaemon {
 
     /// The probes listener's URL for `path` (`/metrics`).
     pub fn probes_url(&self, path: &str) -> String {
-        let addr = self.daemon().probes_addr().expect("the fixture serves probes");
+        let addr = self
+            .daemon()
+            .probes_addr()
+            .expect("the fixture serves probes");
         format!("http://{addr}{path}")
     }
 

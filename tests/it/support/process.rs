@@ -53,7 +53,10 @@ impl Process {
                 return line;
             }
             if Instant::now() > deadline {
-                panic!("no such line within {timeout:?}; saw:\n{}", self.lines().join("\n"));
+                panic!(
+                    "no such line within {timeout:?}; saw:\n{}",
+                    self.lines().join("\n")
+                );
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
