@@ -33,13 +33,15 @@
 //!   units, field paths, selectors. Imports no other stage; every stage may read it.
 //!
 //! Beside the stages, two leaves any stage may use: [`metrics`] (the Prometheus registry)
-//! and [`util`] (poison-tolerant locks, RFC 3339 times).
+//! and [`util`] (poison-tolerant locks, RFC 3339 times); and [`logging`], which the binary
+//! installs (text or JSON, one line per event).
 
 pub mod admin;
 pub mod config;
 pub mod daemon;
 pub mod handler;
 pub mod informer;
+pub mod logging;
 pub mod metrics;
 pub mod plugin;
 pub mod queue;

@@ -11,6 +11,7 @@ use clap::{Parser, Subcommand};
 use serde_json::json;
 use switchyard::config::{self, Config};
 use switchyard::daemon::{self, Daemon};
+use switchyard::logging::{self, LogFormat};
 use switchyard::plugin::{PluginHost, loader};
 use switchyard::rbac;
 use switchyard::sim::{ChurnConfig, ChurnKind, SimConfig, SimOptions, Simulator};
@@ -30,6 +31,16 @@ enum Command {
         /// The routing config (YAML).
         #[arg(long, short)]
         config: PathBuf,
+        /// Kubeconfig to use, over the config's `kubeconfig`, KUBECONFIG, the pod's service
+        /// account and ~/.kube/config.
+        #[arg(long)]
+        kubeconfig: Option<PathBuf>,
+        /// Context of the kubeconfig to use instead of its current context.
+        #[arg(long)]
+        context: Option<String>,
+        /// Log format: text or json (default: $SWITCHYARD_LOG_FORMAT, else text).
+        #[arg(long, value_parser = parse_log_format)]
+        log_format: Option<LogFormat>,
     },
     /// Validate a routing config and its plugins; exits non-zero listing every problem.
     Check {
@@ -91,7 +102,26 @@ enum Command {
         /// Simulator config (YAML): custom resources (CRDs) and objects to start with.
         #[arg(long)]
         config: Option<PathBuf>,
+        /// Answer 401 to every request without `Authorization: Bearer TOKEN`.
+        #[arg(long, conflicts_with = "token_file")]
+        token: Option<String>,
+        /// Like --token, the token read from this file.
+        #[arg(long)]
+        token_file: Option<PathBuf>,
+        /// Serve HTTPS with a certificate authority made at start; the kubeconfig written
+        /// with --kubeconfig-out trusts it, --ca-out writes it on its own.
+        #[arg(long)]
+        tls: bool,
+        /// Write the CA certificate (PEM) here, for clients such as a service account's
+        /// `ca.crt`; needs --tls.
+        #[arg(long, requires = "tls")]
+        ca_out: Option<PathBuf>,
     },
+}
+
+fn parse_log_format(text: &str) -> Result<LogFormat, String> {
+    text.parse()
+        .map_err(|e: switchyard::logging::UnknownFormat| e.to_string())
 }
 
 fn main() -> ExitCode {
@@ -105,7 +135,20 @@ fn main() -> ExitCode {
     };
     let result = runtime.block_on(async {
         match cli.command {
-            Command::Run { config } => run(&config).await,
+            Command::Run {
+                config,
+                kubeconfig,
+                context,
+                log_format,
+            } => {
+                let options = daemon::Options {
+                    watch_config: true,
+                    kubeconfig,
+                    context,
+                    ..daemon::Options::default()
+                };
+                run(&config, options, log_format).await
+            }
             Command::Check { config } => check(&config).await,
             Command::Rbac {
                 config,
@@ -126,7 +169,17 @@ fn main() -> ExitCode {
                 churn_kinds,
                 config,
                 prefill,
+                token,
+                token_file,
+                tls,
+                ca_out,
             } => {
+                let access = SimAccess {
+                    token,
+                    token_file,
+                    tls,
+                    ca_out,
+                };
                 let churn = ChurnConfig {
                     rate: churn_rate,
                     objects: churn_objects,
@@ -134,26 +187,33 @@ fn main() -> ExitCode {
                     kinds: churn_kinds,
                     ..ChurnConfig::default()
                 };
-                sim(listen, kubeconfig_out, churn, config, prefill).await
+                sim(listen, kubeconfig_out, churn, config, prefill, access).await
             }
         }
     });
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            report(&format!("{e:#}"));
             ExitCode::FAILURE
         }
     }
 }
 
+/// Whether the log is JSON: errors are then log events too, so every line parses.
+static JSON_LOG: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Prints an error: `error: ...` on standard error, or an error event when the log is JSON.
+fn report(message: &str) {
+    if JSON_LOG.load(std::sync::atomic::Ordering::Relaxed) {
+        tracing::error!("{message}");
+    } else {
+        eprintln!("error: {message}");
+    }
+}
+
 fn init_logging(default_filter: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+    logging::init(LogFormat::Text, default_filter);
 }
 
 const QUIET_DEPENDENCIES: &str = "cranelift=warn,wasmtime=warn,hyper=warn,kube=warn,tower=warn";
@@ -166,13 +226,18 @@ fn load_config(path: &Path) -> Result<Config, ExitCode> {
 fn load_config_or(path: &Path, outcome: &str) -> Result<Config, ExitCode> {
     config::load(path).map_err(|errors| {
         for e in &errors.0 {
-            eprintln!("error: {e}");
+            report(&e.to_string());
         }
-        eprintln!(
+        let summary = format!(
             "{}: {} problem(s); {outcome}",
             path.display(),
             errors.0.len()
         );
+        if JSON_LOG.load(std::sync::atomic::Ordering::Relaxed) {
+            tracing::error!("{summary}");
+        } else {
+            eprintln!("{summary}");
+        }
         ExitCode::from(2)
     })
 }
@@ -211,21 +276,31 @@ fn rbac(path: &Path, namespace: String, name: String) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-async fn run(path: &Path) -> Result<ExitCode> {
-    init_logging(&format!("info,{QUIET_DEPENDENCIES}"));
+async fn run(
+    path: &Path,
+    options: daemon::Options,
+    log_format: Option<LogFormat>,
+) -> Result<ExitCode> {
+    let format = match LogFormat::choose(log_format) {
+        Ok(format) => format,
+        Err(e) => {
+            eprintln!("error: {}: {e}", logging::FORMAT_ENV);
+            return Ok(ExitCode::from(2));
+        }
+    };
+    JSON_LOG.store(
+        format == LogFormat::Json,
+        std::sync::atomic::Ordering::Relaxed,
+    );
+    logging::init(format, &format!("info,{QUIET_DEPENDENCIES}"));
     let config = match load_config(path) {
         Ok(c) => c,
         Err(code) => return Ok(code),
     };
-    let daemon = Daemon::start(
-        config,
-        daemon::Options {
-            watch_config: true,
-            ..daemon::Options::default()
-        },
-    )
-    .await?;
-    eprintln!("switchyard admin API: {}", daemon.admin_url());
+    let daemon = Daemon::start(config, options).await?;
+    if format == LogFormat::Text {
+        eprintln!("switchyard admin API: {}", daemon.admin_url());
+    }
     shutdown_signal().await;
     daemon.shut_down(Duration::from_secs(10)).await;
     Ok(ExitCode::SUCCESS)
@@ -279,10 +354,14 @@ async fn demo(path: &Path, seconds: Option<u64>, rate: f64) -> Result<ExitCode> 
         rate,
         ..ChurnConfig::default()
     });
+    // The probes listener takes a free port: the demo shows the admin API.
+    let free = SocketAddr::from(([127, 0, 0, 1], 0));
     let options = daemon::Options {
         client: Some(sim.client()?),
         admin_listen: None,
+        probes_listen: Some(Some(free)),
         watch_config: true,
+        ..daemon::Options::default()
     };
     let daemon = match Daemon::start(config, options).await {
         Ok(d) => d,
@@ -291,8 +370,10 @@ async fn demo(path: &Path, seconds: Option<u64>, rate: f64) -> Result<ExitCode> 
             let config = load_config(path).map_err(|_| anyhow::anyhow!("config changed"))?;
             let options = daemon::Options {
                 client: Some(sim.client()?),
-                admin_listen: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
+                admin_listen: Some(free),
+                probes_listen: Some(Some(free)),
                 watch_config: true,
+                ..daemon::Options::default()
             };
             Daemon::start(config, options).await?
         }
@@ -369,21 +450,45 @@ fn seed(sim: &Simulator) -> Result<()> {
     Ok(())
 }
 
+/// Who may reach `switchyard sim`, and how.
+struct SimAccess {
+    token: Option<String>,
+    token_file: Option<PathBuf>,
+    tls: bool,
+    ca_out: Option<PathBuf>,
+}
+
 async fn sim(
     listen: SocketAddr,
     kubeconfig: Option<PathBuf>,
     churn: ChurnConfig,
     config: Option<PathBuf>,
     prefill: usize,
+    access: SimAccess,
 ) -> Result<ExitCode> {
     init_logging(&format!("info,{QUIET_DEPENDENCIES}"));
     let config = match &config {
         Some(path) => SimConfig::load(path)?,
         None => SimConfig::default(),
     };
+    let token = match (&access.token, &access.token_file) {
+        (_, Some(path)) => {
+            let token = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read the token file {}", path.display()))?;
+            anyhow::ensure!(
+                !token.trim().is_empty(),
+                "the token file {} is empty",
+                path.display()
+            );
+            Some(token.trim().to_string())
+        }
+        (token, None) => token.clone(),
+    };
     let options = SimOptions {
         listen,
         config,
+        token,
+        tls: access.tls,
         ..SimOptions::default()
     };
     let sim = Simulator::start(options)
@@ -392,6 +497,10 @@ async fn sim(
     prefill_configmaps(&sim, prefill, churn.object_size)?;
     println!("simulator: {}", sim.url());
     println!("faults:    {}/_switchyard/faults", sim.url());
+    if let (Some(path), Some(pem)) = (&access.ca_out, sim.ca_pem()) {
+        std::fs::write(path, pem).with_context(|| format!("cannot write {}", path.display()))?;
+        println!("ca:        {}", path.display());
+    }
     if let Some(path) = &kubeconfig {
         sim.write_kubeconfig(path)
             .with_context(|| format!("cannot write {}", path.display()))?;

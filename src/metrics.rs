@@ -8,7 +8,7 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 /// The label every per-handler metric has.
@@ -20,9 +20,15 @@ pub struct NameLabel {
 
 type HistogramFamily = Family<NameLabel, Histogram, fn() -> Histogram>;
 
-/// Latency buckets from 1 µs to about 17 minutes, as client-go's work queue uses.
+/// Latency buckets from 1 µs to about 17 minutes, powers of ten as client-go's work queue
+/// uses. Written out rather than multiplied: `1e-6 * 10.0` is 0.000009999999999999999, which
+/// the text encoding would print into every `le` label.
+const LATENCY_BUCKETS: [f64; 10] = [
+    0.000001, 0.00001, 0.0001, 0.001, 0.01, 0.1, 1.0, 10.0, 100.0, 1000.0,
+];
+
 fn latency_histogram() -> Histogram {
-    Histogram::new(exponential_buckets(1e-6, 10.0, 10))
+    Histogram::new(LATENCY_BUCKETS)
 }
 
 /// The work queue metric families, one series per handler.
@@ -70,7 +76,9 @@ pub struct InformerLabel {
     pub informer: String,
 }
 
-/// Gauges and counters read from the stages' own state when metrics are scraped.
+/// Gauges and counters read from the stages' own state when metrics are scraped. The
+/// counters are set to the stage's own count ([`set_counter`]) rather than incremented, so
+/// the stages keep one count each and a scrape reads it.
 #[derive(Clone, Default)]
 pub struct StageFamilies {
     /// Objects in an informer's cache.
@@ -78,17 +86,25 @@ pub struct StageFamilies {
     /// 1 once an informer has listed its resource.
     pub informer_synced: Family<InformerLabel, Gauge>,
     /// Watch restarts after failures.
-    pub informer_restarts: Family<InformerLabel, Gauge>,
+    pub informer_restarts: Family<InformerLabel, Counter>,
     /// Deltas a route handed to its handler.
-    pub route_delivered: Family<RouteLabel, Gauge>,
+    pub route_delivered: Family<RouteLabel, Counter>,
     /// Events from a route waiting in its handler's queue.
     pub route_pending: Family<RouteLabel, Gauge>,
     /// Handler calls that succeeded.
-    pub handler_processed: Family<NameLabel, Gauge>,
+    pub handler_processed: Family<NameLabel, Counter>,
     /// Handler calls that failed.
-    pub handler_failed: Family<NameLabel, Gauge>,
+    pub handler_failed: Family<NameLabel, Counter>,
     /// Dead letters waiting.
     pub handler_dead_letters: Family<NameLabel, Gauge>,
+}
+
+/// Sets `counter` to `value`: the count a stage keeps itself. The text encoding names a
+/// counter family `NAME_total`.
+pub fn set_counter(counter: &Counter, value: u64) {
+    counter
+        .inner()
+        .store(value, std::sync::atomic::Ordering::Relaxed);
 }
 
 /// The daemon's metrics registry.
@@ -237,5 +253,50 @@ impl Metrics {
         // Writing into a String cannot fail.
         prometheus_client::encoding::text::encode(&mut out, &registry).expect("encode metrics");
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stage_counts_are_counters_named_total() {
+        let metrics = Metrics::new();
+        let label = NameLabel { name: "h".into() };
+        set_counter(&metrics.stages.handler_processed.get_or_create(&label), 7);
+        set_counter(&metrics.stages.handler_failed.get_or_create(&label), 2);
+        let text = metrics.encode();
+        assert!(
+            text.contains("# TYPE switchyard_handler_processed counter"),
+            "{text}"
+        );
+        assert!(
+            text.contains("switchyard_handler_processed_total{name=\"h\"} 7"),
+            "{text}"
+        );
+        assert!(
+            text.contains("switchyard_handler_failed_total{name=\"h\"} 2"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn latency_buckets_print_as_plain_decimals() {
+        let metrics = Metrics::new();
+        metrics.queue("h").work_duration.observe(0.002);
+        let text = metrics.encode();
+        let les: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("workqueue_work_duration_seconds_bucket"))
+            .filter_map(|l| l.split("le=\"").nth(1)?.split('"').next())
+            .collect();
+        assert_eq!(les.len(), 11, "{text}");
+        for le in les {
+            assert!(
+                le == "+Inf" || (le.len() <= 12 && !le.contains('e')),
+                "bucket bound {le:?} is not a plain decimal: {text}"
+            );
+        }
     }
 }

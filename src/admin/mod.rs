@@ -1,5 +1,6 @@
 //! The admin HTTP API: health probes, status, metrics, dead letters and plugins, served by
-//! axum on loopback.
+//! axum on loopback; and the probes listener, serving the probe and metrics handlers alone
+//! ([`probes_router`]) without a token.
 
 pub mod auth;
 mod backend;
@@ -27,6 +28,24 @@ pub fn router<B: Backend>(shared: Arc<B>, policy: auth::AccessPolicy) -> axum::R
         Arc::new(policy),
         auth::require_token,
     ))
+}
+
+/// The probes and metrics listener's routes over `shared`: `/livez`, `/readyz` and
+/// `/metrics`, the same handlers as the admin API's, open to every caller (as
+/// controller-runtime serves them) because they change nothing and kubelet and Prometheus
+/// carry no token.
+pub fn probes_router<B: Backend>(shared: Arc<B>) -> axum::Router {
+    axum::Router::new()
+        .route("/livez", get(livez))
+        .route("/readyz", get(readyz::<B>))
+        .route("/metrics", get(metrics::<B>))
+        .fallback(|uri: axum::http::Uri| async move {
+            ApiError::not_found(format!(
+                "no such endpoint: {} (this listener serves /livez, /readyz and /metrics)",
+                uri.path()
+            ))
+        })
+        .with_state(shared)
 }
 
 fn routes<B: Backend>(shared: Arc<B>) -> axum::Router {

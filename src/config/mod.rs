@@ -6,6 +6,7 @@
 pub mod capabilities;
 mod document;
 mod error;
+pub mod expand;
 pub mod field_path;
 pub mod limits;
 pub mod pointer;
@@ -39,6 +40,10 @@ pub use validate::validate;
 /// Where the admin API listens when the config does not say.
 pub const DEFAULT_ADMIN_LISTEN: SocketAddr =
     SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 9470);
+
+/// Where the probes and metrics listener listens when the config does not say.
+pub const DEFAULT_PROBES_LISTEN: SocketAddr =
+    SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 9471);
 
 /// The built-in cache index of objects by namespace: reserved, a config cannot define an
 /// index by this name.

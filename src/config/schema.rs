@@ -52,6 +52,20 @@ pub struct AdminFile {
     /// Environment variable holding the bearer token for the admin API.
     #[serde(default)]
     pub token_env: Option<String>,
+    /// Address of the probes and metrics listener; default `127.0.0.1:9471`, `null` for
+    /// none. Outer `None`: not written; `Some(None)`: written as `null`.
+    #[serde(default, deserialize_with = "present")]
+    pub probes_listen: Option<Option<SocketAddr>>,
+}
+
+/// Reads a field that may be `null` as `Some(None)`, so that an absent field (left `None`
+/// by `#[serde(default)]`) and one set to `null` differ.
+fn present<'de, D, T>(deserializer: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(deserializer).map(Some)
 }
 
 /// `handlers.NAME:` — a plugin and how it is run.

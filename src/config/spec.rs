@@ -21,6 +21,9 @@ pub struct Config {
     pub admin_listen: SocketAddr,
     /// Where the admin API's bearer token comes from.
     pub admin_token: Option<TokenSource>,
+    /// Where `/livez`, `/readyz` and `/metrics` are served without a token; `None` for
+    /// nowhere but the admin API.
+    pub probes_listen: Option<SocketAddr>,
     /// Informers, by name order: those under `informers:`, then each route's own watch.
     pub informers: Vec<InformerSpec>,
     /// Handlers, by name order.

@@ -1,6 +1,7 @@
 //! The daemon: builds every stage from a [`Config`] (plugins, handlers, informers, routes,
 //! admin API), runs them, reports their status and shuts them down in order.
 
+pub mod client;
 mod config_watcher;
 mod reload;
 pub mod topology;
@@ -43,9 +44,15 @@ pub enum Error {
         #[source]
         source: kube::config::KubeconfigError,
     },
-    /// No kubeconfig was found and the in-cluster config is not available.
-    #[error("cannot connect to Kubernetes: {0}")]
-    InferConfig(#[source] kube::config::InferConfigError),
+    /// No kubeconfig was given, none is in `KUBECONFIG` or `~/.kube/config`, and the
+    /// daemon is not in a pod.
+    #[error(
+        "cannot connect to Kubernetes: no --kubeconfig or config `kubeconfig`, no usable KUBECONFIG or ~/.kube/config, and KUBERNETES_SERVICE_HOST is not set: {0}"
+    )]
+    NoKubeconfig(#[source] kube::config::KubeconfigError),
+    /// In a pod, the service account cannot be used.
+    #[error("cannot connect to Kubernetes from inside the cluster: {0}")]
+    InCluster(#[source] client::InClusterError),
     /// The client could not be built from the config.
     #[error("cannot connect to Kubernetes: {0}")]
     Client(#[source] kube::Error),
@@ -84,6 +91,15 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// The probes and metrics listener could not bind its address.
+    #[error("cannot listen on {addr} for the probes and metrics (admin.probes_listen): {source}")]
+    ProbesBind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// Result of daemon operations.
@@ -96,8 +112,15 @@ pub struct Options {
     pub client: Option<kube::Client>,
     /// Listen for the admin API here instead of the config's address.
     pub admin_listen: Option<SocketAddr>,
+    /// Serve the probes and metrics here instead of the config's `admin.probes_listen`:
+    /// `Some(None)` for nowhere, `None` to follow the config.
+    pub probes_listen: Option<Option<SocketAddr>>,
     /// Reload the config when its file changes (`POST /reload` works either way).
     pub watch_config: bool,
+    /// Use this kubeconfig instead of the config's `kubeconfig` (`run --kubeconfig`).
+    pub kubeconfig: Option<PathBuf>,
+    /// Use this context of the kubeconfig instead of its current one (`run --context`).
+    pub context: Option<String>,
 }
 
 /// What the stages share with the admin API.
@@ -241,8 +264,7 @@ impl Shared {
 
     /// Every metric in the Prometheus text format, stage gauges read now.
     pub fn metrics_text(&self) -> String {
-        use crate::metrics::{InformerLabel, NameLabel, RouteLabel};
-        let to_i64 = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        use crate::metrics::{InformerLabel, NameLabel, RouteLabel, set_counter};
         for handler in self.handlers() {
             handler.update_time_metrics();
         }
@@ -258,29 +280,24 @@ impl Shared {
             st.informer_synced
                 .get_or_create(&label)
                 .set(i64::from(s.synced));
-            st.informer_restarts
-                .get_or_create(&label)
-                .set(to_i64(s.health.restarts));
+            set_counter(
+                &st.informer_restarts.get_or_create(&label),
+                s.health.restarts,
+            );
         }
         for r in &status.routes {
             let label = RouteLabel {
                 route: r.name.clone(),
             };
-            st.route_delivered
-                .get_or_create(&label)
-                .set(to_i64(r.delivered));
+            set_counter(&st.route_delivered.get_or_create(&label), r.delivered);
             st.route_pending.get_or_create(&label).set(r.pending as i64);
         }
         for h in &status.handlers {
             let label = NameLabel {
                 name: h.name.clone(),
             };
-            st.handler_processed
-                .get_or_create(&label)
-                .set(to_i64(h.processed));
-            st.handler_failed
-                .get_or_create(&label)
-                .set(to_i64(h.failed));
+            set_counter(&st.handler_processed.get_or_create(&label), h.processed);
+            set_counter(&st.handler_failed.get_or_create(&label), h.failed);
             st.handler_dead_letters
                 .get_or_create(&label)
                 .set(h.dead_letters as i64);
@@ -370,11 +387,67 @@ pub struct Daemon {
     shared: Arc<Shared>,
     config_watcher: Option<ConfigWatcher>,
     admin_addr: SocketAddr,
-    admin_stop: Option<oneshot::Sender<()>>,
-    admin_task: JoinHandle<()>,
+    probes_addr: Option<SocketAddr>,
+    /// The admin API's server and the probes listener's, each with its stop signal.
+    servers: Vec<(oneshot::Sender<()>, JoinHandle<()>)>,
     watcher: Option<PluginWatcher>,
     /// Starts routes waiting for a resource once it is served.
     waiting_task: JoinHandle<()>,
+}
+
+/// The listeners, bound before anything else starts.
+struct Listeners {
+    admin: TcpListener,
+    admin_addr: SocketAddr,
+    probes: Option<(TcpListener, SocketAddr)>,
+}
+
+impl Listeners {
+    /// Binds the admin API's address and the probes listener's, if any: a busy port fails
+    /// the start before any informer or handler runs.
+    async fn bind(config: &Config, options: &Options) -> Result<Self> {
+        let addr = options.admin_listen.unwrap_or(config.admin_listen);
+        let admin = TcpListener::bind(addr)
+            .await
+            .map_err(|source| Error::AdminBind { addr, source })?;
+        let admin_addr = admin
+            .local_addr()
+            .map_err(|source| Error::AdminBind { addr, source })?;
+        let probes = match options.probes_listen.unwrap_or(config.probes_listen) {
+            Some(addr) => {
+                let probes = |source| Error::ProbesBind { addr, source };
+                let listener = TcpListener::bind(addr).await.map_err(probes)?;
+                let bound = listener.local_addr().map_err(probes)?;
+                Some((listener, bound))
+            }
+            None => None,
+        };
+        Ok(Self {
+            admin,
+            admin_addr,
+            probes,
+        })
+    }
+}
+
+/// Serves `app` on `listener` until the returned sender is used (or dropped).
+fn serve(
+    what: &'static str,
+    listener: TcpListener,
+    app: axum::Router,
+) -> (oneshot::Sender<()>, JoinHandle<()>) {
+    let (stop, stopped) = oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        let result = axum::serve(listener, app)
+            .with_graceful_shutdown(async {
+                let _ = stopped.await;
+            })
+            .await;
+        if let Err(e) = result {
+            tracing::error!(error = %e, "{what} stopped");
+        }
+    });
+    (stop, task)
 }
 
 impl Daemon {
@@ -383,19 +456,21 @@ impl Daemon {
     /// waits for it (in /readyz and /status) while the rest runs; a route whose resource
     /// cannot be watched for another reason is an error.
     pub async fn start(config: Config, options: Options) -> Result<Self> {
-        // Refuse an unprotected admin API, and bind its port, before starting anything: a
-        // second daemon on a busy port fails before any handler runs.
-        let addr = options.admin_listen.unwrap_or(config.admin_listen);
-        let policy = access_policy(&config, addr)?;
-        let listener = TcpListener::bind(addr)
-            .await
-            .map_err(|source| Error::AdminBind { addr, source })?;
-        let admin_addr = listener
-            .local_addr()
-            .map_err(|source| Error::AdminBind { addr, source })?;
+        // Refuse an unprotected admin API, and bind its port and the probes port, before
+        // starting anything: a second daemon on a busy port fails before any handler runs.
+        let policy = access_policy(&config, options.admin_listen.unwrap_or(config.admin_listen))?;
+        let listeners = Listeners::bind(&config, &options).await?;
         let client = match options.client {
             Some(client) => client,
-            None => client_for(&config).await?,
+            None => {
+                let kubeconfig = options
+                    .kubeconfig
+                    .as_deref()
+                    .or(config.kubeconfig.as_deref());
+                let kube_config =
+                    client::client_config(kubeconfig, options.context.as_deref()).await?;
+                kube::Client::try_from(kube_config).map_err(Error::Client)?
+            }
         };
         let (shared, watcher) = Shared::new(&config, client)?;
         let applied = Topology::empty(config.clone())
@@ -426,28 +501,30 @@ impl Daemon {
         } else {
             None
         };
-        let (admin_stop, stopped) = oneshot::channel::<()>();
+        let admin_addr = listeners.admin_addr;
         let app = crate::admin::router(shared.clone(), policy);
-        let admin_task = tokio::spawn(async move {
-            let result = axum::serve(listener, app)
-                .with_graceful_shutdown(async {
-                    let _ = stopped.await;
-                })
-                .await;
-            if let Err(e) = result {
-                tracing::error!(error = %e, "admin API stopped");
-            }
+        let mut servers = vec![serve("admin API", listeners.admin, app)];
+        let probes_addr = listeners.probes.map(|(listener, addr)| {
+            let app = crate::admin::probes_router(shared.clone());
+            servers.push(serve("probes listener", listener, app));
+            addr
         });
-        tracing::info!(admin = %admin_addr, handlers = config.handlers.len(), routes = config.routes.len(), "switchyard started");
+        let probes = probes_addr.map_or_else(|| "off".to_string(), |a| a.to_string());
+        tracing::info!(admin = %admin_addr, probes, handlers = config.handlers.len(), routes = config.routes.len(), "switchyard started");
         Ok(Self {
             shared,
             config_watcher,
             admin_addr,
-            admin_stop: Some(admin_stop),
-            admin_task,
+            probes_addr,
+            servers,
             watcher,
             waiting_task,
         })
+    }
+
+    /// Where the probes and metrics listener listens, if anywhere.
+    pub fn probes_addr(&self) -> Option<SocketAddr> {
+        self.probes_addr
     }
 
     /// Where the admin API listens.
@@ -493,7 +570,7 @@ impl Daemon {
     }
 
     /// Stops the plugin folder watcher and the watches, lets handlers finish queued work
-    /// for up to `grace`, then stops the admin API.
+    /// for up to `grace`, then stops the admin API and the probes listener.
     pub async fn shut_down(mut self, grace: Duration) {
         self.waiting_task.abort();
         if let Some(watcher) = self.config_watcher.take() {
@@ -507,10 +584,10 @@ impl Daemon {
         self.shared.informers.shutdown();
         let handlers = self.shared.handlers();
         futures::future::join_all(handlers.iter().map(|h| h.shut_down(grace))).await;
-        if let Some(stop) = self.admin_stop.take() {
+        for (stop, task) in std::mem::take(&mut self.servers) {
             let _ = stop.send(());
+            let _ = task.await;
         }
-        let _ = (&mut self.admin_task).await;
         tracing::info!("switchyard stopped");
     }
 }
@@ -546,21 +623,4 @@ fn host_options(config: &Config) -> HostOptions {
                 .unwrap_or(WASM_PAGE),
         }),
     }
-}
-
-async fn client_for(config: &Config) -> Result<kube::Client> {
-    let kube_config = match &config.kubeconfig {
-        Some(path) => {
-            let kubeconfig = |source| Error::Kubeconfig {
-                path: path.clone(),
-                source,
-            };
-            let file = kube::config::Kubeconfig::read_from(path).map_err(kubeconfig)?;
-            kube::Config::from_custom_kubeconfig(file, &Default::default())
-                .await
-                .map_err(kubeconfig)?
-        }
-        None => kube::Config::infer().await.map_err(Error::InferConfig)?,
-    };
-    kube::Client::try_from(kube_config).map_err(Error::Client)
 }

@@ -169,6 +169,9 @@ fn fixed_at_start(running: &Config, new: &Config) -> Vec<String> {
     if running.admin_listen != new.admin_listen {
         fixed.push("admin.listen");
     }
+    if running.probes_listen != new.probes_listen {
+        fixed.push("admin.probes_listen");
+    }
     if running.admin_token != new.admin_token {
         fixed.push("admin.token_file/token_env");
     }

@@ -6,6 +6,8 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime};
 
+use tracing::Instrument;
+
 use super::ChangeKind;
 use super::{DeadLetter, Delivery, Handler, PendingEvent, RecentError, WorkKey};
 use crate::plugin::{CallLimits, Event, EventKind, Outcome, Plugin};
@@ -50,7 +52,12 @@ impl Handler {
                 .clone()
                 .expect("a plugin once set is never removed");
             if let Some((delivery, event)) = self.take_next(&key) {
-                self.handle(&plugin, &key, delivery, event).await;
+                // Inside the worker's span (handler, worker): what the call logs names the
+                // route and object it is about.
+                let span = tracing::info_span!("event", route = %key.route, object = %key.object);
+                self.handle(&plugin, &key, delivery, event)
+                    .instrument(span)
+                    .await;
             }
             self.queue.done(&key);
         }

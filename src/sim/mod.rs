@@ -15,6 +15,7 @@
 //! clients at it.
 
 pub mod api;
+mod auth;
 pub mod churn;
 pub mod cluster;
 pub mod config;
@@ -32,6 +33,7 @@ pub mod openapi;
 pub mod protobuf;
 pub mod resources;
 pub mod table;
+pub mod tls;
 pub mod watch;
 
 use std::io;
@@ -68,6 +70,10 @@ pub struct SimOptions {
     /// Custom resources and objects to start with (applied by [`Simulator::start`], not by
     /// [`Simulator::serve`], whose cluster already has its state).
     pub config: SimConfig,
+    /// Answer 401 to every request without `Authorization: Bearer TOKEN`.
+    pub token: Option<String>,
+    /// Serve HTTPS with a certificate authority made at start ([`tls::SimTls`]).
+    pub tls: bool,
 }
 
 impl Default for SimOptions {
@@ -78,6 +84,8 @@ impl Default for SimOptions {
             bookmark_interval: Duration::from_secs(5),
             version_wait: Duration::from_secs(3),
             config: SimConfig::default(),
+            token: None,
+            tls: false,
         }
     }
 }
@@ -104,6 +112,8 @@ pub struct Simulator {
     watches: WatchSignals,
     commands: mpsc::UnboundedSender<ServerCommand>,
     server: Option<JoinHandle<()>>,
+    token: Option<String>,
+    tls: Option<tls::SimTls>,
 }
 
 impl Simulator {
@@ -131,7 +141,13 @@ impl Simulator {
             version_wait: options.version_wait,
             server: commands.clone(),
         };
-        let server = tokio::spawn(serve_loop(listener, addr, state, received));
+        let tls = options.tls.then(tls::SimTls::generate).transpose()?;
+        let token = options.token.filter(|t| !t.trim().is_empty());
+        let serving = Serving {
+            tls: tls.clone(),
+            token: token.as_deref().map(|t| Arc::from(t.trim())),
+        };
+        let server = tokio::spawn(serve_loop(listener, addr, state, serving, received));
         Ok(Self {
             cluster,
             faults,
@@ -139,6 +155,8 @@ impl Simulator {
             watches,
             commands,
             server: Some(server),
+            token,
+            tls,
         })
     }
 
@@ -147,9 +165,15 @@ impl Simulator {
         self.addr
     }
 
-    /// The base URL clients use (`http://127.0.0.1:PORT`).
+    /// The base URL clients use (`http://127.0.0.1:PORT`, or `https://` with TLS).
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
+    }
+
+    /// The CA certificate (PEM) clients must trust, when the simulator serves HTTPS.
+    pub fn ca_pem(&self) -> Option<&str> {
+        self.tls.as_ref().map(tls::SimTls::ca_pem)
     }
 
     /// The cluster being served.
@@ -164,7 +188,9 @@ impl Simulator {
 
     /// Writes a kubeconfig that points at this simulator.
     pub fn write_kubeconfig(&self, path: &Path) -> io::Result<()> {
-        kubeconfig::write_kubeconfig(path, &self.url())
+        let yaml =
+            kubeconfig::kubeconfig_yaml_with(&self.url(), self.ca_pem(), self.token.as_deref());
+        kubeconfig::write_kubeconfig_yaml(path, &yaml)
     }
 
     /// A kube-rs client for this simulator.
@@ -173,7 +199,10 @@ impl Simulator {
             .url()
             .parse()
             .expect("the simulator URL is a valid URI");
-        kube::Client::try_from(kube::Config::new(uri))
+        let mut config = kube::Config::new(uri);
+        config.root_cert = self.tls.as_ref().map(|t| vec![t.ca_der().to_vec()]);
+        config.auth_info.token = self.token.clone().map(Into::into);
+        kube::Client::try_from(config)
     }
 
     /// Ends every open watch stream, as an API server restart or a load balancer would.
@@ -220,26 +249,47 @@ impl Drop for Simulator {
     }
 }
 
+/// How the server loop serves: plain HTTP or TLS, open or behind a token.
+struct Serving {
+    tls: Option<tls::SimTls>,
+    token: Option<Arc<str>>,
+}
+
 /// Serves until told to stop; a restart closes the listener, waits, and binds the same
 /// address again.
 async fn serve_loop(
     mut listener: TcpListener,
     addr: SocketAddr,
     state: api::ApiState,
+    serving: Serving,
     mut commands: mpsc::UnboundedReceiver<ServerCommand>,
 ) {
     let watches = state.watches.clone();
-    let app = api::router(state);
+    let mut app = api::router(state);
+    if let Some(token) = serving.token {
+        app = app.layer(axum::middleware::from_fn_with_state(
+            token,
+            auth::require_token,
+        ));
+    }
     loop {
         watches.set_stopping(false);
         let (shutdown, stopped) = oneshot::channel::<()>();
-        let server = tokio::spawn(
-            axum::serve(listener, app.clone())
-                .with_graceful_shutdown(async {
-                    let _ = stopped.await;
-                })
-                .into_future(),
-        );
+        let stopped = async {
+            let _ = stopped.await;
+        };
+        let server = match &serving.tls {
+            Some(tls) => tokio::spawn(
+                axum::serve(tls.listener(listener), app.clone())
+                    .with_graceful_shutdown(stopped)
+                    .into_future(),
+            ),
+            None => tokio::spawn(
+                axum::serve(listener, app.clone())
+                    .with_graceful_shutdown(stopped)
+                    .into_future(),
+            ),
+        };
         let command = commands.recv().await.unwrap_or(ServerCommand::Stop);
         watches.set_stopping(true);
         let _ = shutdown.send(());

@@ -174,3 +174,26 @@ fn check_refuses_an_admin_api_beyond_loopback_without_a_token() {
         "{err}"
     );
 }
+
+#[test]
+fn check_reports_a_bad_probes_address_and_an_unset_path_variable_at_their_places() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("probes.yaml");
+    std::fs::write(
+        &path,
+        "plugins_dir: ${SWITCHYARD_CLI_TEST_NEVER_SET}/plugins\nadmin:\n  probes_listen: 0.0.0.0:http\nhandlers:\n  h: {}\nroutes:\n  - {name: a, resource: configmaps, handler: h}\n",
+    )
+    .unwrap();
+    let (code, _, err) = switchyard(&["check", "--config", path.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    let shown = path.display();
+    assert!(
+        err.contains(&format!("{shown}:1:14: plugins_dir: the variable SWITCHYARD_CLI_TEST_NEVER_SET in this path is not set")),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("{shown}:3:18: admin.probes_listen: ")),
+        "{err}"
+    );
+    assert!(err.contains("2 problem(s)"), "{err}");
+}

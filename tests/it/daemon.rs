@@ -352,10 +352,10 @@ async fn metrics_use_client_go_workqueue_names_per_handler() {
         "workqueue_longest_running_processor_seconds{name=\"log-events\"} 0",
         "switchyard_informer_objects{informer=\"v1/configmaps\"} 1",
         "switchyard_informer_synced{informer=\"v1/configmaps\"} 1",
-        "switchyard_route_delivered{route=\"configmaps\"} 1",
+        "switchyard_route_delivered_total{route=\"configmaps\"} 1",
         "switchyard_route_pending{route=\"configmaps\"} 0",
-        "switchyard_handler_processed{name=\"log-events\"} 1",
-        "switchyard_handler_failed{name=\"log-events\"} 0",
+        "switchyard_handler_processed_total{name=\"log-events\"} 1",
+        "switchyard_handler_failed_total{name=\"log-events\"} 0",
     ] {
         assert!(
             text.lines().any(|l| l.starts_with(line)),
@@ -416,7 +416,9 @@ async fn the_daemon_refuses_an_admin_api_beyond_loopback_without_a_token() {
     let options = Options {
         client: Some(sim.client().unwrap()),
         admin_listen: None,
+        probes_listen: Some(None),
         watch_config: true,
+        ..Options::default()
     };
     let err = Daemon::start(config, options).await.err().expect("refused");
     assert!(
@@ -547,7 +549,9 @@ async fn a_second_daemon_on_a_busy_admin_port_fails_before_it_talks_to_the_api_s
     let options = Options {
         client: Some(sim.client().unwrap()),
         admin_listen: Some(first.daemon().admin_addr()),
+        probes_listen: Some(None),
         watch_config: false,
+        ..Options::default()
     };
     let err = Daemon::start(config::load(&path).unwrap(), options)
         .await

@@ -416,4 +416,11 @@ fn the_built_overlay_runs_switchyard_restricted_with_probes_and_its_checked_conf
     let loaded = switchyard::config::load(&config).unwrap();
     assert_eq!(loaded.kubeconfig, None);
     assert!(loaded.admin_listen.ip().is_loopback());
+    // The kubelet reaches the probes listener: on every address, on the probes port.
+    let probes_listen = loaded.probes_listen.expect("a probes listener");
+    assert!(probes_listen.ip().is_unspecified(), "{probes_listen}");
+    assert_eq!(
+        probes["containerPort"].as_u64(),
+        Some(u64::from(probes_listen.port()))
+    );
 }

@@ -12,12 +12,16 @@
 mod support;
 
 mod cli;
+mod cluster_access;
 mod daemon;
+mod dashboard;
 mod deploy;
 mod faults_handlers;
 mod fuzz;
 mod informer;
 mod informer_relist;
+mod logs;
+mod probes;
 mod queue;
 mod unserved;
 

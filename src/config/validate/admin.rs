@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use super::errors::Errors;
 use crate::config::schema::AdminFile;
-use crate::config::{DEFAULT_ADMIN_LISTEN, TokenSource};
+use crate::config::{DEFAULT_ADMIN_LISTEN, DEFAULT_PROBES_LISTEN, TokenSource};
 
 /// The admin API's settings, with defaults filled in.
 pub(super) struct Admin {
@@ -18,6 +18,8 @@ pub(super) struct Admin {
     pub listen: SocketAddr,
     /// Where its token comes from, if anywhere.
     pub token: Option<TokenSource>,
+    /// Where the probes and metrics listener listens, if anywhere.
+    pub probes_listen: Option<SocketAddr>,
 }
 
 /// Reads `admin:`; its defaults when it is absent or cannot be read.
@@ -36,11 +38,9 @@ pub(super) fn build_admin(admin: AdminFile, base: &Path, errors: &mut Errors) ->
             errors.at("admin.token_env", "set token_file or token_env, not both");
             None
         }
-        (Some(path), None) => Some(TokenSource::File(if path.is_absolute() {
-            path
-        } else {
-            base.join(path)
-        })),
+        (Some(path), None) => {
+            super::expand_at(&path, "admin.token_file", base, errors).map(TokenSource::File)
+        }
         (None, Some(var)) => Some(TokenSource::Env(var)),
         (None, None) => None,
     };
@@ -62,7 +62,21 @@ pub(super) fn build_admin(admin: AdminFile, base: &Path, errors: &mut Errors) ->
             ),
         );
     }
-    Admin { listen, token }
+    let probes_listen = admin.probes_listen.unwrap_or(Some(DEFAULT_PROBES_LISTEN));
+    if let Some(probes) = probes_listen
+        && probes == listen
+        && probes.port() != 0
+    {
+        errors.at(
+            "admin.probes_listen",
+            format!("{probes} is admin.listen too: the probes need a port of their own (or null for none)"),
+        );
+    }
+    Admin {
+        listen,
+        token,
+        probes_listen,
+    }
 }
 
 #[cfg(test)]
@@ -125,6 +139,38 @@ mod tests {
                 ":2:14: admin.token_env: the admin token variable SWITCHYARD_TEST_TOKEN_NEVER_SET is not set"
             ),
             "{unset:?}"
+        );
+    }
+
+    #[test]
+    fn the_probes_address_defaults_to_9471_can_be_null_and_is_checked_at_its_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let load = |admin: &str| {
+            validate(
+                &dir.path().join("c.yaml"),
+                &format!("admin:\n{admin}{ROUTES}"),
+            )
+        };
+        let default = load("  listen: 127.0.0.1:9470\n").unwrap();
+        assert_eq!(
+            default.probes_listen,
+            Some("127.0.0.1:9471".parse().unwrap())
+        );
+        let off = load("  probes_listen: null\n").unwrap();
+        assert_eq!(off.probes_listen, None);
+        let open = load("  probes_listen: 0.0.0.0:8080\n").unwrap();
+        assert_eq!(open.probes_listen, Some("0.0.0.0:8080".parse().unwrap()));
+        let bad = errors(dir.path(), "  probes_listen: localhost:none\n");
+        assert_eq!(bad.len(), 1, "{bad:?}");
+        assert!(bad[0].contains(":2:18: admin.probes_listen: "), "{bad:?}");
+        let same = errors(
+            dir.path(),
+            "  listen: 127.0.0.1:9000\n  probes_listen: 127.0.0.1:9000\n",
+        );
+        assert_eq!(same.len(), 1, "{same:?}");
+        assert!(
+            same[0].contains(":3:18: admin.probes_listen: 127.0.0.1:9000 is admin.listen too"),
+            "{same:?}"
         );
     }
 

@@ -31,6 +31,7 @@ use serde_json::Value;
 
 use super::document::{Document, join};
 use super::error::SourceError;
+use super::expand::expand_path;
 use super::limits;
 use super::schema::{ConfigFile, HandlerFile, InformerFile, RouteFile};
 use super::{Config, ConfigError, ConfigErrors, HandlerSpec, InformerSpec, RouteSpec};
@@ -100,7 +101,6 @@ fn read_section<T: DeserializeOwned>(
 /// Builds the config from its top level, each section in turn, then the cross-checks.
 fn build(file: &Path, top: ConfigFile, errors: &mut Errors) -> Config {
     let base = file.parent().unwrap_or(Path::new("."));
-    let relative = |p: PathBuf| if p.is_absolute() { p } else { base.join(p) };
     let admin_file = admin::read_admin(top.admin.as_ref(), errors);
     let informer_files = read_section::<InformerFile>("informers", top.informers, errors);
     let handler_files = read_section::<HandlerFile>("handlers", top.handlers, errors);
@@ -131,15 +131,35 @@ fn build(file: &Path, top: ConfigFile, errors: &mut Errors) -> Config {
         capabilities::check_resources(handler, &routes, &informers, errors);
     }
     let admin = admin::build_admin(admin_file, base, errors);
+    let kubeconfig = top
+        .kubeconfig
+        .and_then(|p| expand_at(&p, "kubeconfig", base, errors));
+    let plugins_dir = top.plugins_dir.unwrap_or_else(|| PathBuf::from("plugins"));
     Config {
         source: file.to_path_buf(),
         admin_token: admin.token,
-        kubeconfig: top.kubeconfig.map(relative),
-        plugins_dir: relative(top.plugins_dir.unwrap_or_else(|| PathBuf::from("plugins"))),
+        kubeconfig,
+        plugins_dir: expand_at(&plugins_dir, "plugins_dir", base, errors)
+            .unwrap_or_else(|| base.join(plugins_dir)),
         admin_listen: admin.listen,
+        probes_listen: admin.probes_listen,
         informers,
         handlers,
         routes,
+    }
+}
+
+/// The path written at `at`, `~` and variables expanded ([`expand_path`]) and made relative
+/// to `base` (the config's folder); `None`, with the error recorded at its place, when a
+/// variable is not set.
+fn expand_at(path: &Path, at: &str, base: &Path, errors: &mut Errors) -> Option<PathBuf> {
+    match expand_path(path) {
+        Ok(p) if p.is_absolute() => Some(p),
+        Ok(p) => Some(base.join(p)),
+        Err(e) => {
+            errors.at(at, e);
+            None
+        }
     }
 }
 

@@ -5,6 +5,7 @@
 //! plugin log before that: a test begins where the daemon sees the cluster, and no line a
 //! plugin logs during the first list is lost.
 
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -42,9 +43,18 @@ pub struct Builder {
     yaml: String,
     sim: Option<Simulator>,
     plugin_files: Vec<(String, String)>,
+    admin_listen: Option<SocketAddr>,
 }
 
 impl Builder {
+    /// Listens for the admin API on `addr` instead of a free loopback port (the probes
+    /// listener stays on a free loopback port).
+    #[must_use]
+    pub fn admin_listen(mut self, addr: &str) -> Self {
+        self.admin_listen = Some(addr.parse().expect("a socket address"));
+        self
+    }
+
     /// Runs against `sim` (which the fixture then owns and stops) instead of a new simulator.
     #[must_use]
     pub fn sim(mut self, sim: Simulator) -> Self {
@@ -88,10 +98,13 @@ impl Builder {
         let config = config::load(&path).expect("a valid config");
         // The daemon's client and the test's are separate, as a real cluster's would be.
         let client = sim.client().expect("a client for the simulator");
+        let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
         let options = daemon::Options {
             client: Some(sim.client().expect("a client for the simulator")),
-            admin_listen: Some("127.0.0.1:0".parse().expect("a socket address")),
+            admin_listen: Some(self.admin_listen.unwrap_or(loopback)),
+            probes_listen: Some(Some(loopback)),
             watch_config: true,
+            ..daemon::Options::default()
         };
         let daemon = Daemon::start(config, options)
             .await
@@ -131,6 +144,7 @@ impl TestDaemon {
             yaml: yaml.to_string(),
             sim: None,
             plugin_files: Vec::new(),
+            admin_listen: None,
         }
     }
 
@@ -177,6 +191,15 @@ impl TestDaemon {
     /// The admin API's URL for `path` (`/status`).
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.admin_url())
+    }
+
+    /// The probes listener's URL for `path` (`/metrics`).
+    pub fn probes_url(&self, path: &str) -> String {
+        let addr = self
+            .daemon()
+            .probes_addr()
+            .expect("the fixture serves probes");
+        format!("http://{addr}{path}")
     }
 
     /// A request to the admin API's `path`, carrying the admin token.

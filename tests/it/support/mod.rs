@@ -4,6 +4,7 @@
 //! ([`eventually`], [`wait_for_log`]), never by sleeping a fixed time.
 
 pub mod daemon;
+pub mod process;
 pub mod sim;
 
 use std::path::{Path, PathBuf};

@@ -1,0 +1,71 @@
+//! `switchyard run` as a child process, its standard error read line by line, killed when
+//! dropped: for what only the binary does (flags, environment, the log it writes).
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// A running `switchyard` and every line it has written to standard error so far.
+pub struct Process {
+    child: Child,
+    lines: Arc<Mutex<Vec<String>>>,
+}
+
+impl Process {
+    /// Starts `switchyard ARGS` with the variables `unset` removed and `env` set.
+    pub fn start(args: &[&str], env: &[(&str, &str)], unset: &[&str]) -> Self {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_switchyard"));
+        // Removed first: a variable both removed and given keeps the value given.
+        for name in unset {
+            command.env_remove(name);
+        }
+        command
+            .args(args)
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let mut child = command.spawn().expect("start switchyard");
+        let stderr = child.stderr.take().expect("piped standard error");
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let sink = lines.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { return };
+                sink.lock().unwrap().push(line);
+            }
+        });
+        Self { child, lines }
+    }
+
+    /// Every line so far.
+    pub fn lines(&self) -> Vec<String> {
+        self.lines.lock().unwrap().clone()
+    }
+
+    /// Waits up to `timeout` for a line that `wanted` accepts; panics listing what was
+    /// written otherwise.
+    pub async fn wait_for_line(&self, timeout: Duration, wanted: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(line) = self.lines().into_iter().find(|l| wanted(l)) {
+                return line;
+            }
+            if Instant::now() > deadline {
+                panic!(
+                    "no such line within {timeout:?}; saw:\n{}",
+                    self.lines().join("\n")
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
