@@ -10,6 +10,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::ApiError;
+use crate::util::{bearer_token, token_matches};
 
 /// Why an access rule cannot be set up.
 #[derive(Debug, thiserror::Error)]
@@ -65,7 +66,7 @@ impl AccessPolicy {
         };
         let given = authorization.and_then(bearer_token);
         match given {
-            Some(given) if constant_time_eq(given.as_bytes(), token.as_bytes()) => Ok(()),
+            Some(given) if token_matches(given, token) => Ok(()),
             Some(_) => Err(ApiError::unauthorized(
                 "the bearer token is not valid".into(),
             )),
@@ -77,22 +78,6 @@ impl AccessPolicy {
             )),
         }
     }
-}
-
-/// The token of a `Bearer` credential; the scheme is case-insensitive (RFC 9110 §11.1).
-fn bearer_token(authorization: &str) -> Option<&str> {
-    let (scheme, token) = authorization.trim_start().split_once(' ')?;
-    scheme
-        .eq_ignore_ascii_case("bearer")
-        .then_some(token.trim())
-}
-
-/// Compares without stopping at the first difference, so timing does not reveal the token.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// Middleware applying the policy to every request.

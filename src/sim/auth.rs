@@ -9,6 +9,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::error::ApiError;
+use crate::util::{bearer_token, token_matches};
 
 /// Middleware: the request passes when its `Authorization` is `Bearer TOKEN`.
 pub async fn require_token(
@@ -20,17 +21,10 @@ pub async fn require_token(
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split_once(' '))
-        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-        .map(|(_, t)| t.trim());
-    if given.is_some_and(|given| constant_time_eq(given.as_bytes(), token.as_bytes())) {
+        .and_then(bearer_token);
+    if given.is_some_and(|given| token_matches(given, &token)) {
         next.run(request).await
     } else {
         ApiError::with_code(401, None).into_response()
     }
-}
-
-/// Compares without stopping at the first difference.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }

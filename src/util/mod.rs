@@ -1,8 +1,11 @@
-//! Small helpers every stage uses: locks that survive a poisoned mutex and RFC 3339 times.
+//! Small helpers every stage uses: locks that survive a poisoned mutex, RFC 3339 times and
+//! bearer tokens.
 //! Imports nothing else of the crate, so any stage may use it.
 
 mod sync;
 mod time;
+mod token;
 
 pub use sync::{lock, read, write};
 pub use time::rfc3339;
+pub use token::{bearer_token, token_matches};

@@ -14,14 +14,7 @@ use switchyard::{Daemon, config};
 
 use crate::support::{self, TestDaemon};
 
-const CONFIGMAPS_TO_LOG_EVENTS: &str = "
-handlers:
-  log-events: {}
-routes:
-  - name: configmaps
-    resource: configmaps
-    handler: log-events
-";
+use crate::support::CONFIGMAPS_TO_LOG_EVENTS;
 
 #[tokio::test]
 async fn a_configmap_created_in_the_simulator_reaches_the_wasm_plugin() {

@@ -82,20 +82,11 @@ fn truth(cluster: &Cluster) -> BTreeMap<String, String> {
         .collect()
 }
 
-fn cached(informer: &Informer) -> BTreeMap<String, String> {
-    informer
-        .store()
-        .list()
-        .iter()
-        .map(|o| (o.key().to_string(), o.resource_version().to_string()))
-        .collect()
-}
-
 async fn converge(informer: &Informer, cluster: &Cluster) {
     support::eventually(
         "the cache to equal the simulator",
         Duration::from_secs(30),
-        async || (cached(informer) == truth(cluster)).then_some(()),
+        async || (support::cached(informer) == truth(cluster)).then_some(()),
     )
     .await;
 }

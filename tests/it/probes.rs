@@ -9,14 +9,7 @@ use switchyard::{Daemon, config};
 
 use crate::support::{self, TestDaemon};
 
-const CONFIGMAPS_TO_LOG_EVENTS: &str = "
-handlers:
-  log-events: {}
-routes:
-  - name: configmaps
-    resource: configmaps
-    handler: log-events
-";
+use crate::support::CONFIGMAPS_TO_LOG_EVENTS;
 
 #[tokio::test]
 async fn probes_answer_without_a_token_while_the_admin_api_still_demands_one() {

@@ -131,17 +131,7 @@ async fn a_route_on_a_resource_not_served_waits_while_the_rest_runs_and_starts_o
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reload_that_adds_a_route_on_a_resource_not_served_is_applied_with_the_route_waiting() {
-    let t = TestDaemon::start(
-        "
-handlers:
-  log-events: {}
-routes:
-  - name: configmaps
-    resource: configmaps
-    handler: log-events
-",
-    )
-    .await;
+    let t = TestDaemon::start(support::CONFIGMAPS_TO_LOG_EVENTS).await;
     t.write_config(WIDGETS_AND_CONFIGMAPS);
     let (code, body) = t.post("/reload").await;
     assert_eq!(code, 200, "{body:#}");

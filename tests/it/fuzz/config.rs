@@ -214,27 +214,17 @@ fn floor_char_boundary(text: &str, mut at: usize) -> usize {
     at
 }
 
-/// A value of any JSON type, some odd: huge numbers, unicode, deep nesting.
-fn odd_value() -> impl Strategy<Value = Value> {
-    let leaf = prop_oneof![
-        Just(Value::Null),
-        any::<bool>().prop_map(Value::from),
-        any::<i64>().prop_map(Value::from),
-        any::<u64>().prop_map(Value::from),
-        any::<f64>().prop_map(Value::from),
-        token().prop_map(Value::from),
+/// A value of any JSON type, some odd: huge numbers, unicode, deep nesting, and strings a
+/// config would hold.
+fn odd_value() -> BoxedStrategy<Value> {
+    let strings = prop_oneof![
+        token(),
         prop::sample::select(vec![
             "5s", "0ms", "64Mi", "every", "latest", "v1/pods", "a=b"
         ])
-        .prop_map(Value::from),
+        .prop_map(String::from),
     ];
-    leaf.prop_recursive(40, 64, 4, |inner| {
-        prop_oneof![
-            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
-            prop::collection::btree_map(token(), inner, 0..4)
-                .prop_map(|m| Value::Object(m.into_iter().collect())),
-        ]
-    })
+    super::odd_json(strings.boxed(), token().boxed(), 40)
 }
 
 /// One change to a config's value at the `n`th mapping or sequence (in document order).

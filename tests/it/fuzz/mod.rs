@@ -14,7 +14,9 @@ mod plugins;
 mod sim_requests;
 mod watch;
 
+use proptest::prelude::*;
 use proptest::test_runner::Config as ProptestConfig;
+use serde_json::Value;
 
 /// A proptest config running `default_cases` cases, or `PROPTEST_CASES` when it is set.
 pub(crate) fn cases(default_cases: u32) -> ProptestConfig {
@@ -35,4 +37,29 @@ pub(crate) fn runtime() -> tokio::runtime::Runtime {
         .enable_all()
         .build()
         .expect("a tokio runtime")
+}
+
+/// A JSON value of any type, some odd (huge numbers, unicode, nesting up to `depth`), its
+/// strings drawn from `strings` and its object keys from `keys`.
+pub(crate) fn odd_json(
+    strings: BoxedStrategy<String>,
+    keys: BoxedStrategy<String>,
+    depth: u32,
+) -> BoxedStrategy<Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::from),
+        any::<i64>().prop_map(Value::from),
+        any::<u64>().prop_map(Value::from),
+        any::<f64>().prop_map(Value::from),
+        strings.prop_map(Value::from),
+    ];
+    leaf.prop_recursive(depth, depth * 4, 3, move |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+            prop::collection::btree_map(keys.clone(), inner, 0..4)
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    })
+    .boxed()
 }

@@ -21,7 +21,9 @@ use futures::StreamExt;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 use switchyard::config::ResourceName;
-use switchyard::informer::{CacheOptions, Informer, InformerFactory, WatchKey};
+use switchyard::informer::{CacheOptions, InformerFactory, WatchKey};
+
+use crate::support;
 
 /// The list's resourceVersion; the objects of the list are older.
 const LIST_RV: u64 = 300;
@@ -136,15 +138,6 @@ async fn serve(server: Arc<Server>) -> String {
     url
 }
 
-fn cached(informer: &Informer) -> BTreeMap<String, String> {
-    informer
-        .store()
-        .list()
-        .iter()
-        .map(|o| (o.key().to_string(), o.resource_version().to_string()))
-        .collect()
-}
-
 /// One frame of a watch body, without its line end.
 fn frame() -> impl Strategy<Value = Vec<u8>> {
     let name = prop::sample::select(vec!["a", "b", "c", "d", "e", "fresh", ""]);
@@ -211,22 +204,7 @@ fn frame() -> impl Strategy<Value = Vec<u8>> {
 
 /// A JSON value of any type, some odd.
 fn odd_json() -> BoxedStrategy<Value> {
-    let leaf = prop_oneof![
-        Just(Value::Null),
-        any::<bool>().prop_map(Value::from),
-        any::<i64>().prop_map(Value::from),
-        any::<u64>().prop_map(Value::from),
-        any::<f64>().prop_map(Value::from),
-        any::<String>().prop_map(Value::from),
-    ];
-    leaf.prop_recursive(4, 16, 3, |inner| {
-        prop_oneof![
-            prop::collection::vec(inner.clone(), 0..3).prop_map(Value::Array),
-            prop::collection::btree_map("[a-z]{0,4}", inner, 0..3)
-                .prop_map(|m| Value::Object(m.into_iter().collect())),
-        ]
-    })
-    .boxed()
+    super::odd_json(any::<String>().boxed(), "[a-z]{0,4}".boxed(), 4)
 }
 
 /// A watch body: frames, each followed by a line end or (merged with the next) not, split
@@ -308,7 +286,7 @@ async fn run_case(truth: BTreeMap<&'static str, u64>, answers: Vec<Answer>) {
     crate::support::eventually(
         "the cache to equal the server's content and the valid watch event",
         CONVERGE,
-        async || (cached(&informer) == want && informer.is_synced()).then_some(()),
+        async || (support::cached(&informer) == want && informer.is_synced()).then_some(()),
     )
     .await;
     let health = informer.health();

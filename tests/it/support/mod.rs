@@ -183,3 +183,25 @@ pub async fn post_json(url: &str) -> (u16, Value) {
     let body = response.json().await.expect("a JSON body");
     (status, body)
 }
+
+/// An informer's cache: each object's key and resourceVersion.
+pub fn cached(
+    informer: &switchyard::informer::Informer,
+) -> std::collections::BTreeMap<String, String> {
+    informer
+        .store()
+        .list()
+        .iter()
+        .map(|o| (o.key().to_string(), o.resource_version().to_string()))
+        .collect()
+}
+
+/// A config routing every ConfigMap to the `log-events` plugin.
+pub const CONFIGMAPS_TO_LOG_EVENTS: &str = "
+handlers:
+  log-events: {}
+routes:
+  - name: configmaps
+    resource: configmaps
+    handler: log-events
+";
