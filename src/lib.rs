@@ -37,6 +37,7 @@
 //! installs (text or JSON, one line per event).
 
 pub mod admin;
+pub mod check;
 pub mod config;
 pub mod daemon;
 pub mod handler;

@@ -1,6 +1,7 @@
 //! The `switchyard` command: run the daemon, check a config, print the RBAC a config needs,
 //! run the demo or the simulator.
 
+use std::io::Write;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -9,10 +10,10 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use serde_json::json;
+use switchyard::check::Severity;
 use switchyard::config::{self, Config};
 use switchyard::daemon::{self, Daemon};
 use switchyard::logging::{self, LogFormat};
-use switchyard::plugin::{PluginHost, loader};
 use switchyard::rbac;
 use switchyard::sim::{ChurnConfig, ChurnKind, SimConfig, SimOptions, Simulator};
 
@@ -42,11 +43,23 @@ enum Command {
         #[arg(long, value_parser = parse_log_format)]
         log_format: Option<LogFormat>,
     },
-    /// Validate a routing config and its plugins; exits non-zero listing every problem.
+    /// Validate a routing config and its plugins; exits 2 listing every problem at once.
     Check {
         /// The routing config (YAML).
         #[arg(long, short)]
         config: PathBuf,
+        /// Also ask the API server whether every watched resource is served.
+        #[arg(long)]
+        cluster: bool,
+        /// With --cluster: kubeconfig to use (as for `run`).
+        #[arg(long, requires = "cluster")]
+        kubeconfig: Option<PathBuf>,
+        /// With --cluster: context of the kubeconfig.
+        #[arg(long, requires = "cluster")]
+        context: Option<String>,
+        /// Print the report as one JSON object on standard output.
+        #[arg(long)]
+        json: bool,
     },
     /// Print, as YAML for `kubectl apply -f -`, a ServiceAccount and the least-privilege
     /// (Cluster)Roles and bindings a routing config needs; exits 2 listing the config's
@@ -149,7 +162,16 @@ fn main() -> ExitCode {
                 };
                 run(&config, options, log_format).await
             }
-            Command::Check { config } => check(&config).await,
+            Command::Check {
+                config,
+                cluster,
+                kubeconfig,
+                context,
+                json,
+            } => {
+                let cluster = cluster.then_some((kubeconfig, context));
+                check(&config, cluster, json).await
+            }
             Command::Rbac {
                 config,
                 namespace,
@@ -306,35 +328,60 @@ async fn run(
     Ok(ExitCode::SUCCESS)
 }
 
-async fn check(path: &Path) -> Result<ExitCode> {
-    let config = match load_config(path) {
-        Ok(c) => c,
-        Err(code) => return Ok(code),
+/// `switchyard check`: every problem at once; exit 2 when there are errors.
+async fn check(
+    path: &Path,
+    cluster: Option<(Option<PathBuf>, Option<String>)>,
+    json: bool,
+) -> Result<ExitCode> {
+    let client = match cluster {
+        Some((kubeconfig, context)) => {
+            let kubeconfig =
+                kubeconfig.or_else(|| config::load(path).ok().and_then(|c| c.kubeconfig));
+            let config =
+                daemon::client::client_config(kubeconfig.as_deref(), context.as_deref()).await?;
+            Some(kube::Client::try_from(config)?)
+        }
+        None => None,
     };
-    let host = PluginHost::new()?;
-    let mut problems = 0;
-    for handler in &config.handlers {
-        if let Err(e) = loader::load(&host, &config.plugins_dir, &handler.plugin).await {
-            eprintln!(
-                "error: {}: handlers.{}.plugin: {e}",
+    let report = switchyard::check::check(path, client).await?;
+    let errors = report.count(Severity::Error);
+    let warnings = report.count(Severity::Warning);
+    if json {
+        // A closed pipe (`| head`) is no fault of the config's.
+        let _ = writeln!(
+            std::io::stdout(),
+            "{}",
+            serde_json::to_string_pretty(&report)?
+        );
+    } else {
+        for finding in &report.findings {
+            eprintln!("{finding}");
+        }
+        if report.ok {
+            println!(
+                "{}: ok ({} handler(s), {} route(s)){}",
                 path.display(),
-                handler.name
+                report.handlers,
+                report.routes,
+                if warnings > 0 {
+                    format!(", {warnings} warning(s)")
+                } else {
+                    String::new()
+                }
             );
-            problems += 1;
+        } else {
+            eprintln!(
+                "{}: {errors} problem(s), {warnings} warning(s)",
+                path.display()
+            );
         }
     }
-    if problems > 0 {
-        eprintln!("{}: {problems} problem(s)", path.display());
-        return Ok(ExitCode::from(2));
-    }
-    println!(
-        "{}: ok ({} handler(s), {} route(s), plugins from {})",
-        path.display(),
-        config.handlers.len(),
-        config.routes.len(),
-        config.plugins_dir.display()
-    );
-    Ok(ExitCode::SUCCESS)
+    Ok(if report.ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(2)
+    })
 }
 
 async fn demo(path: &Path, seconds: Option<u64>, rate: f64) -> Result<ExitCode> {

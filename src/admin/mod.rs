@@ -99,13 +99,14 @@ async fn readyz<B: Backend>(
         let mut text = String::new();
         for i in &informers {
             let mark = if i.is_synced() { "[+]" } else { "[-]" };
-            let state = if i.is_synced() {
-                "synced".to_string()
-            } else {
-                match i.health().listed {
+            let health = i.health();
+            let state = match (i.is_synced(), health.last_error_code, &health.last_error) {
+                (true, ..) => "synced".to_string(),
+                (false, Some(403), Some(error)) => format!("forbidden: {error}"),
+                (false, _, _) => match health.listed {
                     Some(n) => format!("listing ({n} objects so far)"),
                     None => "not synced".to_string(),
-                }
+                },
             };
             text.push_str(&format!("{mark}informer {} {state}\n", i.key()));
         }

@@ -17,6 +17,9 @@ pub enum FieldPathError {
         /// The path as written.
         text: String,
     },
+    /// A JSON pointer with a `~` that escapes neither `~` nor `/`.
+    #[error(transparent)]
+    Pointer(#[from] super::pointer::PointerError),
 }
 
 /// A parsed path: the keys (or array indexes) from the object's root.
@@ -30,6 +33,7 @@ impl FieldPath {
     /// Parses a dotted path or a JSON pointer.
     pub fn parse(text: &str) -> Result<Self, FieldPathError> {
         let parts: Vec<String> = if let Some(pointer) = text.strip_prefix('/') {
+            super::pointer::validate_pointer(text)?;
             pointer
                 .split('/')
                 .map(|p| p.replace("~1", "/").replace("~0", "~"))
@@ -91,5 +95,12 @@ mod tests {
         assert_eq!(FieldPath::parse("spec.nope").unwrap().lookup(&object), None);
         assert!(FieldPath::parse("spec..x").is_err());
         assert!(FieldPath::parse("").is_err());
+    }
+
+    #[test]
+    fn a_pointer_path_must_escape_tildes_as_json_pointers_do() {
+        let error = FieldPath::parse("/metadata/~2bad").unwrap_err().to_string();
+        assert!(error.contains("'~' must be followed by 0"), "{error}");
+        assert!(FieldPath::parse("/metadata/a~0b").is_ok());
     }
 }

@@ -4,6 +4,7 @@
 //! other module of the crate, so any stage may depend on it.
 
 pub mod capabilities;
+mod checked;
 mod document;
 mod error;
 pub mod expand;
@@ -25,6 +26,7 @@ use std::path::Path;
 use error::SourceError;
 
 pub use capabilities::{Capabilities, Verb};
+pub use checked::{Checked, check};
 pub use error::{ConfigError, ConfigErrors};
 pub use field_path::FieldPath;
 pub use pointer::validate_pointer;

@@ -16,6 +16,7 @@
 //! Versions are compared as numbers, which kube-apiserver's are (etcd revisions); when either
 //! is not a number the check is skipped.
 
+use super::shown;
 use std::collections::VecDeque;
 use std::time::Duration;
 
@@ -87,6 +88,19 @@ pub(super) enum Error {
 }
 
 impl Error {
+    /// The HTTP status code of the API server's answer, when it answered with a `Status`
+    /// (403 when the list or watch is forbidden).
+    pub(super) fn code(&self) -> Option<u16> {
+        match self {
+            Error::List(e) | Error::Check(e) | Error::WatchStart(e) | Error::Stream(e) => match e {
+                kube::Error::Api(status) => Some(status.code),
+                _ => None,
+            },
+            Error::Server(status) => Some(status.code),
+            Error::NoResourceVersion | Error::ServerBehind { .. } => None,
+        }
+    }
+
     /// Whether the loop lists again after this error, because the version it would resume
     /// from is gone from the server, or was never there.
     pub(super) fn relists(&self) -> bool {
@@ -96,14 +110,6 @@ impl Error {
             Error::WatchStart(kube::Error::Api(status)) => version_unusable(status),
             _ => false,
         }
-    }
-}
-
-/// A kube error as people read it: a Kubernetes Status by its message and code.
-fn shown(error: &kube::Error) -> String {
-    match error {
-        kube::Error::Api(status) => format!("{} ({})", status.message, status.code),
-        other => other.to_string(),
     }
 }
 

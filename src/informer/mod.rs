@@ -35,7 +35,7 @@ pub use transform::Transform;
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// API discovery for the resource's group failed.
-    #[error("cannot discover {resource}: {source}")]
+    #[error("cannot discover {resource}: {}", shown(source))]
     Discovery {
         /// The resource.
         resource: String,
@@ -72,6 +72,15 @@ impl Error {
             } => status.code == 404,
             _ => false,
         }
+    }
+}
+
+/// A kube error as people read it: a Kubernetes `Status` by its message and code, never as
+/// a debug dump.
+pub fn shown(error: &kube::Error) -> String {
+    match error {
+        kube::Error::Api(status) => format!("{} ({})", status.message, status.code),
+        other => other.to_string(),
     }
 }
 
@@ -126,6 +135,9 @@ pub struct WatchHealth {
     /// The error the list or watch is failing with; cleared once a list completes or a
     /// watch is open again.
     pub last_error: Option<String>,
+    /// The HTTP status code of that error, when the API server answered with one (403:
+    /// forbidden).
+    pub last_error_code: Option<u16>,
     /// When the last event arrived.
     #[serde(skip)]
     pub last_event: Option<SystemTime>,

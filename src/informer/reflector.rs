@@ -91,6 +91,7 @@ fn handle(informer: &Informer, listing: &mut Option<HashSet<ObjectKey>>, event: 
                 let mut health = informer.health_mut();
                 health.listed = None;
                 health.last_error = None;
+                health.last_error_code = None;
             }
             if let Some(seen) = listing.take() {
                 informer.remove_unlisted(&seen);
@@ -98,7 +99,11 @@ fn handle(informer: &Informer, listing: &mut Option<HashSet<ObjectKey>>, event: 
             }
             informer.mark_synced();
         }
-        Event::Watching => informer.health_mut().last_error = None,
+        Event::Watching => {
+            let mut health = informer.health_mut();
+            health.last_error = None;
+            health.last_error_code = None;
+        }
         Event::Applied(object) => {
             informer.apply(object);
         }
@@ -116,6 +121,7 @@ fn failed(informer: &Informer, error: &listwatch::Error) {
     let mut health = informer.health_mut();
     health.restarts += 1;
     health.last_error = Some(error.to_string());
+    health.last_error_code = error.code();
 }
 
 /// The same delay before every retry.

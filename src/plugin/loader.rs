@@ -35,7 +35,7 @@ pub const READ_DEADLINE: Duration = Duration::from_secs(10);
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum ReadError {
     /// There is no file at the path (or a symbolic link there points nowhere).
-    #[error("the file is gone")]
+    #[error("there is no such file")]
     Gone,
     /// The path names a FIFO, socket, device or directory.
     #[error("it is a {0}, not a regular file")]
@@ -263,7 +263,7 @@ mod tests {
         let error = read_plugin_file(dir.path(), "p").await.unwrap_err();
         assert!(error.is_file_gone(), "{error}");
         assert!(
-            error.to_string().ends_with("p.wasm: the file is gone"),
+            error.to_string().ends_with("p.wasm: there is no such file"),
             "{error}"
         );
     }

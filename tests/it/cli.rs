@@ -53,7 +53,14 @@ fn check_lists_every_config_error_with_its_place() {
         )),
         "{err}"
     );
-    assert!(err.contains("2 problem(s); nothing was started"), "{err}");
+    // The plugin is looked for in the same run.
+    assert!(
+        err.contains(&format!(
+            "{shown}:2:15: handlers.log-events.plugin: cannot read plugin"
+        )),
+        "{err}"
+    );
+    assert!(err.contains("3 problem(s)"), "{err}");
 }
 
 #[test]
@@ -148,10 +155,7 @@ routes:
                 "{command}: {line}\n{err}"
             );
         }
-        assert!(
-            err.contains("7 problem(s); nothing was started"),
-            "{command}: {err}"
-        );
+        assert!(err.contains("7 problem(s)"), "{command}: {err}");
     }
 }
 
@@ -196,4 +200,132 @@ fn check_reports_a_bad_probes_address_and_an_unset_path_variable_at_their_places
         "{err}"
     );
     assert!(err.contains("2 problem(s)"), "{err}");
+}
+
+/// A config with one mistake of every kind `check` finds, each with where it is reported.
+const EVERY_MISTAKE: &str = "\
+admin:
+  listen: 0.0.0.0:9470
+informers:
+  pods:
+    resource: v1/pod
+  deployments:
+    group: apps
+    version: v1
+    kind: Deploymnt
+handlers:
+  h1:
+    concurrency: lots
+    timeout: forever
+  missing-plugin: {}
+routes:
+  - name: a
+    resource: v1/configmapz
+    handler: h1
+  - name: b
+    informer: nope
+    handler: h3
+  - name: a
+    kinds: [Pod]
+    handler: missing-plugin
+    when:
+      - path: /metadata/~2x
+        equals: 1
+";
+
+#[test]
+fn check_reports_a_mistake_of_every_kind_in_one_run() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("plugins")).unwrap();
+    let path = dir.path().join("every.yaml");
+    std::fs::write(&path, EVERY_MISTAKE).unwrap();
+    let (code, out, err) = switchyard(&["check", "--config", path.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(out.is_empty(), "{out}");
+    let shown = path.display();
+    let expected = [
+        "error: {}:2:11: admin.listen: the admin API would listen on 0.0.0.0:9470, beyond loopback, without a token",
+        "warning: {}:5:15: informers.pods.resource: v1 has no resource \"pod\"; did you mean \"pods\"?",
+        "warning: {}:9:11: informers.deployments.kind: apps/v1 has no kind \"Deploymnt\"; did you mean \"Deployment\"?",
+        "error: {}:12:18: handlers.h1.concurrency: ",
+        "error: {}:13:14: handlers.h1.timeout: invalid duration \"forever\"",
+        "error: {}:14:19: handlers.missing-plugin.plugin: cannot read plugin",
+        "warning: {}:17:15: routes[0].resource: v1 has no resource \"configmapz\"; did you mean \"configmaps\"?",
+        "error: {}:20:15: routes[1].informer: unknown informer \"nope\"",
+        "error: {}:21:14: routes[1].handler: unknown handler \"h3\"",
+        "error: {}:22:11: routes[2].name: duplicate route name \"a\"",
+        "error: {}:26:15: routes[2].when[0].path: invalid JSON pointer \"/metadata/~2x\"",
+    ];
+    for line in expected {
+        let line = line.replace("{}", &shown.to_string());
+        assert!(err.contains(&line), "missing {line}\nin:\n{err}");
+    }
+    assert!(err.contains("8 problem(s), 3 warning(s)"), "{err}");
+
+    // The same as one JSON object for CI.
+    let (code, out, err) = switchyard(&["check", "--json", "--config", path.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    let report: serde_json::Value = serde_json::from_str(&out).expect("JSON on stdout");
+    assert_eq!(report["ok"], false);
+    let findings = report["findings"].as_array().unwrap();
+    assert_eq!(findings.len(), 11, "{report:#}");
+    assert_eq!(findings[1]["severity"], "warning");
+    assert_eq!(findings[1]["path"], "informers.pods.resource");
+    assert_eq!(findings[1]["line"], 5);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_with_cluster_asks_the_api_server_which_resources_it_serves() {
+    let plugins = support::plugins_dir();
+    let sim = support::start_sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    sim.write_kubeconfig(&kubeconfig).unwrap();
+    let path = dir.path().join("cluster.yaml");
+    std::fs::write(
+        &path,
+        format!(
+            "plugins_dir: {}\nhandlers:\n  log-events: {{}}\nroutes:\n  - {{name: a, resource: configmaps, handler: log-events}}\n  - {{name: b, resource: example.com/v1/widgets, handler: log-events}}\n",
+            plugins.display()
+        ),
+    )
+    .unwrap();
+    let args: Vec<String> = [
+        "check",
+        "--cluster",
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+        "--config",
+        path.to_str().unwrap(),
+    ]
+    .map(String::from)
+    .into();
+    let (code, out, err) = tokio::task::spawn_blocking(move || {
+        switchyard(&args.iter().map(String::as_str).collect::<Vec<_>>())
+    })
+    .await
+    .unwrap();
+    // Not served is a warning (the route would wait), not an error.
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("ok (1 handler(s), 2 route(s)), 1 warning(s)"),
+        "{out}"
+    );
+    assert!(
+        err.contains(&format!(
+            "warning: {}:6:25: routes[1].resource: cannot discover example.com/v1/widgets: ",
+            path.display()
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains("its routes would wait until it is served"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("Status {"),
+        "a Status shown as a debug dump: {err}"
+    );
+    assert!(!err.contains("configmaps"), "{err}");
+    sim.stop().await;
 }

@@ -576,3 +576,40 @@ async fn a_body_too_large_is_answered_as_json() {
     );
     t.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_verbose_says_forbidden_when_the_api_server_refuses_the_list() {
+    let t = TestDaemon::start(CONFIGMAPS_TO_LOG_EVENTS).await;
+    let forbidden = switchyard::sim::RequestFailure {
+        count: 1000,
+        code: 403,
+        retry_after_seconds: None,
+        verbs: vec!["list".into()],
+    };
+    t.sim().faults().fail_next_requests(forbidden).unwrap();
+    // A route on secrets: its informer's first list is refused.
+    t.write_config(&format!(
+        "{CONFIGMAPS_TO_LOG_EVENTS}  - name: secrets\n    resource: secrets\n    handler: log-events\n"
+    ));
+    let (code, body) = t.post("/reload").await;
+    assert_eq!(code, 200, "{body:#}");
+    let text = support::eventually(
+        "readyz says forbidden",
+        Duration::from_secs(30),
+        async || {
+            let response = reqwest::get(t.url("/readyz?verbose")).await.ok()?;
+            let code = response.status().as_u16();
+            let text = response.text().await.ok()?;
+            (code == 503 && text.contains("forbidden")).then_some(text)
+        },
+    )
+    .await;
+    assert!(
+        text.contains(
+            "[-]informer v1/secrets forbidden: listing failed: forbidden: injected fault (403)"
+        ),
+        "{text}"
+    );
+    t.sim().faults().clear();
+    t.stop().await;
+}

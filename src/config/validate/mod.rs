@@ -43,27 +43,43 @@ use routes::{Known, RouteContext};
 /// Reads the admin token, if the config names one, to check that it is there. Blocking, like
 /// [`super::load`].
 pub fn validate(file: &Path, text: &str) -> Result<Config, ConfigErrors> {
+    let (_, config, errors) = validate_all(file, text);
+    match config {
+        Some(config) if errors.is_empty() => Ok(config),
+        _ => Err(ConfigErrors(errors)),
+    }
+}
+
+/// Parses and checks the config in `text`: the document (unless the YAML is broken), the
+/// config as far as it could be built (also when it has mistakes: items that could not be
+/// read are left out), and every mistake, sorted by place.
+pub(super) fn validate_all(
+    file: &Path,
+    text: &str,
+) -> (Option<Document>, Option<Config>, Vec<ConfigError>) {
     if text.len() > limits::MAX_CONFIG_BYTES {
         let error = ConfigError::whole_file(file, SourceError::TooLarge);
-        return Err(ConfigErrors(vec![error]));
+        return (None, None, vec![error]);
     }
-    let document = Document::parse(text).map_err(|e| {
-        ConfigErrors(vec![ConfigError {
-            file: file.to_path_buf(),
-            line: e.place.line,
-            column: e.place.column,
-            path: String::new(),
-            message: errors::first_line(&e.message),
-        }])
-    })?;
+    let document = match Document::parse(text) {
+        Ok(document) => document,
+        Err(e) => {
+            let error = ConfigError {
+                file: file.to_path_buf(),
+                line: e.place.line,
+                column: e.place.column,
+                path: String::new(),
+                message: errors::first_line(&e.message),
+            };
+            return (None, None, vec![error]);
+        }
+    };
     let mut errors = Errors::new(file.to_path_buf(), &document);
     let config = errors
         .read::<ConfigFile>("", &document.root)
         .map(|top| build(file, top, &mut errors));
-    match config {
-        Some(config) if errors.count() == 0 => Ok(config),
-        _ => Err(ConfigErrors(errors.into_sorted())),
-    }
+    let errors = errors.into_sorted();
+    (Some(document), config, errors)
 }
 
 /// The names defined in a section, including those whose entries could not be read.

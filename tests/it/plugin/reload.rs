@@ -201,7 +201,7 @@ async fn garbage_written_in_place_keeps_the_old_version_running_and_shows_the_er
 async fn a_deleted_file_keeps_the_running_version_and_status_says_the_file_is_gone() {
     let mut t = start("log-events").await;
     std::fs::remove_file(swap_file(&t)).unwrap();
-    let error = error_shown(&t, "the file is gone").await;
+    let error = error_shown(&t, "there is no such file").await;
     assert!(error.contains("swap.wasm"), "{error}");
     let view = plugin_becomes(&t, "file_present to turn false", |v| {
         v["file_present"] == false
@@ -217,7 +217,10 @@ async fn a_deleted_file_keeps_the_running_version_and_status_says_the_file_is_go
     assert_eq!(code, 422);
     assert_eq!(body["status"], 422);
     assert!(
-        body["error"].as_str().unwrap().contains("the file is gone"),
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("there is no such file"),
         "{body}"
     );
 

@@ -1,0 +1,56 @@
+//! A config as `switchyard check` reads it: every mistake at once, the config as far as it
+//! could be built despite them, and places in the file for what later checks find (plugins,
+//! resource names).
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use super::document::Document;
+use super::{Config, ConfigError};
+
+/// The outcome of reading a config for `check`.
+#[derive(Debug)]
+pub struct Checked {
+    /// The config file.
+    pub file: PathBuf,
+    /// The config as far as it could be built: items that could not be read are left out.
+    /// `None` when the file cannot be read or is not YAML.
+    pub config: Option<Config>,
+    /// Every mistake, in file order.
+    pub errors: Vec<ConfigError>,
+    document: Option<Document>,
+}
+
+/// Reads and checks the config at `path`, keeping what could be built. Blocking, like
+/// [`super::load`].
+pub fn check(path: &Path) -> Checked {
+    let (document, config, errors) = match super::read_bounded(path) {
+        Ok(text) => super::validate::validate_all(path, &text),
+        Err(e) => (None, None, vec![ConfigError::whole_file(path, e)]),
+    };
+    Checked {
+        file: path.to_path_buf(),
+        config,
+        errors,
+        document,
+    }
+}
+
+impl Checked {
+    /// A problem with the value at `path` (`handlers.h1.plugin`), placed where that value
+    /// is written, or its nearest written parent (a default has no place of its own).
+    pub fn problem_at(&self, path: &str, message: impl fmt::Display) -> ConfigError {
+        let place = self
+            .document
+            .as_ref()
+            .map(|d| d.value_place(path))
+            .unwrap_or_default();
+        ConfigError {
+            file: self.file.clone(),
+            line: place.line,
+            column: place.column,
+            path: path.to_string(),
+            message: message.to_string(),
+        }
+    }
+}
