@@ -40,6 +40,7 @@ pub mod admin;
 pub mod check;
 pub mod config;
 pub mod daemon;
+pub mod demo;
 pub mod handler;
 pub mod informer;
 pub mod logging;

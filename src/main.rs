@@ -388,113 +388,16 @@ async fn demo(path: &Path, seconds: Option<u64>, rate: f64) -> Result<ExitCode> 
     init_logging(&format!(
         "warn,switchyard=info,switchyard::plugin::logs=off,{QUIET_DEPENDENCIES}"
     ));
-    let config = match load_config(path) {
-        Ok(c) => c,
-        Err(code) => return Ok(code),
-    };
-    let sim = Simulator::start(SimOptions::default()).await?;
-    seed(&sim)?;
-    let kubeconfig =
-        std::env::temp_dir().join(format!("switchyard-demo-{}.kubeconfig", std::process::id()));
-    sim.write_kubeconfig(&kubeconfig)?;
-    let churn = sim.start_churn(ChurnConfig {
+    if let Err(code) = load_config(path) {
+        return Ok(code);
+    }
+    let options = switchyard::demo::Options {
+        config: path.to_path_buf(),
+        seconds,
         rate,
-        ..ChurnConfig::default()
-    });
-    // The probes listener takes a free port: the demo shows the admin API.
-    let free = SocketAddr::from(([127, 0, 0, 1], 0));
-    let options = daemon::Options {
-        client: Some(sim.client()?),
-        admin_listen: None,
-        probes_listen: Some(Some(free)),
-        watch_config: true,
-        ..daemon::Options::default()
     };
-    let daemon = match Daemon::start(config, options).await {
-        Ok(d) => d,
-        Err(daemon::Error::AdminBind { addr, .. }) => {
-            eprintln!("note: {addr} is in use; the admin API takes a free port instead");
-            let config = load_config(path).map_err(|_| anyhow::anyhow!("config changed"))?;
-            let options = daemon::Options {
-                client: Some(sim.client()?),
-                admin_listen: Some(free),
-                probes_listen: Some(Some(free)),
-                watch_config: true,
-                ..daemon::Options::default()
-            };
-            Daemon::start(config, options).await?
-        }
-        Err(e) => return Err(e.into()),
-    };
-    println!("switchyard demo");
-    println!(
-        "  admin API:  {}  (try {}/status)",
-        daemon.admin_url(),
-        daemon.admin_url()
-    );
-    println!("  simulator:  {}", sim.url());
-    println!(
-        "  kubectl:    kubectl --kubeconfig {} get configmaps -A",
-        kubeconfig.display()
-    );
-    println!("  churn:      {rate} changes/s to ConfigMaps in namespace default; Ctrl-C to stop");
-    println!();
-    let mut logs = daemon.plugin_logs().subscribe();
-    let printer = tokio::spawn(async move {
-        while let Ok(line) = logs.recv().await {
-            println!("[{}] {}: {}", line.handler, line.level, line.message);
-        }
-    });
-    match seconds {
-        Some(s) => {
-            tokio::select! {
-                _ = tokio::time::sleep(Duration::from_secs(s)) => {}
-                _ = shutdown_signal() => {}
-            }
-        }
-        None => shutdown_signal().await,
-    }
-    churn.abort();
-    println!();
-    for h in daemon.status().handlers {
-        println!(
-            "handler {}: processed {}, failed {}, queued {}",
-            h.name, h.processed, h.failed, h.queue_depth
-        );
-    }
-    daemon.shut_down(Duration::from_secs(5)).await;
-    printer.abort();
-    sim.stop().await;
-    let _ = std::fs::remove_file(&kubeconfig);
+    switchyard::demo::run(options, shutdown_signal()).await?;
     Ok(ExitCode::SUCCESS)
-}
-
-/// Objects the demo starts with, beside the churned ConfigMaps.
-fn seed(sim: &Simulator) -> Result<()> {
-    let cluster = sim.cluster();
-    let find = |plural| {
-        switchyard::sim::resources::find("", "v1", plural).context("resource in the catalogue")
-    };
-    let (configmaps, pods) = (find("configmaps")?, find("pods")?);
-    for name in ["app-settings", "feature-flags", "routing-table"] {
-        cluster.create(
-            configmaps,
-            "default",
-            json!({"metadata": {"name": name, "labels": {"app": "demo"}}, "data": {"owner": "demo", "version": "1"}}),
-        )?;
-    }
-    for (name, node) in [
-        ("web-0", "node-a"),
-        ("web-1", "node-b"),
-        ("worker-0", "node-a"),
-    ] {
-        cluster.create(
-            pods,
-            "default",
-            json!({"metadata": {"name": name, "labels": {"app": "demo"}}, "spec": {"nodeName": node, "containers": [{"name": "main", "image": "nginx"}]}, "status": {"phase": "Running"}}),
-        )?;
-    }
-    Ok(())
 }
 
 /// Who may reach `switchyard sim`, and how.

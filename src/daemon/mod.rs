@@ -121,6 +121,9 @@ pub struct Options {
     pub kubeconfig: Option<PathBuf>,
     /// Use this context of the kubeconfig instead of its current one (`run --context`).
     pub context: Option<String>,
+    /// Send plugin log lines here (subscribe to it before the start to see every line from
+    /// the first list on); a new feed when `None`.
+    pub logs: Option<PluginLogs>,
 }
 
 /// What the stages share with the admin API.
@@ -192,7 +195,11 @@ impl Shared {
     /// The shared state for `config` with nothing running yet: the wasm engine sized for
     /// its handlers, the plugin registry and its folder watcher (started before the first
     /// load, so a file changed meanwhile is loaded again), the metrics registry.
-    fn new(config: &Config, client: kube::Client) -> Result<(Arc<Self>, Option<PluginWatcher>)> {
+    fn new(
+        config: &Config,
+        client: kube::Client,
+        logs: PluginLogs,
+    ) -> Result<(Arc<Self>, Option<PluginWatcher>)> {
         let host_options = host_options(config);
         let pool_memory = host_options
             .pool
@@ -218,7 +225,7 @@ impl Shared {
             client,
             pool_memory,
             pool_instances,
-            logs: PluginLogs::default(),
+            logs,
             topology: RwLock::new(Arc::new(Topology::empty(config.clone()))),
             reloading: tokio::sync::Mutex::new(()),
             reloads: Mutex::new(ReloadHistory::default()),
@@ -472,7 +479,7 @@ impl Daemon {
                 kube::Client::try_from(kube_config).map_err(Error::Client)?
             }
         };
-        let (shared, watcher) = Shared::new(&config, client)?;
+        let (shared, watcher) = Shared::new(&config, client, options.logs.unwrap_or_default())?;
         let applied = Topology::empty(config.clone())
             .apply(config.clone(), &shared.stages())
             .await;

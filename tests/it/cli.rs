@@ -27,7 +27,7 @@ fn check_accepts_the_demo_config_with_its_built_plugin() {
     let config = support::root().join("config/demo.yaml");
     let (code, out, err) = switchyard(&["check", "--config", config.to_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
-    assert!(out.contains("ok (1 handler(s), 2 route(s)"), "{out}");
+    assert!(out.contains("ok (3 handler(s), 4 route(s)"), "{out}");
 }
 
 #[test]
@@ -328,4 +328,49 @@ async fn check_with_cluster_asks_the_api_server_which_resources_it_serves() {
     );
     assert!(!err.contains("configmaps"), "{err}");
     sim.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_prints_every_event_and_shows_retries_dead_letters_writes_reloads_and_swaps() {
+    support::plugins_dir();
+    let config = support::root().join("config/demo.yaml");
+    let args = [
+        "demo",
+        "--seconds",
+        "22",
+        "--config",
+        config.to_str().unwrap(),
+    ];
+    let args: Vec<String> = args.map(String::from).into();
+    let (code, out, err) = tokio::task::spawn_blocking(move || {
+        switchyard(&args.iter().map(String::as_str).collect::<Vec<_>>())
+    })
+    .await
+    .unwrap();
+    assert_eq!(code, 0, "{err}");
+    for wanted in [
+        "  status page: http://127.0.0.1:",
+        "[log-events] info: added Pod default/web-0 ",
+        "[label-guard] info: labelled ConfigMap default/app-settings owner=unknown",
+        "[summary] info: summary added ConfigMap default/app-settings ",
+        "==> handler summary (Python) failed 3 time(s); after its retries it keeps 1 dead letter(s)",
+        "==> reloaded: routes ~pods",
+        "==> retrying 1 dead letter(s) with the new plugin",
+        "[summary] info: added ConfigMap default/broken-settings ",
+        "handler summary: processed ",
+    ] {
+        assert!(out.contains(wanted), "missing {wanted:?} in:\n{out}");
+    }
+    // Every event log-events handled was printed, the first ones included.
+    let printed = out
+        .lines()
+        .filter(|l| l.starts_with("[log-events] "))
+        .count();
+    let processed: usize = out
+        .lines()
+        .find_map(|l| l.strip_prefix("handler log-events: processed "))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .expect("log-events' count");
+    assert_eq!(printed, processed, "{out}");
 }
