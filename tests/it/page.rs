@@ -1,0 +1,229 @@
+//! The status page at `/` in a real browser (headless Chromium through chromedriver): it
+//! loads without a token where reads are free, shows the config's handlers, its numbers
+//! move under churn, its pause button pauses a handler with the token, nothing reaches the
+//! console; where reads need the token it asks for one.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use switchyard::sim::ChurnConfig;
+
+use crate::support::browser::Browser;
+use crate::support::{self, TestDaemon};
+
+const TWO_HANDLERS: &str = "
+handlers:
+  log-events: {}
+  audit:
+    plugin: log-events
+routes:
+  - name: main
+    resource: configmaps
+    handler: log-events
+  - name: audit
+    resource: configmaps
+    handler: audit
+";
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// The handler names in the page's table.
+async fn handler_rows(browser: &Browser) -> Vec<String> {
+    let names = browser
+        .script(
+            "return [...document.querySelectorAll('#handlers tr')].map(r => r.dataset.handler)",
+            json!([]),
+        )
+        .await;
+    serde_json::from_value(names).unwrap_or_default()
+}
+
+/// The number the page shows in `field` of `handler`'s row.
+async fn shown(browser: &Browser, handler: &str, field: &str) -> Option<u64> {
+    let text = browser
+        .script(
+            "const c = document.querySelector(`#handlers tr[data-handler=\"${arguments[0]}\"] [data-field=\"${arguments[1]}\"]`); return c ? c.textContent : null",
+            json!([handler, field]),
+        )
+        .await;
+    text.as_str()?.replace(',', "").parse().ok()
+}
+
+/// Errors the page or the browser saw: the page's own record and the console's SEVERE lines.
+async fn page_errors(browser: &Browser) -> Vec<String> {
+    let mut errors: Vec<String> = browser
+        .script(
+            "return window.switchyardErrors || ['app.js did not run']",
+            json!([]),
+        )
+        .await
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|e| e.to_string())
+        .collect();
+    errors.extend(
+        browser
+            .console()
+            .await
+            .into_iter()
+            .filter(|e| e["level"] == "SEVERE")
+            .map(|e| e["message"].to_string()),
+    );
+    errors
+}
+
+/// Where the screenshot is kept after the test: `$CARGO_TARGET_DIR/status-page.png`, else
+/// `target/status-page.png`.
+fn screenshot_copy() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| support::root().join("target"), PathBuf::from)
+        .join("status-page.png")
+}
+
+#[tokio::test]
+async fn the_status_page_shows_live_handlers_and_pauses_one_with_the_token() {
+    let t = TestDaemon::start(TWO_HANDLERS).await;
+    let page = reqwest::get(t.url("/")).await.unwrap();
+    assert_eq!(
+        page.status().as_u16(),
+        200,
+        "the page needs no token on loopback"
+    );
+    let csp = page.headers()["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        csp.contains("script-src 'self'") && csp.contains("default-src 'none'"),
+        "{csp}"
+    );
+    let churn = t.sim().start_churn(ChurnConfig {
+        rate: 40.0,
+        objects: 10,
+        ..ChurnConfig::default()
+    });
+    let browser = Browser::start().await;
+    browser.open(&t.url("/")).await;
+
+    let rows = support::eventually("both handlers on the page", WAIT, async || {
+        let rows = handler_rows(&browser).await;
+        (rows.len() == 2).then_some(rows)
+    })
+    .await;
+    let names: Vec<Value> = t.status_json().await["handlers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["name"].clone())
+        .collect();
+    assert_eq!(
+        json!(rows),
+        json!(names),
+        "the config's handlers, as /status lists them"
+    );
+    let first = support::eventually("events handled", WAIT, async || {
+        shown(&browser, "audit", "processed")
+            .await
+            .filter(|n| *n > 0)
+    })
+    .await;
+    support::eventually("the count moving under churn", WAIT, async || {
+        shown(&browser, "audit", "processed")
+            .await
+            .filter(|n| *n > first)
+    })
+    .await;
+
+    let plotted = browser
+        .script(
+            "return ['#plot-rate path', '#plot-queue path', '#plot-latency rect'].map(s => document.querySelectorAll(s).length)",
+            json!([]),
+        )
+        .await;
+    assert_eq!(
+        plotted,
+        json!([2, 2, 6]),
+        "a line per handler, three latency bars each"
+    );
+
+    browser.type_into("#token", support::TOKEN).await;
+    browser.click("#token-save").await;
+    browser
+        .click("#handlers tr[data-handler=\"audit\"] button[data-action=\"pause\"]")
+        .await;
+    support::eventually("audit paused through the API", WAIT, async || {
+        let (_, detail) = t.get("/handlers/audit").await;
+        (detail["paused"] == Value::Bool(true)).then_some(())
+    })
+    .await;
+    let (_, other) = t.get("/handlers/log-events").await;
+    assert_eq!(other["paused"], false, "only the clicked handler pauses");
+    support::eventually("the page showing it paused", WAIT, async || {
+        let state = browser
+            .script(
+                "return document.querySelector('#handlers tr[data-handler=\"audit\"] [data-field=\"state\"]').textContent",
+                json!([]),
+            )
+            .await;
+        (state == "paused").then_some(())
+    })
+    .await;
+    churn.abort();
+
+    let shot = t.dir().join("status-page.png");
+    browser.screenshot(&shot).await;
+    let copy = screenshot_copy();
+    std::fs::copy(&shot, &copy).expect("copy the screenshot");
+    println!("status page screenshot: {}", copy.display());
+    let errors = page_errors(&browser).await;
+    assert!(errors.is_empty(), "errors on the page: {errors:?}");
+    browser.stop().await;
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn where_reads_need_the_token_the_page_asks_for_it() {
+    let t = TestDaemon::builder(TWO_HANDLERS)
+        .admin_listen("0.0.0.0:0")
+        .start()
+        .await;
+    let url = t.url("/").replace("0.0.0.0", "127.0.0.1");
+    let browser = Browser::start().await;
+    browser.open(&url).await;
+    let prompt_shown = "return !document.getElementById('prompt').hidden";
+    support::eventually("the token prompt", WAIT, async || {
+        (browser.script(prompt_shown, json!([])).await == true).then_some(())
+    })
+    .await;
+    assert!(
+        handler_rows(&browser).await.is_empty(),
+        "nothing shown without the token"
+    );
+
+    browser.type_into("#token", support::TOKEN).await;
+    browser.click("#token-save").await;
+    support::eventually("the handlers once the token is given", WAIT, async || {
+        (handler_rows(&browser).await.len() == 2).then_some(())
+    })
+    .await;
+    assert_eq!(browser.script(prompt_shown, json!([])).await, false);
+    let stored = browser
+        .script(
+            "return [localStorage.length, sessionStorage.getItem('switchyard-admin-token')]",
+            json!([]),
+        )
+        .await;
+    assert_eq!(
+        stored,
+        json!([0, support::TOKEN]),
+        "the token stays in the tab"
+    );
+    let errors = page_errors(&browser).await;
+    // The 401 answers before the token was given are the browser's network log, not the page's.
+    let errors: Vec<_> = errors.into_iter().filter(|e| !e.contains("401")).collect();
+    assert!(errors.is_empty(), "errors on the page: {errors:?}");
+    browser.stop().await;
+    t.stop().await;
+}
