@@ -148,11 +148,24 @@ async fn the_status_page_shows_live_handlers_and_pauses_one_with_the_token() {
         "a line per handler, three latency bars each"
     );
 
+    assert_tables(&browser, &t).await;
+
+    // A wrong token: the API's refusal is shown, nothing changes.
+    browser.type_into("#token", "wrong").await;
+    browser.click("#token-save").await;
+    browser.click(&button("audit", "pause")).await;
+    shown_eventually(&browser, "#message", "the bearer token is not valid").await;
+    // The browser logs the refused request itself; nothing else may be there.
+    let logged = browser.console().await;
+    let unexpected: Vec<_> = logged
+        .iter()
+        .filter(|e| e["level"] == "SEVERE" && !e["message"].to_string().contains("401"))
+        .collect();
+    assert!(unexpected.is_empty(), "{unexpected:?}");
+    browser.clear("#token").await;
     browser.type_into("#token", support::TOKEN).await;
     browser.click("#token-save").await;
-    browser
-        .click("#handlers tr[data-handler=\"audit\"] button[data-action=\"pause\"]")
-        .await;
+    browser.click(&button("audit", "pause")).await;
     support::eventually("audit paused through the API", WAIT, async || {
         let (_, detail) = t.get("/handlers/audit").await;
         (detail["paused"] == Value::Bool(true)).then_some(())
@@ -160,16 +173,14 @@ async fn the_status_page_shows_live_handlers_and_pauses_one_with_the_token() {
     .await;
     let (_, other) = t.get("/handlers/log-events").await;
     assert_eq!(other["paused"], false, "only the clicked handler pauses");
-    support::eventually("the page showing it paused", WAIT, async || {
-        let state = browser
-            .script(
-                "return document.querySelector('#handlers tr[data-handler=\"audit\"] [data-field=\"state\"]').textContent",
-                json!([]),
-            )
-            .await;
-        (state == "paused").then_some(())
-    })
-    .await;
+    let state = "#handlers tr[data-handler=\"audit\"] [data-field=\"state\"]";
+    shown_eventually(&browser, state, "paused").await;
+
+    browser.click("#reload").await;
+    shown_eventually(&browser, "#config", "(api) applied").await;
+    let config = browser.text("#config").await;
+    assert!(config.contains("1 applied, 0 rejected"), "{config}");
+    assert!(config.contains("handlers: unchanged"), "the plan: {config}");
     churn.abort();
 
     let shot = t.dir().join("status-page.png");
@@ -179,13 +190,50 @@ async fn the_status_page_shows_live_handlers_and_pauses_one_with_the_token() {
     println!("status page screenshot: {}", copy.display());
     let errors = page_errors(&browser).await;
     assert!(errors.is_empty(), "errors on the page: {errors:?}");
+
+    browser.click(&button("audit", "resume")).await;
+    support::eventually("audit resumed through the API", WAIT, async || {
+        let (_, detail) = t.get("/handlers/audit").await;
+        (detail["paused"] == Value::Bool(false)).then_some(())
+    })
+    .await;
     browser.stop().await;
     t.stop().await;
 }
 
+/// The selector of `handler`'s `action` button.
+fn button(handler: &str, action: &str) -> String {
+    format!("#handlers tr[data-handler=\"{handler}\"] button[data-action=\"{action}\"]")
+}
+
+/// Waits until the element `css` selects shows `text`.
+async fn shown_eventually(browser: &Browser, css: &str, text: &str) {
+    support::eventually(&format!("{css} showing {text:?}"), WAIT, async || {
+        browser.text(css).await.contains(text).then_some(())
+    })
+    .await;
+}
+
+/// The informers, routes and plugins tables show what the API reports.
+async fn assert_tables(browser: &Browser, t: &TestDaemon) {
+    let informers = browser.text("#informers").await;
+    assert!(informers.contains("v1/configmaps"), "{informers}");
+    let routes = browser.text("#routes").await;
+    assert!(
+        routes.contains("mainlog-events") && routes.contains("auditaudit"),
+        "{routes}"
+    );
+    let (_, plugins) = t.get("/plugins").await;
+    let sha = plugins["plugins"][0]["sha256"].as_str().unwrap();
+    shown_eventually(browser, "#plugins", &sha[..12]).await;
+}
+
 #[tokio::test]
 async fn where_reads_need_the_token_the_page_asks_for_it() {
-    let t = TestDaemon::builder(TWO_HANDLERS)
+    let yaml = format!(
+        "{TWO_HANDLERS}  - name: widgets\n    resource: example.com/v1/widgets\n    handler: audit\n"
+    );
+    let t = TestDaemon::builder(&yaml)
         .admin_listen("0.0.0.0:0")
         .start()
         .await;
@@ -209,6 +257,20 @@ async fn where_reads_need_the_token_the_page_asks_for_it() {
     })
     .await;
     assert_eq!(browser.script(prompt_shown, json!([])).await, false);
+    let waiting = browser.text("#waiting").await;
+    assert!(
+        waiting.contains("example.com/v1/widgets") && waiting.ends_with("widgets"),
+        "the resource the widgets route waits for: {waiting}"
+    );
+    assert_eq!(
+        browser
+            .script(
+                "return document.getElementById('waiting-section').hidden",
+                json!([])
+            )
+            .await,
+        false
+    );
     let stored = browser
         .script(
             "return [localStorage.length, sessionStorage.getItem('switchyard-admin-token')]",

@@ -92,6 +92,7 @@ async function poll() {
     render(status.json);
     connection("live", "live");
   } catch (e) {
+    console.error("switchyard status page: polling failed:", e);
     connection("down", "no answer: " + e.message);
   } finally {
     setTimeout(poll, POLL_MS);

@@ -120,6 +120,28 @@ impl Browser {
         .await;
     }
 
+    /// Empties the input the element `css` selects.
+    pub async fn clear(&self, css: &str) {
+        let id = self.element(css).await;
+        self.call(
+            reqwest::Method::POST,
+            &format!("/element/{id}/clear"),
+            json!({}),
+        )
+        .await;
+    }
+
+    /// The text of the element `css` selects, or an empty string when there is none.
+    pub async fn text(&self, css: &str) -> String {
+        let text = self
+            .script(
+                "const e = document.querySelector(arguments[0]); return e ? e.textContent : ''",
+                json!([css]),
+            )
+            .await;
+        text.as_str().unwrap_or_default().to_string()
+    }
+
     /// The browser's console log since the last call: each entry's `level` and `message`.
     pub async fn console(&self) -> Vec<Value> {
         let log = self
