@@ -289,3 +289,55 @@ async fn where_reads_need_the_token_the_page_asks_for_it() {
     browser.stop().await;
     t.stop().await;
 }
+
+const FAULTY: &str = "
+handlers:
+  faulty:
+    max_retries: 1
+    backoff_base: 10ms
+    backoff_cap: 20ms
+routes:
+  - name: configmaps
+    resource: configmaps
+    handler: faulty
+";
+
+#[tokio::test]
+async fn the_page_shows_dead_letters_and_errors_and_retries_purges_and_reloads() {
+    let t = TestDaemon::start(FAULTY).await;
+    t.create_configmap(json!({
+        "metadata": {"name": "broken", "annotations": {"faulty/error": "cannot reach the billing API"}},
+    }))
+    .await;
+    let browser = Browser::start().await;
+    browser.open(&t.url("/")).await;
+    browser.type_into("#token", support::TOKEN).await;
+    browser.click("#token-save").await;
+    let letters = "#handlers tr[data-handler=\"faulty\"] [data-field=\"dead_letters\"]";
+    shown_eventually(&browser, letters, "1").await;
+    let last = browser.text("#last-errors").await;
+    assert!(
+        last.contains("configmaps/default/broken") && last.contains("cannot reach the billing API"),
+        "{last}"
+    );
+
+    browser.click(&button("faulty", "retry")).await;
+    shown_eventually(&browser, "#message", "retry faulty: 1 retried").await;
+    shown_eventually(&browser, letters, "1").await;
+    browser.click(&button("faulty", "purge")).await;
+    browser.accept_alert().await;
+    shown_eventually(&browser, "#message", "purge faulty: 1 purged").await;
+    let (_, detail) = t.get("/handlers/faulty").await;
+    assert_eq!(detail["dead_letters"], 0, "{detail}");
+
+    browser
+        .click("#plugins tr[data-plugin=\"faulty\"] button[data-action=\"plugin-reload\"]")
+        .await;
+    shown_eventually(&browser, "#message", "reload plugin faulty: swapped").await;
+    let (_, plugins) = t.get("/plugins").await;
+    assert_eq!(plugins["plugins"][0]["swaps"], 2, "{plugins}");
+    let errors = page_errors(&browser).await;
+    assert!(errors.is_empty(), "errors on the page: {errors:?}");
+    browser.stop().await;
+    t.stop().await;
+}

@@ -304,16 +304,23 @@ const H = 170, L = 44, R = 10, T = 8, B = 20;
 // The box's width in pixels, so the drawing is not scaled and its text stays readable.
 const widthOf = (box) => Math.max(240, box.clientWidth || 560);
 
+// The time the plots span: what the page has seen, from one to WINDOW_S seconds.
+function span(names, now) {
+  let oldest = now;
+  for (const n of names) for (const p of state.history.get(n) || []) oldest = Math.min(oldest, p.t);
+  return Math.min(WINDOW_S, Math.max(60, now - oldest));
+}
+
 function lineChart(box, names, value) {
   const now = Date.now() / 1000;
   let max = 0;
   for (const n of names) for (const p of state.history.get(n) || []) max = Math.max(max, value(p) || 0);
   max = niceMax(max);
-  const W = widthOf(box);
-  const x = (t) => L + ((t - (now - WINDOW_S)) / WINDOW_S) * (W - L - R);
+  const W = widthOf(box), seconds = span(names, now);
+  const x = (t) => L + ((t - (now - seconds)) / seconds) * (W - L - R);
   const y = (v) => T + (1 - v / max) * (H - T - B);
   const root = svg("svg", { viewBox: `0 0 ${W} ${H}`, role: "img" });
-  axes(root, max, y, W);
+  axes(root, max, y, W, seconds);
   for (const n of names) {
     const points = (state.history.get(n) || []).filter((p) => value(p) !== null);
     if (!points.length) continue;
@@ -323,18 +330,22 @@ function lineChart(box, names, value) {
   box.replaceChildren(root, legend(names));
 }
 
-function axes(root, max, y, W) {
+function axes(root, max, y, W, seconds) {
   for (const v of [0, max / 2, max]) {
     root.append(svg("line", { x1: L, x2: W - R, y1: y(v), y2: y(v), class: "grid" }));
     const label = svg("text", { x: L - 4, y: y(v) + 3, "text-anchor": "end" });
     label.textContent = fmt(v);
     root.append(label);
   }
-  [["−5 min", L, "start"], ["−2.5 min", (L + W - R) / 2, "middle"], ["now", W - R, "end"]].forEach(([t, x, anchor]) => {
+  [["−" + ago(seconds), L, "start"], ["−" + ago(seconds / 2), (L + W - R) / 2, "middle"], ["now", W - R, "end"]].forEach(([t, x, anchor]) => {
     const label = svg("text", { x, y: H - 4, "text-anchor": anchor });
     label.textContent = t;
     root.append(label);
   });
+}
+
+function ago(seconds) {
+  return seconds < 120 ? Math.round(seconds) + " s" : (seconds / 60).toFixed(1).replace(".0", "") + " min";
 }
 
 function legend(names) {
@@ -350,7 +361,7 @@ function latencyChart(box, names) {
   const rows = names.map((n) => [n, state.details.get(n) && state.details.get(n).latency]).filter(([, l]) => l && l.calls);
   if (!rows.length) { box.replaceChildren(el("p", { class: "muted" }, "no calls yet")); return; }
   const values = rows.flatMap(([, l]) => [l.p50_ms, l.p90_ms, l.p99_ms]).filter((v) => v > 0);
-  const lo = Math.floor(Math.log10(Math.min(...values, 1))), hi = Math.max(lo + 1, Math.ceil(Math.log10(Math.max(...values, 0.001))));
+  const [lo, hi] = decades(values);
   const W = widthOf(box), left = 90, height = Math.max(H, rows.length * 26 + 24);
   const x = (v) => left + ((Math.log10(Math.max(v, Math.pow(10, lo))) - lo) / (hi - lo)) * (W - left - 110);
   const root = svg("svg", { viewBox: `0 0 ${W} ${height}`, role: "img" });
@@ -363,6 +374,13 @@ function latencyChart(box, names) {
   }
   rows.forEach(([n, l], i) => latencyRow(root, n, l, 6 + i * 26, x, left));
   box.replaceChildren(root);
+}
+
+// The powers of ten the latency axis spans, with room below the smallest value.
+function decades(values) {
+  if (!values.length) return [-3, 0];
+  const lo = Math.floor(Math.log10(Math.min(...values)) - 0.5);
+  return [lo, Math.max(lo + 1, Math.ceil(Math.log10(Math.max(...values))))];
 }
 
 function latencyRow(root, name, l, top, x, left) {

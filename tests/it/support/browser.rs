@@ -142,6 +142,12 @@ impl Browser {
         text.as_str().unwrap_or_default().to_string()
     }
 
+    /// Accepts the dialog the page opened (`confirm`).
+    pub async fn accept_alert(&self) {
+        self.call(reqwest::Method::POST, "/alert/accept", json!({}))
+            .await;
+    }
+
     /// The browser's console log since the last call: each entry's `level` and `message`.
     pub async fn console(&self) -> Vec<Value> {
         let log = self
