@@ -85,20 +85,7 @@ fn screenshot_copy() -> PathBuf {
 #[tokio::test]
 async fn the_status_page_shows_live_handlers_and_pauses_one_with_the_token() {
     let t = TestDaemon::start(TWO_HANDLERS).await;
-    let page = reqwest::get(t.url("/")).await.unwrap();
-    assert_eq!(
-        page.status().as_u16(),
-        200,
-        "the page needs no token on loopback"
-    );
-    let csp = page.headers()["content-security-policy"]
-        .to_str()
-        .unwrap()
-        .to_string();
-    assert!(
-        csp.contains("script-src 'self'") && csp.contains("default-src 'none'"),
-        "{csp}"
-    );
+    assert_assets_served(&t).await;
     let churn = t.sim().start_churn(ChurnConfig {
         rate: 40.0,
         objects: 10,
@@ -199,6 +186,31 @@ async fn the_status_page_shows_live_handlers_and_pauses_one_with_the_token() {
     .await;
     browser.stop().await;
     t.stop().await;
+}
+
+/// The page and its files answer without a token, each with its type and the strict CSP.
+async fn assert_assets_served(t: &TestDaemon) {
+    let types = ["text/html", "text/css", "text/javascript", "image/svg+xml"];
+    for (path, kind) in switchyard::admin::page::PATHS.iter().zip(types) {
+        let answer = reqwest::get(t.url(path)).await.unwrap();
+        assert_eq!(
+            answer.status().as_u16(),
+            200,
+            "{path} needs no token on loopback"
+        );
+        let header = |name: &str| answer.headers()[name].to_str().unwrap().to_string();
+        assert!(header("content-type").starts_with(kind), "{path}");
+        let csp = header("content-security-policy");
+        assert_eq!(
+            csp,
+            switchyard::admin::page::CONTENT_SECURITY_POLICY,
+            "{path}"
+        );
+        assert!(
+            csp.starts_with("default-src 'none'; script-src 'self';"),
+            "{csp}"
+        );
+    }
 }
 
 /// The selector of `handler`'s `action` button.
