@@ -23,7 +23,7 @@ pub struct Browser {
 }
 
 impl Browser {
-    /// Starts chromedriver on a free port and a headless Chromium (1440×900, a laptop
+    /// Starts chromedriver on a free port and a headless Chromium (1280×800, a laptop
     /// screen) that records its console log.
     pub async fn start() -> Self {
         assert!(
@@ -186,7 +186,7 @@ fn capabilities() -> Value {
         "goog:chromeOptions": {
             "binary": CHROMIUM,
             "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
-                     "--disable-dev-shm-usage", "--window-size=1440,900"],
+                     "--disable-dev-shm-usage", "--window-size=1280,800"],
         },
         "goog:loggingPrefs": {"browser": "ALL"},
     }}})
