@@ -137,31 +137,7 @@ async fn the_status_page_shows_live_handlers_and_pauses_one_with_the_token() {
 
     assert_tables(&browser, &t).await;
 
-    // A wrong token: the API's refusal is shown, nothing changes.
-    browser.type_into("#token", "wrong").await;
-    browser.click("#token-save").await;
-    browser.click(&button("audit", "pause")).await;
-    shown_eventually(&browser, "#message", "the bearer token is not valid").await;
-    // The browser logs the refused request itself; nothing else may be there.
-    let logged = browser.console().await;
-    let unexpected: Vec<_> = logged
-        .iter()
-        .filter(|e| e["level"] == "SEVERE" && !e["message"].to_string().contains("401"))
-        .collect();
-    assert!(unexpected.is_empty(), "{unexpected:?}");
-    browser.clear("#token").await;
-    browser.type_into("#token", support::TOKEN).await;
-    browser.click("#token-save").await;
-    browser.click(&button("audit", "pause")).await;
-    support::eventually("audit paused through the API", WAIT, async || {
-        let (_, detail) = t.get("/handlers/audit").await;
-        (detail["paused"] == Value::Bool(true)).then_some(())
-    })
-    .await;
-    let (_, other) = t.get("/handlers/log-events").await;
-    assert_eq!(other["paused"], false, "only the clicked handler pauses");
-    let state = "#handlers tr[data-handler=\"audit\"] [data-field=\"state\"]";
-    shown_eventually(&browser, state, "paused").await;
+    pause_with_the_token(&browser, &t).await;
 
     browser.click("#reload").await;
     shown_eventually(&browser, "#config", "(api) applied").await;
@@ -186,6 +162,36 @@ async fn the_status_page_shows_live_handlers_and_pauses_one_with_the_token() {
     .await;
     browser.stop().await;
     t.stop().await;
+}
+
+/// A wrong token gets the API's refusal on the page; the right one pauses `audit` (and only
+/// it), as the API and the page then show.
+async fn pause_with_the_token(browser: &Browser, t: &TestDaemon) {
+    // A wrong token: the API's refusal is shown, nothing changes.
+    browser.type_into("#token", "wrong").await;
+    browser.click("#token-save").await;
+    browser.click(&button("audit", "pause")).await;
+    shown_eventually(browser, "#message", "the bearer token is not valid").await;
+    // The browser logs the refused request itself; nothing else may be there.
+    let logged = browser.console().await;
+    let unexpected: Vec<_> = logged
+        .iter()
+        .filter(|e| e["level"] == "SEVERE" && !e["message"].to_string().contains("401"))
+        .collect();
+    assert!(unexpected.is_empty(), "{unexpected:?}");
+    browser.clear("#token").await;
+    browser.type_into("#token", support::TOKEN).await;
+    browser.click("#token-save").await;
+    browser.click(&button("audit", "pause")).await;
+    support::eventually("audit paused through the API", WAIT, async || {
+        let (_, detail) = t.get("/handlers/audit").await;
+        (detail["paused"] == Value::Bool(true)).then_some(())
+    })
+    .await;
+    let (_, other) = t.get("/handlers/log-events").await;
+    assert_eq!(other["paused"], false, "only the clicked handler pauses");
+    let state = "#handlers tr[data-handler=\"audit\"] [data-field=\"state\"]";
+    shown_eventually(browser, state, "paused").await;
 }
 
 /// The page and its files answer without a token, each with its type and the strict CSP.
