@@ -1,5 +1,6 @@
 //! Who may call the admin API: a bearer token guards every mutating endpoint, and every
-//! endpoint when the API listens beyond loopback.
+//! endpoint when the API listens beyond loopback. The status page's files are outside
+//! these rules (see [`super::page`]).
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -1,11 +1,12 @@
 //! The admin HTTP API: health probes, status, metrics, dead letters and plugins, served by
-//! axum on loopback; and the probes listener, serving the probe and metrics handlers alone
+//! axum on loopback, with a status page at `/` ([`page`]); and the probes listener, serving the probe and metrics handlers alone
 //! ([`probes_router`]) without a token.
 
 pub mod auth;
 mod backend;
 mod error;
 pub mod openapi;
+pub mod page;
 
 use std::sync::Arc;
 
@@ -22,12 +23,15 @@ pub use error::ApiError;
 
 use crate::handler::Handler;
 
-/// The admin API's routes over `shared`, guarded by `policy`.
+/// The admin API's routes over `shared`, guarded by `policy`, and the status page, open to
+/// every caller (it carries no data: its script reads the guarded endpoints).
 pub fn router<B: Backend>(shared: Arc<B>, policy: auth::AccessPolicy) -> axum::Router {
-    routes(shared).layer(axum::middleware::from_fn_with_state(
-        Arc::new(policy),
-        auth::require_token,
-    ))
+    routes(shared)
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::new(policy),
+            auth::require_token,
+        ))
+        .merge(page::routes())
 }
 
 /// The probes and metrics listener's routes over `shared`: `/livez`, `/readyz` and

@@ -23,6 +23,30 @@ const TEXT: &str = "text/plain";
 pub const ENDPOINTS: &[Endpoint] = &[
     Endpoint {
         method: "get",
+        path: "/",
+        summary: "The status page (HTML; its stylesheet, script and icon under /page/), open to every caller: it reads the endpoints below",
+        returns: "text/html",
+    },
+    Endpoint {
+        method: "get",
+        path: "/page/style.css",
+        summary: "The status page's stylesheet",
+        returns: "text/css",
+    },
+    Endpoint {
+        method: "get",
+        path: "/page/app.js",
+        summary: "The status page's script",
+        returns: "text/javascript",
+    },
+    Endpoint {
+        method: "get",
+        path: "/page/icon.svg",
+        summary: "The status page's icon",
+        returns: "image/svg+xml",
+    },
+    Endpoint {
+        method: "get",
         path: "/livez",
         summary: "200 while the process runs",
         returns: TEXT,

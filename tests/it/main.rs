@@ -21,6 +21,7 @@ mod fuzz;
 mod informer;
 mod informer_relist;
 mod logs;
+mod page;
 mod probes;
 mod queue;
 mod unserved;

@@ -1,0 +1,361 @@
+//! The status page at `/` in a real browser (headless Chromium through chromedriver): it
+//! loads without a token where reads are free, shows the config's handlers, its numbers
+//! move under churn, its pause button pauses a handler with the token, nothing reaches the
+//! console; where reads need the token it asks for one.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use switchyard::sim::ChurnConfig;
+
+use crate::support::browser::Browser;
+use crate::support::{self, TestDaemon};
+
+const TWO_HANDLERS: &str = "
+handlers:
+  log-events: {}
+  audit:
+    plugin: log-events
+routes:
+  - name: main
+    resource: configmaps
+    handler: log-events
+  - name: audit
+    resource: configmaps
+    handler: audit
+";
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// The handler names in the page's table.
+async fn handler_rows(browser: &Browser) -> Vec<String> {
+    let names = browser
+        .script(
+            "return [...document.querySelectorAll('#handlers tr')].map(r => r.dataset.handler)",
+            json!([]),
+        )
+        .await;
+    serde_json::from_value(names).unwrap_or_default()
+}
+
+/// The number the page shows in `field` of `handler`'s row.
+async fn shown(browser: &Browser, handler: &str, field: &str) -> Option<u64> {
+    let text = browser
+        .script(
+            "const c = document.querySelector(`#handlers tr[data-handler=\"${arguments[0]}\"] [data-field=\"${arguments[1]}\"]`); return c ? c.textContent : null",
+            json!([handler, field]),
+        )
+        .await;
+    text.as_str()?.replace(',', "").parse().ok()
+}
+
+/// Errors the page or the browser saw: the page's own record and the console's SEVERE lines.
+async fn page_errors(browser: &Browser) -> Vec<String> {
+    let mut errors: Vec<String> = browser
+        .script(
+            "return window.switchyardErrors || ['app.js did not run']",
+            json!([]),
+        )
+        .await
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|e| e.to_string())
+        .collect();
+    errors.extend(
+        browser
+            .console()
+            .await
+            .into_iter()
+            .filter(|e| e["level"] == "SEVERE")
+            .map(|e| e["message"].to_string()),
+    );
+    errors
+}
+
+/// Where the screenshot is kept after the test: `$CARGO_TARGET_DIR/status-page.png`, else
+/// `target/status-page.png`.
+fn screenshot_copy() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| support::root().join("target"), PathBuf::from)
+        .join("status-page.png")
+}
+
+#[tokio::test]
+async fn the_status_page_shows_live_handlers_and_pauses_one_with_the_token() {
+    let t = TestDaemon::start(TWO_HANDLERS).await;
+    assert_assets_served(&t).await;
+    let churn = t.sim().start_churn(ChurnConfig {
+        rate: 40.0,
+        objects: 10,
+        ..ChurnConfig::default()
+    });
+    let browser = Browser::start().await;
+    browser.open(&t.url("/")).await;
+
+    let rows = support::eventually("both handlers on the page", WAIT, async || {
+        let rows = handler_rows(&browser).await;
+        (rows.len() == 2).then_some(rows)
+    })
+    .await;
+    let names: Vec<Value> = t.status_json().await["handlers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["name"].clone())
+        .collect();
+    assert_eq!(
+        json!(rows),
+        json!(names),
+        "the config's handlers, as /status lists them"
+    );
+    let first = support::eventually("events handled", WAIT, async || {
+        shown(&browser, "audit", "processed")
+            .await
+            .filter(|n| *n > 0)
+    })
+    .await;
+    support::eventually("the count moving under churn", WAIT, async || {
+        shown(&browser, "audit", "processed")
+            .await
+            .filter(|n| *n > first)
+    })
+    .await;
+
+    let plotted = browser
+        .script(
+            "return ['#plot-rate path', '#plot-queue path', '#plot-latency rect'].map(s => document.querySelectorAll(s).length)",
+            json!([]),
+        )
+        .await;
+    assert_eq!(
+        plotted,
+        json!([2, 2, 6]),
+        "a line per handler, three latency bars each"
+    );
+
+    assert_tables(&browser, &t).await;
+
+    pause_with_the_token(&browser, &t).await;
+
+    browser.click("#reload").await;
+    shown_eventually(&browser, "#config", "(api) applied").await;
+    let config = browser.text("#config").await;
+    assert!(config.contains("1 applied, 0 rejected"), "{config}");
+    assert!(config.contains("handlers: unchanged"), "the plan: {config}");
+    churn.abort();
+
+    let shot = t.dir().join("status-page.png");
+    browser.screenshot(&shot).await;
+    let copy = screenshot_copy();
+    std::fs::copy(&shot, &copy).expect("copy the screenshot");
+    println!("status page screenshot: {}", copy.display());
+    let errors = page_errors(&browser).await;
+    assert!(errors.is_empty(), "errors on the page: {errors:?}");
+
+    browser.click(&button("audit", "resume")).await;
+    support::eventually("audit resumed through the API", WAIT, async || {
+        let (_, detail) = t.get("/handlers/audit").await;
+        (detail["paused"] == Value::Bool(false)).then_some(())
+    })
+    .await;
+    browser.stop().await;
+    t.stop().await;
+}
+
+/// A wrong token gets the API's refusal on the page; the right one pauses `audit` (and only
+/// it), as the API and the page then show.
+async fn pause_with_the_token(browser: &Browser, t: &TestDaemon) {
+    // A wrong token: the API's refusal is shown, nothing changes.
+    browser.type_into("#token", "wrong").await;
+    browser.click("#token-save").await;
+    browser.click(&button("audit", "pause")).await;
+    shown_eventually(browser, "#message", "the bearer token is not valid").await;
+    // The browser logs the refused request itself; nothing else may be there.
+    let logged = browser.console().await;
+    let unexpected: Vec<_> = logged
+        .iter()
+        .filter(|e| e["level"] == "SEVERE" && !e["message"].to_string().contains("401"))
+        .collect();
+    assert!(unexpected.is_empty(), "{unexpected:?}");
+    browser.clear("#token").await;
+    browser.type_into("#token", support::TOKEN).await;
+    browser.click("#token-save").await;
+    browser.click(&button("audit", "pause")).await;
+    support::eventually("audit paused through the API", WAIT, async || {
+        let (_, detail) = t.get("/handlers/audit").await;
+        (detail["paused"] == Value::Bool(true)).then_some(())
+    })
+    .await;
+    let (_, other) = t.get("/handlers/log-events").await;
+    assert_eq!(other["paused"], false, "only the clicked handler pauses");
+    let state = "#handlers tr[data-handler=\"audit\"] [data-field=\"state\"]";
+    shown_eventually(browser, state, "paused").await;
+}
+
+/// The page and its files answer without a token, each with its type and the strict CSP.
+async fn assert_assets_served(t: &TestDaemon) {
+    let types = ["text/html", "text/css", "text/javascript", "image/svg+xml"];
+    for (path, kind) in switchyard::admin::page::PATHS.iter().zip(types) {
+        let answer = reqwest::get(t.url(path)).await.unwrap();
+        assert_eq!(
+            answer.status().as_u16(),
+            200,
+            "{path} needs no token on loopback"
+        );
+        let header = |name: &str| answer.headers()[name].to_str().unwrap().to_string();
+        assert!(header("content-type").starts_with(kind), "{path}");
+        let csp = header("content-security-policy");
+        assert_eq!(
+            csp,
+            switchyard::admin::page::CONTENT_SECURITY_POLICY,
+            "{path}"
+        );
+        assert!(
+            csp.starts_with("default-src 'none'; script-src 'self';"),
+            "{csp}"
+        );
+    }
+}
+
+/// The selector of `handler`'s `action` button.
+fn button(handler: &str, action: &str) -> String {
+    format!("#handlers tr[data-handler=\"{handler}\"] button[data-action=\"{action}\"]")
+}
+
+/// Waits until the element `css` selects shows `text`.
+async fn shown_eventually(browser: &Browser, css: &str, text: &str) {
+    support::eventually(&format!("{css} showing {text:?}"), WAIT, async || {
+        browser.text(css).await.contains(text).then_some(())
+    })
+    .await;
+}
+
+/// The informers, routes and plugins tables show what the API reports.
+async fn assert_tables(browser: &Browser, t: &TestDaemon) {
+    let informers = browser.text("#informers").await;
+    assert!(informers.contains("v1/configmaps"), "{informers}");
+    let routes = browser.text("#routes").await;
+    assert!(
+        routes.contains("mainlog-events") && routes.contains("auditaudit"),
+        "{routes}"
+    );
+    let (_, plugins) = t.get("/plugins").await;
+    let sha = plugins["plugins"][0]["sha256"].as_str().unwrap();
+    shown_eventually(browser, "#plugins", &sha[..12]).await;
+}
+
+#[tokio::test]
+async fn where_reads_need_the_token_the_page_asks_for_it() {
+    let yaml = format!(
+        "{TWO_HANDLERS}  - name: widgets\n    resource: example.com/v1/widgets\n    handler: audit\n"
+    );
+    let t = TestDaemon::builder(&yaml)
+        .admin_listen("0.0.0.0:0")
+        .start()
+        .await;
+    let url = t.url("/").replace("0.0.0.0", "127.0.0.1");
+    let browser = Browser::start().await;
+    browser.open(&url).await;
+    let prompt_shown = "return !document.getElementById('prompt').hidden";
+    support::eventually("the token prompt", WAIT, async || {
+        (browser.script(prompt_shown, json!([])).await == true).then_some(())
+    })
+    .await;
+    assert!(
+        handler_rows(&browser).await.is_empty(),
+        "nothing shown without the token"
+    );
+
+    browser.type_into("#token", support::TOKEN).await;
+    browser.click("#token-save").await;
+    support::eventually("the handlers once the token is given", WAIT, async || {
+        (handler_rows(&browser).await.len() == 2).then_some(())
+    })
+    .await;
+    assert_eq!(browser.script(prompt_shown, json!([])).await, false);
+    let waiting = browser.text("#waiting").await;
+    assert!(
+        waiting.contains("example.com/v1/widgets") && waiting.ends_with("widgets"),
+        "the resource the widgets route waits for: {waiting}"
+    );
+    assert_eq!(
+        browser
+            .script(
+                "return document.getElementById('waiting-section').hidden",
+                json!([])
+            )
+            .await,
+        false
+    );
+    let stored = browser
+        .script(
+            "return [localStorage.length, sessionStorage.getItem('switchyard-admin-token')]",
+            json!([]),
+        )
+        .await;
+    assert_eq!(
+        stored,
+        json!([0, support::TOKEN]),
+        "the token stays in the tab"
+    );
+    let errors = page_errors(&browser).await;
+    // The 401 answers before the token was given are the browser's network log, not the page's.
+    let errors: Vec<_> = errors.into_iter().filter(|e| !e.contains("401")).collect();
+    assert!(errors.is_empty(), "errors on the page: {errors:?}");
+    browser.stop().await;
+    t.stop().await;
+}
+
+const FAULTY: &str = "
+handlers:
+  faulty:
+    max_retries: 1
+    backoff_base: 10ms
+    backoff_cap: 20ms
+routes:
+  - name: configmaps
+    resource: configmaps
+    handler: faulty
+";
+
+#[tokio::test]
+async fn the_page_shows_dead_letters_and_errors_and_retries_purges_and_reloads() {
+    let t = TestDaemon::start(FAULTY).await;
+    t.create_configmap(json!({
+        "metadata": {"name": "broken", "annotations": {"faulty/error": "cannot reach the billing API"}},
+    }))
+    .await;
+    let browser = Browser::start().await;
+    browser.open(&t.url("/")).await;
+    browser.type_into("#token", support::TOKEN).await;
+    browser.click("#token-save").await;
+    let letters = "#handlers tr[data-handler=\"faulty\"] [data-field=\"dead_letters\"]";
+    shown_eventually(&browser, letters, "1").await;
+    let last = browser.text("#last-errors").await;
+    assert!(
+        last.contains("configmaps/default/broken") && last.contains("cannot reach the billing API"),
+        "{last}"
+    );
+
+    browser.click(&button("faulty", "retry")).await;
+    shown_eventually(&browser, "#message", "retry faulty: 1 retried").await;
+    shown_eventually(&browser, letters, "1").await;
+    browser.click(&button("faulty", "purge")).await;
+    browser.accept_alert().await;
+    shown_eventually(&browser, "#message", "purge faulty: 1 purged").await;
+    let (_, detail) = t.get("/handlers/faulty").await;
+    assert_eq!(detail["dead_letters"], 0, "{detail}");
+
+    browser
+        .click("#plugins tr[data-plugin=\"faulty\"] button[data-action=\"plugin-reload\"]")
+        .await;
+    shown_eventually(&browser, "#message", "reload plugin faulty: swapped").await;
+    let (_, plugins) = t.get("/plugins").await;
+    assert_eq!(plugins["plugins"][0]["swaps"], 2, "{plugins}");
+    let errors = page_errors(&browser).await;
+    assert!(errors.is_empty(), "errors on the page: {errors:?}");
+    browser.stop().await;
+    t.stop().await;
+}
