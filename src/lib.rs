@@ -39,6 +39,7 @@
 pub mod admin;
 pub mod config;
 pub mod daemon;
+pub mod election;
 pub mod handler;
 pub mod informer;
 pub mod logging;
