@@ -99,6 +99,9 @@ async fn one_replica_leads_and_a_graceful_stop_hands_over_at_once() {
         "{metrics}"
     );
 
+    // The admin API's pause is the user's: it holds when b starts leading.
+    let (code, _) = b.post("/handlers/log-events/pause").await;
+    assert_eq!(code, 200);
     // A graceful stop releases the Lease: b takes over within a few retry periods, well
     // before the 2s lease would have run out.
     let stopped = Instant::now();
@@ -112,6 +115,15 @@ async fn one_replica_leads_and_a_graceful_stop_hands_over_at_once() {
         took < Duration::from_millis(1500),
         "b took over after {took:?}"
     );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (_, processed, status) = replica(&b).await;
+    assert_eq!(
+        processed, 0,
+        "a paused handler ran on gaining the lead: {status}"
+    );
+    assert_eq!(status["handlers"][0]["paused"], true, "{status}");
+    let (code, _) = b.post("/handlers/log-events/resume").await;
+    assert_eq!(code, 200);
     let before = replica(&b).await.1;
     create(&b, "second").await;
     eventually(
