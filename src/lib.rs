@@ -41,6 +41,7 @@ pub mod check;
 pub mod config;
 pub mod daemon;
 pub mod demo;
+pub mod election;
 pub mod handler;
 pub mod informer;
 pub mod logging;

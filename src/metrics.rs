@@ -97,6 +97,12 @@ pub struct StageFamilies {
     pub handler_failed: Family<NameLabel, Counter>,
     /// Dead letters waiting.
     pub handler_dead_letters: Family<NameLabel, Gauge>,
+    /// 1 while this replica leads (always in single mode).
+    pub leader: Gauge,
+    /// Successful renewals of the Lease by this replica.
+    pub lease_renewals: Counter,
+    /// Times this replica became or stopped being the leader.
+    pub leader_transitions: Counter,
 }
 
 /// Sets `counter` to `value`: the count a stage keeps itself. The text encoding names a
@@ -172,6 +178,21 @@ impl Metrics {
         );
         let stages = StageFamilies::default();
         let st = &stages;
+        registry.register(
+            "switchyard_leader",
+            "1 while this replica leads and its handlers run",
+            st.leader.clone(),
+        );
+        registry.register(
+            "switchyard_lease_renewals",
+            "Successful renewals of the leader election Lease by this replica",
+            st.lease_renewals.clone(),
+        );
+        registry.register(
+            "switchyard_leader_transitions",
+            "Times this replica became or stopped being the leader",
+            st.leader_transitions.clone(),
+        );
         registry.register(
             "switchyard_informer_objects",
             "Objects in the informer's cache",

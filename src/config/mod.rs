@@ -33,8 +33,8 @@ pub use pointer::validate_pointer;
 pub use resource::ResourceName;
 pub use selector::Selector;
 pub use spec::{
-    Condition, Config, Delivery, EventFilter, HandlerSpec, InformerSpec, ResourceRef, RouteFilter,
-    RouteSource, RouteSpec, Test,
+    Condition, Config, Delivery, EventFilter, HaMode, HaSpec, HandlerSpec, InformerSpec,
+    ResourceRef, RouteFilter, RouteSource, RouteSpec, Test,
 };
 pub use token::{TokenError, TokenSource};
 pub use validate::validate;

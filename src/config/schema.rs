@@ -27,6 +27,9 @@ pub struct ConfigFile {
     /// The admin API.
     #[serde(default)]
     pub admin: Option<serde_json::Value>,
+    /// Several replicas ([`HaFile`]).
+    #[serde(default)]
+    pub ha: Option<serde_json::Value>,
     /// Shared watches by name ([`InformerFile`]), for routes to name with `informer:` or
     /// `kinds:`.
     #[serde(default)]
@@ -56,6 +59,46 @@ pub struct AdminFile {
     /// none. Outer `None`: not written; `Some(None)`: written as `null`.
     #[serde(default, deserialize_with = "present")]
     pub probes_listen: Option<Option<SocketAddr>>,
+}
+
+/// `ha:` — how several replicas share the work.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HaFile {
+    /// `single`, `leader` or `sharded`; default `single`.
+    #[serde(default)]
+    pub mode: Option<HaModeFile>,
+    /// Namespace of the Lease; default the pod's namespace, else `default`.
+    #[serde(default)]
+    pub lease_namespace: Option<String>,
+    /// Name of the Lease; default `switchyard`.
+    #[serde(default)]
+    pub lease_name: Option<String>,
+    /// How long a lease holds without renewal; default `15s`.
+    #[serde(default)]
+    pub lease_duration: Option<HumanDuration>,
+    /// How long a leader keeps trying to renew before it steps down; default `10s`.
+    #[serde(default)]
+    pub renew_deadline: Option<HumanDuration>,
+    /// Time between attempts to acquire or renew; default `2s`.
+    #[serde(default)]
+    pub retry_period: Option<HumanDuration>,
+    /// This replica's name in the Lease; default `POD_NAME`, else the host name and a
+    /// random suffix.
+    #[serde(default)]
+    pub identity: Option<String>,
+}
+
+/// The values of `ha.mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HaModeFile {
+    /// One replica, no election.
+    Single,
+    /// Several replicas; the one holding the Lease handles events.
+    Leader,
+    /// Several replicas sharing the work (not available in this version).
+    Sharded,
 }
 
 /// Reads a field that may be `null` as `Some(None)`, so that an absent field (left `None`

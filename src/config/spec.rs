@@ -24,12 +24,52 @@ pub struct Config {
     /// Where `/livez`, `/readyz` and `/metrics` are served without a token; `None` for
     /// nowhere but the admin API.
     pub probes_listen: Option<SocketAddr>,
+    /// How several replicas share the work.
+    pub ha: HaSpec,
     /// Informers, by name order: those under `informers:`, then each route's own watch.
     pub informers: Vec<InformerSpec>,
     /// Handlers, by name order.
     pub handlers: Vec<HandlerSpec>,
     /// Routes, in file order.
     pub routes: Vec<RouteSpec>,
+}
+
+/// How several replicas share the work, with every default filled in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HaSpec {
+    /// Whether replicas elect a leader.
+    pub mode: HaMode,
+    /// Namespace of the Lease.
+    pub lease_namespace: String,
+    /// Name of the Lease.
+    pub lease_name: String,
+    /// How long a lease holds without renewal.
+    pub lease_duration: Duration,
+    /// How long a leader keeps trying to renew before it steps down.
+    pub renew_deadline: Duration,
+    /// Time between attempts to acquire or renew.
+    pub retry_period: Duration,
+    /// This replica's name in the Lease.
+    pub identity: String,
+}
+
+/// Whether replicas elect a leader.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HaMode {
+    /// One replica: handlers run from the start.
+    Single,
+    /// Several replicas: only the holder of the Lease runs its handlers.
+    Leader,
+}
+
+impl HaMode {
+    /// The name the config uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HaMode::Single => "single",
+            HaMode::Leader => "leader",
+        }
+    }
 }
 
 /// A handler, with every default filled in.

@@ -14,10 +14,11 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use tokio::net::TcpListener;
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 
-use crate::config::Config;
+use crate::config::{Config, HaMode};
+use crate::election::{Election, ElectionStatus, ReplicaStatus};
 use crate::handler::{Handler, HandlerStatus};
 use crate::informer::{Informer, InformerFactory, WatchHealth};
 use crate::metrics::Metrics;
@@ -149,6 +150,13 @@ pub struct Shared {
     reloading: tokio::sync::Mutex<()>,
     reloads: Mutex<ReloadHistory>,
     started: Instant,
+    /// Whether this replica's handlers may run: always in single mode, while it leads in
+    /// leader mode.
+    active: watch::Sender<bool>,
+    /// The election's counters, in leader mode.
+    election: Option<Arc<ElectionStatus>>,
+    /// How replicas share the work.
+    ha: crate::config::HaSpec,
 }
 
 /// The daemon's state as /status reports it.
@@ -167,6 +175,8 @@ pub struct Status {
     /// Resources the routes need that the API server does not serve yet, with the routes
     /// waiting for each.
     pub waiting: Vec<Waiting>,
+    /// This replica and its election.
+    pub replica: ReplicaStatus,
 }
 
 /// One informer in /status.
@@ -230,6 +240,9 @@ impl Shared {
             reloading: tokio::sync::Mutex::new(()),
             reloads: Mutex::new(ReloadHistory::default()),
             started: Instant::now(),
+            active: watch::channel(config.ha.mode == HaMode::Single).0,
+            election: None,
+            ha: config.ha.clone(),
         });
         Ok((shared, watcher))
     }
@@ -266,6 +279,7 @@ impl Shared {
             plugins: &self.plugins,
             client: &self.client,
             plugin_metrics: &self.plugin_metrics,
+            active: &self.active,
         }
     }
 
@@ -277,6 +291,9 @@ impl Shared {
         }
         let status = self.status();
         let st = &self.metrics.stages;
+        st.leader.set(i64::from(status.replica.leader));
+        set_counter(&st.lease_renewals, status.replica.renewals);
+        set_counter(&st.leader_transitions, status.replica.transitions);
         for (informer, s) in self.informers.informers().iter().zip(&status.informers) {
             let label = InformerLabel {
                 informer: informer.key().to_string(),
@@ -343,6 +360,24 @@ impl Shared {
             handlers: self.handlers().iter().map(|h| h.status()).collect(),
             config: self.config_status(),
             waiting: self.topology().waiting.clone(),
+            replica: self.replica(),
+        }
+    }
+
+    /// `/status`'s `replica`.
+    fn replica(&self) -> ReplicaStatus {
+        match &self.election {
+            Some(election) => election.snapshot(),
+            None => ReplicaStatus {
+                identity: self.ha.identity.clone(),
+                mode: self.ha.mode.as_str(),
+                leader: true,
+                lease: None,
+                holder: None,
+                renewals: 0,
+                losses: 0,
+                transitions: 0,
+            },
         }
     }
 }
@@ -400,6 +435,8 @@ pub struct Daemon {
     watcher: Option<PluginWatcher>,
     /// Starts routes waiting for a resource once it is served.
     waiting_task: JoinHandle<()>,
+    /// The election's stop signal and task, in leader mode.
+    election: Option<(watch::Sender<bool>, JoinHandle<()>)>,
 }
 
 /// The listeners, bound before anything else starts.
@@ -479,7 +516,22 @@ impl Daemon {
                 kube::Client::try_from(kube_config).map_err(Error::Client)?
             }
         };
-        let (shared, watcher) = Shared::new(&config, client, options.logs.unwrap_or_default())?;
+        let (mut shared, watcher) = Shared::new(&config, client, options.logs.unwrap_or_default())?;
+        // In leader mode the election runs before the handlers start: they wait, paused by
+        // the gate, until this replica leads, while the informers fill their caches.
+        let election = (config.ha.mode == HaMode::Leader).then(|| {
+            let (stop, stopped) = watch::channel(false);
+            let (election, task) = Election::start(
+                config.ha.clone(),
+                shared.client.clone(),
+                shared.active.clone(),
+                stopped,
+            );
+            Arc::get_mut(&mut shared)
+                .expect("nothing else holds the shared state yet")
+                .election = Some(election.status());
+            (stop, task)
+        });
         let applied = Topology::empty(config.clone())
             .apply(config.clone(), &shared.stages())
             .await;
@@ -526,6 +578,7 @@ impl Daemon {
             servers,
             watcher,
             waiting_task,
+            election,
         })
     }
 
@@ -590,7 +643,17 @@ impl Daemon {
         let _reloading = self.shared.reloading.lock().await;
         self.shared.informers.shutdown();
         let handlers = self.shared.handlers();
-        futures::future::join_all(handlers.iter().map(|h| h.shut_down(grace))).await;
+        if let Some((stop, task)) = self.election.take() {
+            // In leader mode no call starts from here on: a successor may take over as soon
+            // as the Lease is released, so queued events are not drained; calls in flight
+            // finish (for up to the grace) before the Lease is released.
+            self.shared.active.send_replace(false);
+            futures::future::join_all(handlers.iter().map(|h| h.shut_down(grace))).await;
+            let _ = stop.send(true);
+            let _ = task.await;
+        } else {
+            futures::future::join_all(handlers.iter().map(|h| h.shut_down(grace))).await;
+        }
         for (stop, task) in std::mem::take(&mut self.servers) {
             let _ = stop.send(());
             let _ = task.await;

@@ -175,6 +175,9 @@ fn fixed_at_start(running: &Config, new: &Config) -> Vec<String> {
     if running.admin_token != new.admin_token {
         fixed.push("admin.token_file/token_env");
     }
+    if running.ha != new.ha {
+        fixed.push("ha");
+    }
     if running.kubeconfig != new.kubeconfig {
         fixed.push("kubeconfig");
     }
@@ -205,5 +208,24 @@ fn summary(plan: &Plan) -> String {
         "no changes".into()
     } else {
         parts.join("; ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use crate::config::validate;
+
+    const ROUTES: &str =
+        "handlers:\n  h: {}\nroutes:\n  - {name: a, resource: configmaps, handler: h}\n";
+
+    #[test]
+    fn a_changed_ha_section_needs_a_restart() {
+        let file = Path::new("/tmp/c.yaml");
+        let single = validate(file, ROUTES).unwrap();
+        let leader = validate(file, &format!("ha:\n  mode: leader\n{ROUTES}")).unwrap();
+        assert_eq!(super::fixed_at_start(&single, &leader), vec!["ha"]);
+        assert!(super::fixed_at_start(&single, &single.clone()).is_empty());
     }
 }

@@ -89,6 +89,8 @@ pub struct Stages<'a> {
     pub client: &'a kube::Client,
     /// Where plugins' own metrics go.
     pub plugin_metrics: &'a Arc<PluginMetrics>,
+    /// The replica's gate: handlers run only while it is true.
+    pub active: &'a tokio::sync::watch::Sender<bool>,
 }
 
 /// What a reload changed in one kind of stage, by name.
@@ -276,7 +278,12 @@ impl Topology {
                     changes.all.push(old.clone());
                 }
                 old => {
-                    let new = Handler::start(spec.clone(), stages.logs.clone(), stages.metrics);
+                    let new = Handler::start(
+                        spec.clone(),
+                        stages.logs.clone(),
+                        stages.metrics,
+                        stages.active.subscribe(),
+                    );
                     new.pause();
                     match old {
                         Some(old) => {

@@ -71,13 +71,23 @@ pub struct Handler {
     workers: Mutex<Vec<JoinHandle<()>>>,
     stopping: watch::Sender<bool>,
     paused: watch::Sender<bool>,
+    /// The replica's gate: false while another replica leads (set by the election, apart
+    /// from the admin API's pause).
+    active: watch::Receiver<bool>,
     recent: Mutex<Recent>,
 }
 
 impl Handler {
     /// Starts a handler with `spec.concurrency` workers, its queue reporting to `metrics`.
     /// Until a plugin is set, events wait in the queue.
-    pub fn start(spec: HandlerSpec, logs: PluginLogs, metrics: &Metrics) -> Arc<Self> {
+    /// Workers hand events to the plugin only while `active` is true and the handler is
+    /// not paused.
+    pub fn start(
+        spec: HandlerSpec,
+        logs: PluginLogs,
+        metrics: &Metrics,
+        active: watch::Receiver<bool>,
+    ) -> Arc<Self> {
         let limits = RateLimits {
             backoff_base: spec.backoff_base,
             backoff_cap: spec.backoff_cap,
@@ -97,6 +107,7 @@ impl Handler {
             workers: Mutex::new(Vec::new()),
             stopping: watch::channel(false).0,
             paused: watch::channel(false).0,
+            active,
             recent: Mutex::new(Recent::default()),
         });
         let workers = (0..handler.spec.concurrency)

@@ -27,10 +27,9 @@ impl Handler {
                 },
                 _ = self.wait_for_shutdown() => return,
             }
-            let mut paused = self.paused.subscribe();
             tokio::select! {
                 biased;
-                p = paused.wait_for(|paused| !*paused) => if p.is_err() {
+                p = self.wait_until_running() => if !p {
                     return;
                 },
                 _ = self.wait_for_shutdown() => return,
@@ -38,8 +37,8 @@ impl Handler {
             let Some(key) = self.queue.get().await else {
                 return;
             };
-            if *self.paused.borrow() {
-                // Paused while this worker waited for work: leave the key for later.
+            if *self.paused.borrow() || !*self.active.borrow() {
+                // Paused (or this replica stopped leading) while this worker waited for work: leave the key for later.
                 self.queue.done(&key);
                 self.queue.add(key);
                 continue;
@@ -188,5 +187,26 @@ fn plugin_event(key: &WorkKey, event: &PendingEvent, attempt: u32) -> Event {
         old_object: event.old.as_ref().map(|o| o.json().to_string()),
         attempt,
         final_state_unknown: event.final_state_unknown,
+    }
+}
+
+impl Handler {
+    /// Waits until the handler is neither paused nor held by the replica's gate; false if
+    /// either sender went away.
+    async fn wait_until_running(&self) -> bool {
+        let mut paused = self.paused.subscribe();
+        let mut active = self.active.clone();
+        loop {
+            if !*paused.borrow_and_update() && *active.borrow_and_update() {
+                return true;
+            }
+            let changed = tokio::select! {
+                r = paused.changed() => r,
+                r = active.changed() => r,
+            };
+            if changed.is_err() {
+                return false;
+            }
+        }
     }
 }

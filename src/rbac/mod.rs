@@ -17,7 +17,8 @@ mod yaml;
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::config::{
-    Config, HandlerSpec, InformerSpec, ROUTE_INFORMER_PREFIX, ResourceRef, RouteSource, Verb,
+    Config, HaMode, HandlerSpec, InformerSpec, ROUTE_INFORMER_PREFIX, ResourceRef, RouteSource,
+    Verb,
 };
 
 pub use yaml::{Subject, render};
@@ -99,7 +100,36 @@ impl Permissions {
 pub type RuleSet = fn(&Config, &mut Permissions);
 
 /// Every rule set, by name: what each part of the daemon needs.
-pub const RULE_SETS: &[(&str, RuleSet)] = &[("watches", watches), ("writes", writes)];
+pub const RULE_SETS: &[(&str, RuleSet)] = &[
+    ("watches", watches),
+    ("writes", writes),
+    ("election", election),
+];
+
+/// The verbs leader election uses on its Lease: read it, create it, take it over or renew it.
+pub const ELECTION_VERBS: &[&str] = &["create", "get", "update"];
+
+/// Leader election: get, create and update on leases in the Lease's namespace, unless the
+/// daemon runs as a single replica.
+fn election(config: &Config, permissions: &mut Permissions) {
+    if config.ha.mode == HaMode::Single {
+        return;
+    }
+    let lease = Resource {
+        group: "coordination.k8s.io".to_string(),
+        plural: "leases".to_string(),
+    };
+    let reason = format!(
+        "ha: leader election on Lease {}/{}",
+        config.ha.lease_namespace, config.ha.lease_name
+    );
+    permissions.allow(
+        &[Scope::Namespace(config.ha.lease_namespace.clone())],
+        &lease,
+        ELECTION_VERBS,
+        &reason,
+    );
+}
 
 /// The permissions `config` needs: every rule set's.
 pub fn permissions(config: &Config) -> Permissions {

@@ -230,3 +230,26 @@ routes:
         "subjects:\n  - kind: ServiceAccount\n    name: \"router\"\n    namespace: \"ops\"\n"
     ));
 }
+
+#[test]
+fn leader_mode_may_get_create_and_update_leases_in_the_lease_namespace_only() {
+    let routes = "handlers:\n  h: {}\nroutes:\n  - {name: a, resource: configmaps, handler: h}\n";
+    let leases = Resource {
+        group: "coordination.k8s.io".to_string(),
+        plural: "leases".to_string(),
+    };
+    let single = permissions(&config(routes));
+    assert!(
+        single
+            .scopes()
+            .all(|(_, rules)| rules.iter().all(|r| r.resource != leases))
+    );
+    let leader = permissions(&config(&format!(
+        "ha:\n  mode: leader\n  lease_namespace: ops\n{routes}"
+    )));
+    assert_eq!(
+        verbs(&leader, &ns("ops"), &leases),
+        ["create", "get", "update"]
+    );
+    assert!(leader.rule(&Scope::Cluster, &leases).is_none());
+}

@@ -278,8 +278,13 @@ async fn the_single_overlay_passes_a_server_dry_run_that_stores_nothing_then_app
 
 /// The documents `kubectl kustomize` builds from the single overlay.
 fn built_overlay() -> Vec<Value> {
+    build(&single_overlay())
+}
+
+/// The documents `kubectl kustomize` builds from `dir`.
+fn build(dir: &str) -> Vec<Value> {
     let output = Command::new("kubectl")
-        .args(["kustomize", &single_overlay()])
+        .args(["kustomize", dir])
         .output()
         .expect("kubectl is installed");
     assert!(
@@ -422,5 +427,59 @@ fn the_built_overlay_runs_switchyard_restricted_with_probes_and_its_checked_conf
     assert_eq!(
         probes["containerPort"].as_u64(),
         Some(u64::from(probes_listen.port()))
+    );
+}
+
+/// The overlay running two replicas in leader mode.
+fn ha_overlay() -> PathBuf {
+    support::root().join("deploy/kustomize/overlays/ha")
+}
+
+#[test]
+fn the_ha_overlay_runs_two_replicas_electing_a_leader_with_the_lease_rbac_they_need() {
+    let documents = build(ha_overlay().to_str().unwrap());
+    let deployment = find(&documents, "Deployment");
+    assert_eq!(deployment["spec"]["replicas"], 2);
+    let env = deployment["spec"]["template"]["spec"]["containers"][0]["env"]
+        .as_array()
+        .expect("env");
+    for (name, field) in [
+        ("POD_NAME", "metadata.name"),
+        ("POD_NAMESPACE", "metadata.namespace"),
+    ] {
+        let var = env.iter().find(|v| v["name"] == name).expect(name);
+        assert_eq!(var["valueFrom"]["fieldRef"]["fieldPath"], field, "{name}");
+    }
+    let text = find(&documents, "ConfigMap")["data"]["config.yaml"]
+        .as_str()
+        .expect("config.yaml in the ConfigMap");
+    let config = switchyard::config::validate(Path::new("/etc/switchyard/config.yaml"), text)
+        .expect("the overlay's config is valid");
+    assert_eq!(config.ha.mode, switchyard::config::HaMode::Leader);
+    let role = find(&documents, "Role");
+    assert_eq!(role["metadata"]["namespace"], "switchyard");
+    assert_eq!(verbs_on(role, "leases"), ["create", "get", "update"]);
+
+    // The checked-in Role is what `switchyard rbac` adds to the base's for this config.
+    let output = Command::new(env!("CARGO_BIN_EXE_switchyard"))
+        .args(["rbac", "--config"])
+        .arg(ha_overlay().join("config.yaml"))
+        .args(["--namespace", "switchyard"])
+        .env("POD_NAMESPACE", "switchyard")
+        .output()
+        .expect("run switchyard");
+    assert!(output.status.success());
+    let fresh = String::from_utf8_lossy(&output.stdout);
+    let base_rbac = std::fs::read_to_string(base().join("rbac.yaml")).unwrap();
+    let lease_rbac = std::fs::read_to_string(ha_overlay().join("lease-rbac.yaml")).unwrap();
+    let lease_rbac: String = lease_rbac
+        .lines()
+        .filter(|l| !l.starts_with("# "))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_eq!(
+        fresh,
+        format!("{base_rbac}---\n{lease_rbac}"),
+        "regenerate lease-rbac.yaml"
     );
 }

@@ -18,6 +18,7 @@ mod dashboard;
 mod deploy;
 mod faults_handlers;
 mod fuzz;
+mod ha;
 mod informer;
 mod informer_relist;
 mod logs;

@@ -15,6 +15,7 @@
 mod admin;
 mod capabilities;
 mod errors;
+mod ha;
 mod handlers;
 mod informers;
 mod names;
@@ -118,6 +119,7 @@ fn read_section<T: DeserializeOwned>(
 fn build(file: &Path, top: ConfigFile, errors: &mut Errors) -> Config {
     let base = file.parent().unwrap_or(Path::new("."));
     let admin_file = admin::read_admin(top.admin.as_ref(), errors);
+    let ha = ha::build_ha(top.ha.as_ref(), errors);
     let informer_files = read_section::<InformerFile>("informers", top.informers, errors);
     let handler_files = read_section::<HandlerFile>("handlers", top.handlers, errors);
     let mut informers: Vec<InformerSpec> = informer_files
@@ -159,6 +161,7 @@ fn build(file: &Path, top: ConfigFile, errors: &mut Errors) -> Config {
             .unwrap_or_else(|| base.join(plugins_dir)),
         admin_listen: admin.listen,
         probes_listen: admin.probes_listen,
+        ha,
         informers,
         handlers,
         routes,
