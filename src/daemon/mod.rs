@@ -55,7 +55,7 @@ pub enum Error {
     #[error("cannot connect to Kubernetes from inside the cluster: {0}")]
     InCluster(#[source] client::InClusterError),
     /// The client could not be built from the config.
-    #[error("cannot connect to Kubernetes: {0}")]
+    #[error("cannot connect to Kubernetes: {}", crate::util::kube_error(.0))]
     Client(#[source] kube::Error),
     /// The wasm engine could not start.
     #[error(transparent)]

@@ -53,7 +53,7 @@ impl LeaseClient {
             Ok(Some(lease)) => lease,
             Ok(None) => return self.create(now, status).await,
             Err(e) => {
-                tracing::warn!(lease = %status.lease(), error = %e, "cannot read the lease");
+                tracing::warn!(lease = %status.lease(), error = %crate::util::kube_error(&e), "cannot read the lease");
                 return Attempt::Failed;
             }
         };
@@ -163,7 +163,7 @@ impl LeaseClient {
         match e {
             kube::Error::Api(s) if s.code == 409 => Attempt::Taken,
             _ => {
-                tracing::warn!(lease = %status.lease(), error = %e, "cannot write the lease");
+                tracing::warn!(lease = %status.lease(), error = %crate::util::kube_error(e), "cannot write the lease");
                 Attempt::Failed
             }
         }

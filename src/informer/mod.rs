@@ -75,14 +75,7 @@ impl Error {
     }
 }
 
-/// A kube error as people read it: a Kubernetes `Status` by its message and code, never as
-/// a debug dump.
-pub fn shown(error: &kube::Error) -> String {
-    match error {
-        kube::Error::Api(status) => format!("{} ({})", status.message, status.code),
-        other => other.to_string(),
-    }
-}
+use crate::util::kube_error as shown;
 
 /// Result of informer operations.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

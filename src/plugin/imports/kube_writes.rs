@@ -6,6 +6,7 @@
 //! fires while wasm code runs) cannot stop it: each write is given what is left of the
 //! call's deadline, and one that runs past it ends the call as a timeout.
 
+use crate::util::kube_error;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -257,14 +258,6 @@ fn failed(
         informer.key().resource.plural,
         kube_error(error)
     )
-}
-
-/// The API server's message and code, or the client's error.
-fn kube_error(error: &kube::Error) -> String {
-    match error {
-        kube::Error::Api(status) => format!("{} ({})", status.message, status.code),
-        other => other.to_string(),
-    }
 }
 
 impl CallState {
