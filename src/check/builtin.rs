@@ -213,40 +213,10 @@ pub fn unknown(
         return None;
     }
     let what = if plural.is_some() { "resource" } else { "kind" };
-    Some(match nearest(name, &names) {
+    Some(match crate::config::nearest(name, &names) {
         Some(near) => format!("{gv} has no {what} {name:?}; did you mean {near:?}?"),
         None => format!("{gv} has no {what} {name:?}; it has: {}", names.join(", ")),
     })
-}
-
-/// The name in `names` closest to `name`, if it is close (a plural for a singular, a
-/// letter or two off).
-fn nearest<'a>(name: &str, names: &[&'a str]) -> Option<&'a str> {
-    let lower = name.to_ascii_lowercase();
-    names
-        .iter()
-        .map(|n| (distance(&lower, &n.to_ascii_lowercase()), *n))
-        .filter(|(d, _)| *d <= 2)
-        .min()
-        .map(|(_, n)| n)
-}
-
-/// Levenshtein distance.
-fn distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut previous = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let current = row[j + 1];
-            row[j + 1] = (previous + usize::from(ca != *cb))
-                .min(row[j] + 1)
-                .min(current + 1);
-            previous = current;
-        }
-    }
-    row[b.len()]
 }
 
 #[cfg(test)]

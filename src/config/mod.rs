@@ -37,7 +37,7 @@ pub use spec::{
     ResourceRef, RouteFilter, RouteSource, RouteSpec, Test,
 };
 pub use token::{TokenError, TokenSource};
-pub use validate::validate;
+pub use validate::{nearest, validate};
 
 /// Where the admin API listens when the config does not say.
 pub const DEFAULT_ADMIN_LISTEN: SocketAddr =

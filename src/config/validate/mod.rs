@@ -19,6 +19,7 @@ mod ha;
 mod handlers;
 mod informers;
 mod names;
+pub use names::nearest;
 mod routes;
 #[cfg(test)]
 mod tests;

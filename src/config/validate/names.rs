@@ -10,7 +10,7 @@ pub(super) fn is_valid_name(name: &str) -> bool {
 }
 
 /// The candidate closest to `word` by edit distance, if it is close enough to be a typo.
-pub(in crate::config) fn nearest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
+pub fn nearest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
     candidates
         .iter()
         .map(|c| (edit_distance(word, c), *c))
