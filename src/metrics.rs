@@ -140,99 +140,9 @@ impl Metrics {
             unfinished_work: Family::default(),
             longest_running: Family::default(),
         };
-        let w = &workqueue;
-        registry.register(
-            "workqueue_depth",
-            "Current depth of the work queue",
-            w.depth.clone(),
-        );
-        registry.register(
-            "workqueue_adds",
-            "Total number of adds handled by the work queue",
-            w.adds.clone(),
-        );
-        registry.register(
-            "workqueue_queue_duration_seconds",
-            "How long in seconds an item stays in the work queue before being requested",
-            w.queue_duration.clone(),
-        );
-        registry.register(
-            "workqueue_work_duration_seconds",
-            "How long in seconds processing an item from the work queue takes",
-            w.work_duration.clone(),
-        );
-        registry.register(
-            "workqueue_retries",
-            "Total number of retries handled by the work queue",
-            w.retries.clone(),
-        );
-        registry.register(
-            "workqueue_unfinished_work_seconds",
-            "How many seconds of work has been done that is in progress and hasn't been observed by work_duration",
-            w.unfinished_work.clone(),
-        );
-        registry.register(
-            "workqueue_longest_running_processor_seconds",
-            "How many seconds has the longest running processor for the work queue been running",
-            w.longest_running.clone(),
-        );
+        register_workqueue(&mut registry, &workqueue);
         let stages = StageFamilies::default();
-        let st = &stages;
-        registry.register(
-            "switchyard_leader",
-            "1 while this replica leads and its handlers run",
-            st.leader.clone(),
-        );
-        registry.register(
-            "switchyard_lease_renewals",
-            "Successful renewals of the leader election Lease by this replica",
-            st.lease_renewals.clone(),
-        );
-        registry.register(
-            "switchyard_leader_transitions",
-            "Times this replica became or stopped being the leader",
-            st.leader_transitions.clone(),
-        );
-        registry.register(
-            "switchyard_informer_objects",
-            "Objects in the informer's cache",
-            st.informer_objects.clone(),
-        );
-        registry.register(
-            "switchyard_informer_synced",
-            "1 once the informer has listed its resource",
-            st.informer_synced.clone(),
-        );
-        registry.register(
-            "switchyard_informer_watch_restarts",
-            "Times the informer's watch failed and was restarted",
-            st.informer_restarts.clone(),
-        );
-        registry.register(
-            "switchyard_route_delivered",
-            "Deltas the route handed to its handler",
-            st.route_delivered.clone(),
-        );
-        registry.register(
-            "switchyard_route_pending",
-            "Events from the route waiting in its handler's queue",
-            st.route_pending.clone(),
-        );
-        registry.register(
-            "switchyard_handler_processed",
-            "Handler calls that succeeded",
-            st.handler_processed.clone(),
-        );
-        registry.register(
-            "switchyard_handler_failed",
-            "Handler calls that failed",
-            st.handler_failed.clone(),
-        );
-        registry.register(
-            "switchyard_handler_dead_letters",
-            "Events given up on, waiting for a retry or purge",
-            st.handler_dead_letters.clone(),
-        );
+        register_stages(&mut registry, &stages);
         Self {
             registry: Mutex::new(registry),
             workqueue,
@@ -275,6 +185,104 @@ impl Metrics {
         prometheus_client::encoding::text::encode(&mut out, &registry).expect("encode metrics");
         out
     }
+}
+
+/// Registers client-go's work queue metric families.
+fn register_workqueue(registry: &mut Registry, w: &WorkqueueFamilies) {
+    registry.register(
+        "workqueue_depth",
+        "Current depth of the work queue",
+        w.depth.clone(),
+    );
+    registry.register(
+        "workqueue_adds",
+        "Total number of adds handled by the work queue",
+        w.adds.clone(),
+    );
+    registry.register(
+        "workqueue_queue_duration_seconds",
+        "How long in seconds an item stays in the work queue before being requested",
+        w.queue_duration.clone(),
+    );
+    registry.register(
+        "workqueue_work_duration_seconds",
+        "How long in seconds processing an item from the work queue takes",
+        w.work_duration.clone(),
+    );
+    registry.register(
+        "workqueue_retries",
+        "Total number of retries handled by the work queue",
+        w.retries.clone(),
+    );
+    registry.register(
+        "workqueue_unfinished_work_seconds",
+        "How many seconds of work has been done that is in progress and hasn't been observed by work_duration",
+        w.unfinished_work.clone(),
+    );
+    registry.register(
+        "workqueue_longest_running_processor_seconds",
+        "How many seconds has the longest running processor for the work queue been running",
+        w.longest_running.clone(),
+    );
+}
+
+/// Registers the stages' own metric families.
+fn register_stages(registry: &mut Registry, st: &StageFamilies) {
+    registry.register(
+        "switchyard_leader",
+        "1 while this replica leads and its handlers run",
+        st.leader.clone(),
+    );
+    registry.register(
+        "switchyard_lease_renewals",
+        "Successful renewals of the leader election Lease by this replica",
+        st.lease_renewals.clone(),
+    );
+    registry.register(
+        "switchyard_leader_transitions",
+        "Times this replica became or stopped being the leader",
+        st.leader_transitions.clone(),
+    );
+    registry.register(
+        "switchyard_informer_objects",
+        "Objects in the informer's cache",
+        st.informer_objects.clone(),
+    );
+    registry.register(
+        "switchyard_informer_synced",
+        "1 once the informer has listed its resource",
+        st.informer_synced.clone(),
+    );
+    registry.register(
+        "switchyard_informer_watch_restarts",
+        "Times the informer's watch failed and was restarted",
+        st.informer_restarts.clone(),
+    );
+    registry.register(
+        "switchyard_route_delivered",
+        "Deltas the route handed to its handler",
+        st.route_delivered.clone(),
+    );
+    registry.register(
+        "switchyard_route_pending",
+        "Events from the route waiting in its handler's queue",
+        st.route_pending.clone(),
+    );
+    registry.register(
+        "switchyard_handler_processed",
+        "Handler calls that succeeded",
+        st.handler_processed.clone(),
+    );
+    registry.register(
+        "switchyard_handler_failed",
+        "Handler calls that failed",
+        st.handler_failed.clone(),
+    );
+    registry.register(
+        "switchyard_handler_dead_letters",
+        "Events given up on, waiting for a retry or purge",
+        st.handler_dead_letters.clone(),
+    );
 }
 
 #[cfg(test)]
