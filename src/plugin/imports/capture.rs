@@ -128,7 +128,8 @@ impl HostContext {
                     }
                     let meta = object.entry("metadata").or_insert_with(|| json!({}));
                     if let Some(meta) = meta.as_object_mut() {
-                        meta.entry("name").or_insert_with(|| write.name.clone().into());
+                        meta.entry("name")
+                            .or_insert_with(|| write.name.clone().into());
                         if let Some(ns) = &write.namespace {
                             meta.entry("namespace").or_insert_with(|| ns.clone().into());
                         }
