@@ -47,11 +47,11 @@ impl DeltaSink for RecordingRoute {
             old_object: event.old.as_ref().map(|o| parse(&o.json())),
             final_state_unknown: event.final_state_unknown,
         };
-        if let Ok(line) = serde_json::to_string(&recorded) {
-            if let Some(lines) = &*lock(&self.lines) {
-                // The writer is gone only after recording stopped.
-                let _ = lines.send(line);
-            }
+        if let Ok(line) = serde_json::to_string(&recorded)
+            && let Some(lines) = &*lock(&self.lines)
+        {
+            // The writer is gone only after recording stopped.
+            let _ = lines.send(line);
         }
     }
 
