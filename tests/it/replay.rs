@@ -5,10 +5,12 @@ use std::path::Path;
 use std::process::Command;
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::Api;
+use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 
 use crate::support;
+
+const WAIT: std::time::Duration = std::time::Duration::from_secs(20);
 
 /// Runs the switchyard binary to the end: exit code, stdout, stderr.
 fn switchyard(args: &[&str]) -> (i32, String, String) {
@@ -71,25 +73,50 @@ async fn record_writes_what_routes_deliver_and_replay_shows_logs_and_captured_wr
     let config = support::write_config(dir.path(), CONFIG);
     let events = dir.path().join("events.jsonl");
 
-    let args = [
-        "record",
-        "--config",
-        text(&config),
-        "--out",
-        text(&events),
-        "--seconds",
-        "2",
-        "--kubeconfig",
-        text(&kubeconfig),
-    ]
-    .map(str::to_string);
-    let (code, _, err) = tokio::task::spawn_blocking(move || {
-        switchyard(&args.iter().map(String::as_str).collect::<Vec<_>>())
+    // Record until Ctrl-C: the two objects listed, then an update made meanwhile.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_switchyard"))
+        .args(["record", "--config", text(&config), "--out", text(&events)])
+        .args(["--kubeconfig", text(&kubeconfig)])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run switchyard record");
+    let recorded = |n: usize| {
+        let events = events.clone();
+        async move {
+            let text = std::fs::read_to_string(&events).unwrap_or_default();
+            (text.lines().count() >= n).then_some(())
+        }
+    };
+    support::eventually("the listed objects to be recorded", WAIT, async || {
+        recorded(4).await
+    })
+    .await;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let patch = json!({"data": {"b": "2"}});
+    let updated = api
+        .patch("bare", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    support::eventually("the update to be recorded", WAIT, async || {
+        recorded(6).await
+    })
+    .await;
+    let interrupted = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(interrupted.success());
+    let output = tokio::task::spawn_blocking(move || {
+        let status = child.wait().unwrap();
+        let mut err = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+        (status, err)
     })
     .await
     .unwrap();
-    assert_eq!(code, 0, "{err}");
-    assert!(err.contains("recorded 4 event(s)"), "{err}");
+    let (status, err) = output;
+    assert!(status.success(), "{err}");
+    assert!(err.contains("recorded 6 event(s)"), "{err}");
     let lines: Vec<Value> = std::fs::read_to_string(&events)
         .unwrap()
         .lines()
@@ -113,14 +140,31 @@ async fn record_writes_what_routes_deliver_and_replay_shows_logs_and_captured_wr
     let expected: Vec<(String, String, String, String)> = [
         ("guard", "label-guard", "added", "bare"),
         ("guard", "label-guard", "added", "owned"),
+        ("guard", "label-guard", "updated", "bare"),
         ("log", "log-events", "added", "bare"),
         ("log", "log-events", "added", "owned"),
+        ("log", "log-events", "updated", "bare"),
     ]
     .iter()
     .map(|(a, b, c, d)| (a.to_string(), b.to_string(), c.to_string(), d.to_string()))
     .collect();
-    assert_eq!(seen, expected, "the deletions route delivers no additions");
-    assert!(lines.iter().all(|l| l.get("old_object").is_none()));
+    assert_eq!(
+        seen, expected,
+        "the deletions route delivers no additions or updates"
+    );
+    for line in &lines {
+        match line["kind"].as_str().unwrap() {
+            "added" => assert!(line.get("old_object").is_none(), "{line}"),
+            _ => {
+                assert_eq!(line["old_object"]["data"], json!({"a": "1"}), "{line}");
+                assert_eq!(
+                    line["object"]["data"],
+                    json!({"a": "1", "b": "2"}),
+                    "{line}"
+                );
+            }
+        }
+    }
 
     // Text: the plugin's log lines exactly, and the patch label-guard asked for.
     let (code, out, err) = switchyard(&[
@@ -163,7 +207,7 @@ async fn record_writes_what_routes_deliver_and_replay_shows_logs_and_captured_wr
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    assert_eq!(reports.len(), 2, "{out}");
+    assert_eq!(reports.len(), 3, "{out}");
     let of = |name: &str| {
         reports
             .iter()
@@ -180,11 +224,10 @@ async fn record_writes_what_routes_deliver_and_replay_shows_logs_and_captured_wr
     );
 
     // Nothing was sent: the simulator's object is as it was.
-    let api: Api<ConfigMap> = Api::namespaced(client, "default");
     let now = api.get("bare").await.unwrap();
     assert_eq!(
         now.metadata.resource_version,
-        bare.metadata.resource_version
+        updated.metadata.resource_version
     );
     assert_eq!(now.metadata.labels, None);
     sim.stop().await;
