@@ -154,3 +154,77 @@ impl HostContext {
         Ok(answer.to_string())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::config::Capabilities;
+    use crate::plugin::PluginLogs;
+
+    fn context(verbs: &[Verb]) -> (HostContext, Arc<Capture>) {
+        let object = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "a", "namespace": "default"}, "data": {"x": "1"}});
+        let names = vec![
+            "ConfigMap".into(),
+            "configmaps".into(),
+            "v1/configmaps".into(),
+        ];
+        let capture = Arc::new(Capture::new(names, object));
+        let context = HostContext::new("h".into(), PluginLogs::default())
+            .with_capabilities(Capabilities::new([("configmaps", verbs)]))
+            .with_capture(capture.clone());
+        (context, capture)
+    }
+
+    #[tokio::test]
+    async fn writes_are_recorded_and_answered_as_a_successful_write() {
+        let (context, capture) = context(&[Verb::Patch, Verb::Apply, Verb::Delete]);
+        let patched = context
+            .merge_patch("configmaps", Some("default"), "a", r#"{"data":{"y":"2"}}"#)
+            .await
+            .unwrap();
+        let patched: Value = serde_json::from_str(&patched).unwrap();
+        assert_eq!(patched["data"], json!({"x": "1", "y": "2"}));
+        let other = context
+            .merge_patch("configmaps", Some("default"), "b", r#"{"data":{"y":"2"}}"#)
+            .await
+            .unwrap();
+        assert_eq!(other, r#"{"data":{"y":"2"}}"#);
+        let applied = context
+            .apply("ConfigMap", Some("default"), "c", r#"{"data":{"z":"3"}}"#)
+            .await
+            .unwrap();
+        let applied: Value = serde_json::from_str(&applied).unwrap();
+        assert_eq!(
+            applied,
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "data": {"z": "3"},
+                "metadata": {"name": "c", "namespace": "default"}})
+        );
+        context.delete("configmaps", None, "d").await.unwrap();
+        let actions: Vec<&str> = capture.writes().iter().map(|w| w.action).collect();
+        assert_eq!(actions, ["merge-patch", "merge-patch", "apply", "delete"]);
+    }
+
+    #[tokio::test]
+    async fn refused_writes_are_not_recorded_and_the_cache_is_empty() {
+        let (context, capture) = context(&[]);
+        let refused = context
+            .merge_patch("configmaps", Some("default"), "a", "{}")
+            .await
+            .unwrap_err();
+        assert!(refused.starts_with("capability denied"), "{refused}");
+        let unwatched = context.delete("pods", None, "p").await.unwrap_err();
+        assert!(unwatched.contains("none watches \"pods\""), "{unwatched}");
+        assert!(capture.writes().is_empty());
+        assert_eq!(
+            context.cache_get("configmaps", Some("default"), "a"),
+            Ok(None)
+        );
+        assert_eq!(context.cache_list("ConfigMap", None), Ok(Vec::new()));
+        assert!(context.cache_list("pods", None).is_err());
+    }
+}
