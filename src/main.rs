@@ -1,5 +1,5 @@
 //! The `switchyard` command: run the daemon, check a config, print the RBAC a config needs,
-//! run the demo or the simulator.
+//! record events and replay them through plugins, run the demo or the simulator.
 
 use std::io::Write;
 use std::net::SocketAddr;
