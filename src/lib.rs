@@ -46,6 +46,7 @@ pub mod handler;
 pub mod informer;
 pub mod logging;
 pub mod metrics;
+pub mod offline;
 pub mod plugin;
 pub mod queue;
 pub mod rbac;

@@ -1,5 +1,5 @@
 //! The `switchyard` command: run the daemon, check a config, print the RBAC a config needs,
-//! run the demo or the simulator.
+//! record events and replay them through plugins, run the demo or the simulator.
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -87,6 +87,42 @@ enum Command {
         /// Changes per second the churn makes.
         #[arg(long, default_value_t = 2.0)]
         rate: f64,
+    },
+    /// Run the config's informers and routes against the cluster, writing each event a
+    /// route delivers to a file (one JSON line each) instead of calling plugins.
+    Record {
+        /// The routing config (YAML).
+        #[arg(long, short)]
+        config: PathBuf,
+        /// The events file to write.
+        #[arg(long)]
+        out: PathBuf,
+        /// Stop after this many seconds (default: run until Ctrl-C).
+        #[arg(long)]
+        seconds: Option<u64>,
+        /// Kubeconfig to use (as for `run`).
+        #[arg(long)]
+        kubeconfig: Option<PathBuf>,
+        /// Context of the kubeconfig.
+        #[arg(long)]
+        context: Option<String>,
+    },
+    /// Call the handlers' plugins on recorded events, without an API server: writes are
+    /// captured and shown, never sent. Exits 1 if any event errors, 2 for a bad config or
+    /// events file.
+    Replay {
+        /// The routing config (YAML).
+        #[arg(long, short)]
+        config: PathBuf,
+        /// The events file, as `record` writes it.
+        #[arg(long)]
+        events: PathBuf,
+        /// Replay only the events of this handler.
+        #[arg(long)]
+        handler: Option<String>,
+        /// Print one JSON object per event.
+        #[arg(long)]
+        json: bool,
     },
     /// Run the Kubernetes API simulator on its own.
     Sim {
@@ -182,6 +218,19 @@ fn main() -> ExitCode {
                 seconds,
                 rate,
             } => demo(&config, seconds, rate).await,
+            Command::Record {
+                config,
+                out,
+                seconds,
+                kubeconfig,
+                context,
+            } => record(&config, &out, seconds, kubeconfig, context).await,
+            Command::Replay {
+                config,
+                events,
+                handler,
+                json,
+            } => replay(&config, &events, handler.as_deref(), json).await,
             Command::Sim {
                 listen,
                 kubeconfig_out,
@@ -397,6 +446,82 @@ async fn demo(path: &Path, seconds: Option<u64>, rate: f64) -> Result<ExitCode> 
         rate,
     };
     switchyard::demo::run(options, shutdown_signal()).await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn record(
+    path: &Path,
+    out: &Path,
+    seconds: Option<u64>,
+    kubeconfig: Option<PathBuf>,
+    context: Option<String>,
+) -> Result<ExitCode> {
+    init_logging(&format!("warn,{QUIET_DEPENDENCIES}"));
+    let config = match load_config(path) {
+        Ok(c) => c,
+        Err(code) => return Ok(code),
+    };
+    let kubeconfig = kubeconfig.as_deref().or(config.kubeconfig.as_deref());
+    let kube_config = daemon::client::client_config(kubeconfig, context.as_deref()).await?;
+    let client = kube::Client::try_from(kube_config).map_err(daemon::Error::Client)?;
+    let stop = async move {
+        match seconds {
+            Some(s) => tokio::select! {
+                () = tokio::time::sleep(Duration::from_secs(s)) => {}
+                () = shutdown_signal() => {}
+            },
+            None => shutdown_signal().await,
+        }
+    };
+    let count = switchyard::offline::record(&config, client, out, stop).await?;
+    eprintln!("recorded {count} event(s) to {}", out.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn replay(path: &Path, events: &Path, handler: Option<&str>, json: bool) -> Result<ExitCode> {
+    init_logging(&format!(
+        "warn,switchyard::plugin::logs=off,{QUIET_DEPENDENCIES}"
+    ));
+    let config = match load_config_or(path, "nothing was replayed") {
+        Ok(c) => c,
+        Err(code) => return Ok(code),
+    };
+    if let Some(h) = handler
+        && config.handlers.iter().all(|spec| spec.name != h)
+    {
+        report(&format!("{}: no handler {h:?}", path.display()));
+        return Ok(ExitCode::from(2));
+    }
+    let recorded = match switchyard::offline::read_events(events)
+        .map_err(|e| e.to_string())
+        .and_then(|recorded| {
+            switchyard::offline::check_events(&config, &recorded)
+                .map(|()| recorded)
+                .map_err(|e| format!("{}:{}: {}", events.display(), e.line, e.reason))
+        }) {
+        Ok(recorded) => recorded,
+        Err(e) => {
+            report(&e);
+            return Ok(ExitCode::from(2));
+        }
+    };
+    let reports = switchyard::offline::replay(&config, &recorded, handler).await?;
+    let mut stdout = std::io::stdout().lock();
+    for r in &reports {
+        if json {
+            writeln!(stdout, "{}", serde_json::to_string(r)?)?;
+        } else {
+            write!(stdout, "{}", switchyard::offline::print::text(r))?;
+        }
+    }
+    let failed = reports
+        .iter()
+        .filter(|r| matches!(r.outcome, switchyard::offline::ReplayOutcome::Error { .. }))
+        .count();
+    if failed > 0 {
+        report(&format!("{failed} of {} event(s) failed", reports.len()));
+        return Ok(ExitCode::FAILURE);
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -69,6 +69,14 @@ pub enum Error {
         #[source]
         source: crate::informer::Error,
     },
+    /// A resource a route watches is not served by the API server.
+    #[error("{what}: {why}")]
+    NotServed {
+        /// What names the resource.
+        what: String,
+        /// Why it is taken as not served.
+        why: String,
+    },
     /// A route's kinds match no informer.
     #[error("route {route:?}: no informer watches kind {kind:?}")]
     UnwatchedKind {

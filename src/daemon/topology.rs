@@ -513,6 +513,30 @@ async fn open(
         })
 }
 
+/// The informers feeding each route of `config`, by route name, opened (and started) from
+/// `factory`; fails naming the first resource the API server does not serve.
+pub async fn route_informers(
+    config: &Config,
+    factory: &InformerFactory,
+) -> Result<HashMap<String, Vec<Arc<Informer>>>, super::Error> {
+    let wiring = wire(config, factory).await?;
+    if let Some((what, why)) = wiring.missing.iter().next() {
+        return Err(super::Error::NotServed {
+            what: what.clone(),
+            why: why.clone(),
+        });
+    }
+    let mut routes = HashMap::new();
+    for (route, keys) in &wiring.routes {
+        let mut informers = Vec::new();
+        for key in keys {
+            informers.push(open(factory, key, &wiring.cache).await?);
+        }
+        routes.insert(route.clone(), informers);
+    }
+    Ok(routes)
+}
+
 /// The watches a config needs and which feed each route.
 struct Wiring {
     /// Every watch of a served resource, with the union of its informers' cache options.

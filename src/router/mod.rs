@@ -103,19 +103,27 @@ impl Route {
     /// then the kinds of change. Resyncs go to handlers that asked for them; `Replaced`
     /// only announces a list and carries no object.
     pub fn select(&self, delta: &Delta) -> Option<Delta> {
-        if matches!(delta, Delta::Replaced { .. }) {
-            return None;
-        }
-        let delta = self.filter.apply(delta)?;
-        let wanted = match &delta {
-            Delta::Added(_) => self.events.added,
-            Delta::Updated { .. } => self.events.updated,
-            Delta::Deleted { .. } => self.events.deleted,
-            Delta::Sync(_) => true,
-            Delta::Replaced { .. } => false,
-        };
-        wanted.then_some(delta)
+        select(&self.events, &self.filter, delta)
     }
+}
+
+/// What a route with these kinds of change and this object filter delivers for `delta`, if
+/// anything: the object filter first (which turns an update moving an object in or out of
+/// the route into `added` or `deleted`), then the kinds of change. Resyncs always pass;
+/// `Replaced` only announces a list and carries no object.
+pub fn select(events: &EventFilter, filter: &ObjectFilter, delta: &Delta) -> Option<Delta> {
+    if matches!(delta, Delta::Replaced { .. }) {
+        return None;
+    }
+    let delta = filter.apply(delta)?;
+    let wanted = match &delta {
+        Delta::Added(_) => events.added,
+        Delta::Updated { .. } => events.updated,
+        Delta::Deleted { .. } => events.deleted,
+        Delta::Sync(_) => true,
+        Delta::Replaced { .. } => false,
+    };
+    wanted.then_some(delta)
 }
 
 impl DeltaSink for Route {

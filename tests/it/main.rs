@@ -25,6 +25,7 @@ mod logs;
 mod page;
 mod probes;
 mod queue;
+mod replay;
 mod unserved;
 
 mod config {

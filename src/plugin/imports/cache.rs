@@ -21,6 +21,9 @@ impl HostContext {
         namespace: Option<&str>,
         name: &str,
     ) -> Result<Option<String>, String> {
+        if let Some(capture) = &self.capture {
+            return capture.known(&self.handler, resource).map(|()| None);
+        }
         let key = ObjectKey::new(namespace, name);
         Ok(self
             .resolve(resource)?
@@ -35,6 +38,9 @@ impl HostContext {
         resource: &str,
         namespace: Option<&str>,
     ) -> Result<Vec<String>, String> {
+        if let Some(capture) = &self.capture {
+            return capture.known(&self.handler, resource).map(|()| Vec::new());
+        }
         let informers = self.resolve(resource)?;
         let objects = informers.into_iter().flat_map(|i| match namespace {
             Some(ns) => i
@@ -55,6 +61,9 @@ impl HostContext {
         index: &str,
         value: &str,
     ) -> Result<Vec<String>, String> {
+        if let Some(capture) = &self.capture {
+            return capture.known(&self.handler, resource).map(|()| Vec::new());
+        }
         let informers = self.resolve(resource)?;
         let mut found = None::<Vec<Arc<CachedObject>>>;
         for informer in &informers {

@@ -76,6 +76,12 @@ impl HostContext {
         name: &str,
         body: &str,
     ) -> Result<String, String> {
+        if let Some(capture) = &self.capture {
+            let body: Value = serde_json::from_str(body)
+                .map_err(|e| format!("apply: the body is not JSON: {e}"))?;
+            let write = captured("apply", resource, namespace, name, body);
+            return self.capture_write(capture, Verb::Apply, write);
+        }
         let informer = self.writable(resource, Verb::Apply, "apply")?;
         let mut body: Value =
             serde_json::from_str(body).map_err(|e| format!("apply: the body is not JSON: {e}"))?;
@@ -124,6 +130,12 @@ impl HostContext {
         name: &str,
         patch: &str,
     ) -> Result<String, String> {
+        if let Some(capture) = &self.capture {
+            let patch: Value = serde_json::from_str(patch)
+                .map_err(|e| format!("merge-patch: the patch is not JSON: {e}"))?;
+            let write = captured("merge-patch", resource, namespace, name, patch);
+            return self.capture_write(capture, Verb::Patch, write);
+        }
         let informer = self.writable(resource, Verb::Patch, "merge-patch")?;
         let patch: Value = serde_json::from_str(patch)
             .map_err(|e| format!("merge-patch: the patch is not JSON: {e}"))?;
@@ -142,6 +154,10 @@ impl HostContext {
         namespace: Option<&str>,
         name: &str,
     ) -> Result<(), String> {
+        if let Some(capture) = &self.capture {
+            let write = captured("delete", resource, namespace, name, Value::Null);
+            return self.capture_write(capture, Verb::Delete, write).map(|_| ());
+        }
         let informer = self.writable(resource, Verb::Delete, "delete")?;
         match self
             .api(informer, namespace)?
@@ -187,6 +203,12 @@ impl HostContext {
         }
         if reason.is_empty() {
             return Err("create-event: give a reason (UpperCamelCase, such as LabelAdded)".into());
+        }
+        if let Some(capture) = &self.capture {
+            let body = json!({"type": event_type, "reason": reason, "message": message});
+            let namespace = field("namespace");
+            let write = captured("create-event", kind, namespace.as_deref(), &name, body);
+            return self.capture_write(capture, Verb::Event, write).map(|_| ());
         }
         let Some(informer) = self
             .resources
@@ -238,6 +260,23 @@ impl HostContext {
                     kube_error(&e)
                 )
             })
+    }
+}
+
+/// A write for capture mode.
+fn captured(
+    action: &'static str,
+    resource: &str,
+    namespace: Option<&str>,
+    name: &str,
+    body: Value,
+) -> super::capture::CapturedWrite {
+    super::capture::CapturedWrite {
+        action,
+        resource: resource.to_string(),
+        namespace: namespace.map(str::to_string),
+        name: name.to_string(),
+        body,
     }
 }
 

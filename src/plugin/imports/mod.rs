@@ -4,6 +4,7 @@
 //!
 //! - [`metrics`]: counters, gauges and histograms a plugin records, exposed on `/metrics`;
 //! - [`cache`]: read-only access to the informer caches of the handler's routes;
+//! - [`capture`]: writes recorded instead of sent, for `switchyard replay`;
 //! - [`kube_writes`]: server-side apply, merge patch, delete and Events, each allowed only
 //!   where the handler's `capabilities:` grant it.
 //!
@@ -12,6 +13,7 @@
 //! errors); only a write that runs past the call's deadline ends the call, as a timeout.
 
 pub mod cache;
+pub mod capture;
 pub mod kube_writes;
 pub mod metrics;
 
@@ -33,6 +35,7 @@ pub struct HostContext {
     resources: Vec<Arc<Informer>>,
     client: Option<kube::Client>,
     metrics: Option<Arc<PluginMetrics>>,
+    capture: Option<Arc<capture::Capture>>,
 }
 
 impl std::fmt::Debug for HostContext {
@@ -66,6 +69,7 @@ impl HostContext {
             resources: Vec::new(),
             client: None,
             metrics: None,
+            capture: None,
         }
     }
 
@@ -97,6 +101,14 @@ impl HostContext {
     #[must_use]
     pub fn with_metrics(mut self, metrics: Arc<PluginMetrics>) -> Self {
         self.metrics = Some(metrics);
+        self
+    }
+
+    /// Records writes in `capture` instead of sending them, and answers cache reads from an
+    /// empty cache (see [`capture`]).
+    #[must_use]
+    pub fn with_capture(mut self, capture: Arc<capture::Capture>) -> Self {
+        self.capture = Some(capture);
         self
     }
 

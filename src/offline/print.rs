@@ -1,0 +1,45 @@
+//! How `switchyard replay` shows what each event did.
+
+use super::replay::{EventReport, ReplayOutcome};
+
+/// One event's report as text: a heading line with the outcome, then a line per log line
+/// and per captured write, indented.
+///
+/// ```text
+/// line 1: added default/a (route all, handler log) -> done
+///   log info: added ConfigMap default/a
+///   write merge-patch ConfigMap default/a {"metadata":{"labels":{"team":"none"}}}
+/// ```
+pub fn text(report: &EventReport) -> String {
+    let outcome = match &report.outcome {
+        ReplayOutcome::Done => "done".to_string(),
+        ReplayOutcome::RequeueAfter { ms } => format!("requeue after {ms} ms"),
+        ReplayOutcome::Error { error } => format!("error: {error}"),
+    };
+    let kind = serde_json::to_value(report.kind)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default();
+    let mut out = format!(
+        "line {}: {kind} {} (route {}, handler {}) -> {outcome}\n",
+        report.line, report.object, report.route, report.handler
+    );
+    for log in &report.logs {
+        out.push_str(&format!("  log {}: {}\n", log.level, log.message));
+    }
+    for write in &report.writes {
+        let object = match &write.namespace {
+            Some(ns) => format!("{ns}/{}", write.name),
+            None => write.name.clone(),
+        };
+        out.push_str(&format!(
+            "  write {} {} {object}",
+            write.action, write.resource
+        ));
+        if !write.body.is_null() {
+            out.push_str(&format!(" {}", write.body));
+        }
+        out.push('\n');
+    }
+    out
+}

@@ -1,0 +1,205 @@
+//! `switchyard replay`: each recorded event handed to its handler's plugin once, as the
+//! daemon would call it (the handler's `config`, `timeout` and `memory`, attempt 1), with
+//! no API server: writes are captured and cache reads see an empty cache (see
+//! [`crate::plugin::imports::capture`]).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use super::events::{RecordedEvent, RecordedKind};
+use crate::config::{Config, HandlerSpec, ResourceRef, RouteSource};
+use crate::plugin::imports::capture::{Capture, CapturedWrite};
+use crate::plugin::{
+    CallLimits, Event, EventKind, HostContext, Outcome, Plugin, PluginHost, PluginLog, PluginLogs,
+    loader,
+};
+
+/// What one call of the plugin ended with.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "outcome", rename_all = "kebab-case")]
+pub enum ReplayOutcome {
+    /// The event was handled.
+    Done,
+    /// The plugin asked to be called again after `ms` milliseconds.
+    RequeueAfter {
+        /// The delay asked for.
+        ms: u64,
+    },
+    /// The plugin returned an error, trapped or ran past its deadline.
+    Error {
+        /// The error as the daemon would report it.
+        error: String,
+    },
+}
+
+/// What replaying one event did.
+#[derive(Debug, Clone, Serialize)]
+pub struct EventReport {
+    /// The event's line in the events file.
+    pub line: usize,
+    /// The route that delivered it.
+    pub route: String,
+    /// The handler whose plugin was called.
+    pub handler: String,
+    /// The kind of change.
+    pub kind: RecordedKind,
+    /// `namespace/name` of the object.
+    pub object: String,
+    /// How the call ended.
+    #[serde(flatten)]
+    pub outcome: ReplayOutcome,
+    /// The lines the plugin logged, in order.
+    pub logs: Vec<PluginLog>,
+    /// The writes it asked for, captured and not sent.
+    pub writes: Vec<CapturedWrite>,
+}
+
+/// An event that does not fit the config: the line and why.
+#[derive(Debug, thiserror::Error)]
+#[error("line {line}: {reason}")]
+pub struct Mismatch {
+    /// The event's line.
+    pub line: usize,
+    /// Why it cannot be replayed.
+    pub reason: String,
+}
+
+/// Checks that every event names a route of `config` feeding the handler it names.
+pub fn check_events(config: &Config, events: &[(usize, RecordedEvent)]) -> Result<(), Mismatch> {
+    for (line, event) in events {
+        let route = config.routes.iter().find(|r| r.name == event.route);
+        let reason = match route {
+            None => format!("the config has no route {:?}", event.route),
+            Some(r) if r.handler != event.handler => format!(
+                "route {:?} feeds handler {:?}, not {:?}",
+                r.name, r.handler, event.handler
+            ),
+            Some(_) => continue,
+        };
+        return Err(Mismatch {
+            line: *line,
+            reason,
+        });
+    }
+    Ok(())
+}
+
+/// Replays `events` (only those of `handler`, if given) in order through a fresh instance
+/// of the handler's plugin each; the events must have passed [`check_events`].
+pub async fn replay(
+    config: &Config,
+    events: &[(usize, RecordedEvent)],
+    handler: Option<&str>,
+) -> anyhow::Result<Vec<EventReport>> {
+    let host = PluginHost::new()?;
+    let mut plugins: HashMap<String, Plugin> = HashMap::new();
+    let mut reports = Vec::new();
+    for (line, event) in events {
+        if handler.is_some_and(|h| h != event.handler) {
+            continue;
+        }
+        let spec = config
+            .handlers
+            .iter()
+            .find(|h| h.name == event.handler)
+            .ok_or_else(|| anyhow::anyhow!("line {line}: no handler {:?}", event.handler))?;
+        if !plugins.contains_key(&spec.plugin) {
+            let plugin = loader::load(&host, &config.plugins_dir, &spec.plugin).await?;
+            plugins.insert(spec.plugin.clone(), plugin);
+        }
+        let plugin = &plugins[&spec.plugin];
+        let names = resource_names(config, event);
+        reports.push(replay_one(plugin, spec, *line, event, names).await);
+    }
+    Ok(reports)
+}
+
+/// Calls `plugin` once for `event`, capturing its logs and writes.
+async fn replay_one(
+    plugin: &Plugin,
+    spec: &HandlerSpec,
+    line: usize,
+    event: &RecordedEvent,
+    names: Vec<String>,
+) -> EventReport {
+    let logs = PluginLogs::default();
+    let mut logged = logs.subscribe();
+    let capture = Arc::new(Capture::new(names, event.object.clone()));
+    let context = Arc::new(
+        HostContext::new(spec.name.as_str().into(), logs)
+            .with_capabilities(spec.capabilities.clone())
+            .with_capture(capture.clone()),
+    );
+    let limits = CallLimits {
+        timeout: spec.timeout,
+        memory: spec.memory,
+    };
+    let call = Event {
+        kind: match event.kind {
+            RecordedKind::Added => EventKind::Added,
+            RecordedKind::Updated => EventKind::Updated,
+            RecordedKind::Deleted => EventKind::Deleted,
+            RecordedKind::Sync => EventKind::Sync,
+        },
+        route: event.route.clone(),
+        object: event.object.to_string(),
+        old_object: event.old_object.as_ref().map(ToString::to_string),
+        attempt: 1,
+        final_state_unknown: event.final_state_unknown,
+    };
+    let result = plugin
+        .call_in(&context, &limits, &spec.config.to_string(), &call)
+        .await;
+    let outcome = match result {
+        Ok(Outcome::Done) => ReplayOutcome::Done,
+        Ok(Outcome::RequeueAfter(ms)) => ReplayOutcome::RequeueAfter { ms },
+        Err(e) => ReplayOutcome::Error {
+            error: e.to_string(),
+        },
+    };
+    let mut lines = Vec::new();
+    while let Ok(log) = logged.try_recv() {
+        lines.push(log);
+    }
+    EventReport {
+        line,
+        route: event.route.clone(),
+        handler: event.handler.clone(),
+        kind: event.kind,
+        object: event.object_name(),
+        outcome,
+        logs: lines,
+        writes: capture.writes(),
+    }
+}
+
+/// The names the plugin may use for the resources of the event's route: plural and
+/// resource string of the informers it reads, the kinds it names, and the object's kind.
+fn resource_names(config: &Config, event: &RecordedEvent) -> Vec<String> {
+    let mut names = Vec::new();
+    let route = config.routes.iter().find(|r| r.name == event.route);
+    let add_informer = |name: &str, names: &mut Vec<String>| {
+        for spec in config.informers.iter().filter(|i| i.name == name) {
+            match &spec.resource {
+                ResourceRef::Plural(resource) => {
+                    names.push(resource.plural.clone());
+                    names.push(resource.to_string());
+                }
+                ResourceRef::Kind { kind, .. } => names.push(kind.clone()),
+            }
+        }
+    };
+    match route.map(|r| &r.source) {
+        Some(RouteSource::Informer(name)) => add_informer(name, &mut names),
+        Some(RouteSource::Kinds(kinds)) => names.extend(kinds.iter().cloned()),
+        None => {}
+    }
+    if let Some(kind) = event.object.get("kind").and_then(|k| k.as_str()) {
+        names.push(kind.to_string());
+    }
+    names.sort();
+    names.dedup();
+    names
+}

@@ -1,0 +1,304 @@
+//! `switchyard record` against the simulator, and `switchyard replay` of what it wrote:
+//! plugin logs shown, writes captured and never sent, failures and bad files reported.
+
+use std::path::Path;
+use std::process::Command;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::{Value, json};
+
+use crate::support;
+
+const WAIT: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// Runs the switchyard binary to the end: exit code, stdout, stderr.
+fn switchyard(args: &[&str]) -> (i32, String, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_switchyard"))
+        .args(args)
+        .output()
+        .expect("run switchyard");
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+fn text(path: &Path) -> &str {
+    path.to_str().unwrap()
+}
+
+const CONFIG: &str = "
+handlers:
+  label-guard:
+    config: {label: owner, value: unknown}
+    capabilities: {configmaps: [patch]}
+  log-events: {}
+routes:
+  - name: guard
+    resource: configmaps
+    namespace: default
+    handler: label-guard
+  - name: log
+    resource: configmaps
+    namespace: default
+    handler: log-events
+  - name: deletions
+    resource: configmaps
+    namespace: default
+    events: [deleted]
+    handler: log-events
+";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn record_writes_what_routes_deliver_and_replay_shows_logs_and_captured_writes() {
+    let sim = support::start_sim().await;
+    let client = sim.client().unwrap();
+    let bare = support::create_configmap(
+        &client,
+        "default",
+        json!({"metadata": {"name": "bare"}, "data": {"a": "1"}}),
+    )
+    .await;
+    support::create_configmap(
+        &client,
+        "default",
+        json!({"metadata": {"name": "owned", "labels": {"owner": "alice"}}}),
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    sim.write_kubeconfig(&kubeconfig).unwrap();
+    let config = support::write_config(dir.path(), CONFIG);
+    let events = dir.path().join("events.jsonl");
+
+    // Record until Ctrl-C: the two objects listed, then an update made meanwhile.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_switchyard"))
+        .args(["record", "--config", text(&config), "--out", text(&events)])
+        .args(["--kubeconfig", text(&kubeconfig)])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run switchyard record");
+    let recorded = |n: usize| {
+        let events = events.clone();
+        async move {
+            let text = std::fs::read_to_string(&events).unwrap_or_default();
+            (text.lines().count() >= n).then_some(())
+        }
+    };
+    support::eventually("the listed objects to be recorded", WAIT, async || {
+        recorded(4).await
+    })
+    .await;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let patch = json!({"data": {"b": "2"}});
+    let updated = api
+        .patch("bare", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    support::eventually("the update to be recorded", WAIT, async || {
+        recorded(6).await
+    })
+    .await;
+    let interrupted = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(interrupted.success());
+    let output = tokio::task::spawn_blocking(move || {
+        let status = child.wait().unwrap();
+        let mut err = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+        (status, err)
+    })
+    .await
+    .unwrap();
+    let (status, err) = output;
+    assert!(status.success(), "{err}");
+    assert!(err.contains("recorded 6 event(s)"), "{err}");
+    let lines: Vec<Value> = std::fs::read_to_string(&events)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let mut seen: Vec<(String, String, String, String)> = lines
+        .iter()
+        .map(|l| {
+            (
+                l["route"].as_str().unwrap().to_string(),
+                l["handler"].as_str().unwrap().to_string(),
+                l["kind"].as_str().unwrap().to_string(),
+                l["object"]["metadata"]["name"]
+                    .as_str()
+                    .unwrap()
+                    .to_string(),
+            )
+        })
+        .collect();
+    seen.sort();
+    let expected: Vec<(String, String, String, String)> = [
+        ("guard", "label-guard", "added", "bare"),
+        ("guard", "label-guard", "added", "owned"),
+        ("guard", "label-guard", "updated", "bare"),
+        ("log", "log-events", "added", "bare"),
+        ("log", "log-events", "added", "owned"),
+        ("log", "log-events", "updated", "bare"),
+    ]
+    .iter()
+    .map(|(a, b, c, d)| (a.to_string(), b.to_string(), c.to_string(), d.to_string()))
+    .collect();
+    assert_eq!(
+        seen, expected,
+        "the deletions route delivers no additions or updates"
+    );
+    for line in &lines {
+        match line["kind"].as_str().unwrap() {
+            "added" => assert!(line.get("old_object").is_none(), "{line}"),
+            _ => {
+                assert_eq!(line["old_object"]["data"], json!({"a": "1"}), "{line}");
+                assert_eq!(
+                    line["object"]["data"],
+                    json!({"a": "1", "b": "2"}),
+                    "{line}"
+                );
+            }
+        }
+    }
+
+    // Text: the plugin's log lines exactly, and the patch label-guard asked for.
+    let (code, out, err) = switchyard(&[
+        "replay",
+        "--config",
+        text(&config),
+        "--events",
+        text(&events),
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    let rv = bare.metadata.resource_version.clone().unwrap();
+    assert!(
+        out.contains(&format!(
+            "  log info: added ConfigMap default/bare rv={rv} route=log data=[a]\n"
+        )),
+        "{out}"
+    );
+    assert!(
+        out.contains(r#"  write merge-patch ConfigMap default/bare {"metadata":{"labels":{"owner":"unknown"}}}"#),
+        "{out}"
+    );
+    assert!(
+        out.contains("  log info: labelled ConfigMap default/bare owner=unknown\n"),
+        "{out}"
+    );
+
+    // JSON, one handler: one object per event, the write captured with its body.
+    let (code, out, err) = switchyard(&[
+        "replay",
+        "--config",
+        text(&config),
+        "--events",
+        text(&events),
+        "--handler",
+        "label-guard",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    let reports: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(reports.len(), 3, "{out}");
+    let of = |name: &str| {
+        reports
+            .iter()
+            .find(|r| r["object"] == format!("default/{name}"))
+            .unwrap()
+    };
+    assert_eq!(of("owned")["outcome"], "done");
+    assert_eq!(of("owned")["writes"], json!([]));
+    assert_eq!(of("bare")["outcome"], "done");
+    assert_eq!(
+        of("bare")["writes"],
+        json!([{"action": "merge-patch", "resource": "ConfigMap", "namespace": "default",
+                "name": "bare", "body": {"metadata": {"labels": {"owner": "unknown"}}}}])
+    );
+
+    // Nothing was sent: the simulator's object is as it was.
+    let now = api.get("bare").await.unwrap();
+    assert_eq!(
+        now.metadata.resource_version,
+        updated.metadata.resource_version
+    );
+    assert_eq!(now.metadata.labels, None);
+    sim.stop().await;
+}
+
+const FAULTY: &str = "
+handlers:
+  faulty: {}
+routes:
+  - name: cms
+    resource: configmaps
+    handler: faulty
+";
+
+fn event(name: &str, annotations: Value) -> String {
+    json!({"route": "cms", "handler": "faulty", "kind": "added", "object": {
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": "default", "annotations": annotations}}})
+    .to_string()
+}
+
+#[test]
+fn replay_exits_1_showing_the_error_of_an_event_that_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = support::write_config(dir.path(), FAULTY);
+    let events = dir.path().join("events.jsonl");
+    let lines = [
+        event("fine", json!({})),
+        event("bad", json!({"faulty/error": "boom"})),
+    ];
+    std::fs::write(&events, lines.join("\n")).unwrap();
+    let (code, out, err) = switchyard(&[
+        "replay",
+        "--config",
+        text(&config),
+        "--events",
+        text(&events),
+    ]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        out.contains("line 1: added default/fine (route cms, handler faulty) -> done\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("line 2: added default/bad (route cms, handler faulty) -> error: boom\n"),
+        "{out}"
+    );
+    assert!(err.contains("1 of 2 event(s) failed"), "{err}");
+}
+
+#[test]
+fn replay_exits_2_naming_a_malformed_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = support::write_config(dir.path(), FAULTY);
+    let events = dir.path().join("events.jsonl");
+    std::fs::write(
+        &events,
+        format!("{}\n{{\"route\": \"cms\"\n", event("fine", json!({}))),
+    )
+    .unwrap();
+    let (code, out, err) = switchyard(&[
+        "replay",
+        "--config",
+        text(&config),
+        "--events",
+        text(&events),
+    ]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(
+        err.contains(&format!("{}:2: not an event", events.display())),
+        "{err}"
+    );
+    assert!(out.is_empty(), "{out}");
+}
