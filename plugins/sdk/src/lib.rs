@@ -17,8 +17,12 @@
 //! export_handler!(Hello);
 //! ```
 //!
-//! Build it with `cargo build --target wasm32-wasip2 --release` and drop the `.wasm` file
-//! into the daemon's plugins folder.
+//! Build it with `cargo build --target wasm32-wasip2 --release` (or `switchyard build`) and
+//! drop the `.wasm` file into the daemon's plugins folder.
+//!
+//! Built natively (`cargo test`), the same handler code runs against [`testing::TestHost`]:
+//! a host in the test process that records logs, metrics and the writes the handler asks
+//! for, and answers cache reads from objects the test gives it.
 //!
 //! Besides [`log`], the host offers [`metrics`] (exposed on the daemon's `/metrics`),
 //! read-only [`cache`] access to the resources the handler's routes watch, and [`kube`]
@@ -36,11 +40,37 @@ pub mod bindings {
         pub_export_macro: true,
         export_macro_name: "__export_handler_world",
         default_bindings_module: "switchyard_sdk::bindings",
+        additional_derives: [PartialEq],
     });
 }
 
-pub use bindings::switchyard::plugin::host::{Level, log};
+pub use bindings::switchyard::plugin::host::Level;
 pub use bindings::switchyard::plugin::types::{Event, EventKind, Outcome};
+
+#[cfg(not(target_arch = "wasm32"))]
+pub mod testing;
+
+/// The host's functions: the component's imports in a plugin, the [`testing`] host when the
+/// same code is built natively for `cargo test`.
+mod imports {
+    #[cfg(target_arch = "wasm32")]
+    pub use super::bindings::switchyard::plugin::{
+        cache::{get, list, list_by_index},
+        host::log,
+        kube::{apply, create_event, delete, merge_patch},
+        metrics::{counter_add, gauge_set, histogram_observe},
+    };
+    #[cfg(not(target_arch = "wasm32"))]
+    pub use super::testing::host::{
+        apply, counter_add, create_event, delete, gauge_set, get, histogram_observe, list,
+        list_by_index, log, merge_patch,
+    };
+}
+
+/// Writes a line to the daemon's log, tagged with the handler's name.
+pub fn log(level: Level, message: &str) {
+    imports::log(level, message);
+}
 
 /// Parses JSON the host sent; the host only sends valid JSON, so a failure names the source.
 fn parse(what: &str, text: &str) -> Result<serde_json::Value, String> {
@@ -58,7 +88,7 @@ fn parse(what: &str, text: &str) -> Result<serde_json::Value, String> {
 /// switchyard_sdk::metrics::gauge("pods_on_node", 3.0, &[("node", "n1")])?;
 /// ```
 pub mod metrics {
-    use super::bindings::switchyard::plugin::metrics as host;
+    use super::imports as host;
 
     fn labels(labels: &[(&str, &str)]) -> Vec<(String, String)> {
         labels
@@ -91,7 +121,7 @@ pub mod metrics {
 /// let pods = switchyard_sdk::cache::list_by_index("pods", "node", "node-1")?;
 /// ```
 pub mod cache {
-    use super::bindings::switchyard::plugin::cache as host;
+    use super::imports as host;
     use serde_json::Value;
 
     /// The cached object, if there is one.
@@ -136,7 +166,7 @@ pub mod cache {
 /// )?;
 /// ```
 pub mod kube {
-    use super::bindings::switchyard::plugin::kube as host;
+    use super::imports as host;
     use serde_json::Value;
 
     /// The type of a Kubernetes Event.

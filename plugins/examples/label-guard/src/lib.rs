@@ -104,3 +104,62 @@ impl Handler for LabelGuard {
 }
 
 export_handler!(LabelGuard);
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+    use switchyard_sdk::testing::{TestHost, Write, event, updated};
+    use switchyard_sdk::{EventKind, Outcome};
+
+    use super::LabelGuard;
+
+    fn configmap(labels: Value) -> Value {
+        json!({"kind": "ConfigMap", "metadata": {"name": "settings", "namespace": "default", "labels": labels}})
+    }
+
+    fn host() -> TestHost {
+        TestHost::new()
+            .config(json!({"label": "owner", "value": "unknown"}))
+            .object("configmaps", configmap(json!({})))
+    }
+
+    #[test]
+    fn an_object_without_the_label_is_patched_once() {
+        let report = host().handle::<LabelGuard>(event(EventKind::Added, configmap(json!({}))));
+        assert_eq!(report.outcome, Ok(Outcome::Done));
+        assert_eq!(
+            report.writes,
+            [Write::MergePatch {
+                resource: "ConfigMap".into(),
+                namespace: Some("default".into()),
+                name: "settings".into(),
+                patch: json!({"metadata": {"labels": {"owner": "unknown"}}}),
+            }]
+        );
+        assert_eq!(
+            report.lines(),
+            ["labelled ConfigMap default/settings owner=unknown"]
+        );
+    }
+
+    #[test]
+    fn the_plugin_s_own_update_and_deletions_write_nothing() {
+        let labelled = configmap(json!({"owner": "unknown"}));
+        let report = host().handle::<LabelGuard>(updated(configmap(json!({})), labelled.clone()));
+        assert_eq!((report.outcome, report.writes), (Ok(Outcome::Done), vec![]));
+        let report = host().handle::<LabelGuard>(event(EventKind::Deleted, configmap(json!({}))));
+        assert_eq!((report.outcome, report.writes), (Ok(Outcome::Done), vec![]));
+    }
+
+    #[test]
+    fn a_refused_patch_is_an_error_for_the_daemon_to_retry() {
+        let report = host()
+            .fail_writes("patch on configmaps is not granted")
+            .handle::<LabelGuard>(event(EventKind::Added, configmap(json!({}))));
+        assert_eq!(
+            report.outcome,
+            Err("patch on configmaps is not granted".into())
+        );
+        assert!(report.logs.is_empty());
+    }
+}
