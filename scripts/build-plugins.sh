@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds every plugin in plugins/examples (and the test plugins in plugins/testing), and the
-# Python handlers in plugins/python (scripts/build-python-plugins.sh), each into a
+# Python handlers in plugins/python (scripts/build-python-plugins.sh) and the JavaScript
+# handlers in plugins/js (scripts/build-js-plugins.sh), each into a
 # component at plugins/NAME.wasm.
 # Installs the wasm32-wasip2 target first if it is missing.
 set -euo pipefail
@@ -22,3 +23,5 @@ for dir in "$root"/plugins/examples/*/ "$root"/plugins/testing/*/; do
 done
 # The Python handlers in plugins/python, with componentize-py (cached by source hash).
 "$root/scripts/build-python-plugins.sh"
+# The JavaScript handlers in plugins/js, with componentize-js (cached by source hash).
+"$root/scripts/build-js-plugins.sh"

@@ -35,10 +35,11 @@ mod config {
 }
 
 mod plugin {
-    //! Plugins in the daemon: capabilities, hot swaps and reloads, limits, Python.
+    //! Plugins in the daemon: capabilities, hot swaps and reloads, limits, JavaScript, Python.
     mod capabilities;
     mod files;
     mod hot_swap;
+    mod js;
     mod limits;
     mod python;
     mod reload;
