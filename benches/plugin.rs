@@ -2,8 +2,9 @@
 //! parsing the event) called with a fresh instance per call and with one instance reused
 //! across calls, each on an engine that allocates instances on demand and on one with the
 //! pooling allocator; a native async Rust function doing the same work as the baseline; and
-//! instantiation (with `init`) alone. Then the Python example handler `event-summary`
-//! (parses the object and logs a line), fresh instance per call, and its instantiation.
+//! instantiation (with `init`) alone. Then the Python example handler `event-summary` and the
+//! JavaScript one `event-log` (each parses the object and logs a line), fresh instance per
+//! call, and their instantiation.
 //!
 //! Run: `scripts/build-plugins.sh && cargo bench --bench plugin`
 
@@ -133,17 +134,27 @@ fn per_call(c: &mut Criterion) {
     group.finish();
 }
 
-/// The Python example handler, per call and per instantiation, on both engines (compiled
-/// code cached as the daemon caches it).
+/// The Python example handler, per call and per instantiation.
 fn python_call(c: &mut Criterion) {
+    interpreted_call(c, "python_plugin", "event-summary");
+}
+
+/// The JavaScript example handler, per call and per instantiation.
+fn js_call(c: &mut Criterion) {
+    interpreted_call(c, "js_plugin", "event-log");
+}
+
+/// A handler whose component carries an interpreter, per call and per instantiation, on both
+/// engines (compiled code cached as the daemon caches it).
+fn interpreted_call(c: &mut Criterion, group: &str, name: &str) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("a runtime");
     let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("plugins");
     assert!(
-        dir.join("event-summary.wasm").exists(),
-        "plugins/event-summary.wasm is missing: run scripts/build-plugins.sh first"
+        dir.join(format!("{name}.wasm")).exists(),
+        "plugins/{name}.wasm is missing: run scripts/build-plugins.sh first"
     );
     let cache_dir = switchyard::plugin::host::default_cache_dir();
     let on_demand = HostOptions {
@@ -160,12 +171,12 @@ fn python_call(c: &mut Criterion) {
     let event = event();
     let logs = PluginLogs::default();
     let handler: Arc<str> = Arc::from("bench");
-    let mut group = c.benchmark_group("python_plugin");
+    let mut group = c.benchmark_group(group);
     for (engine, options) in [("on_demand", on_demand), ("pooling", pooling)] {
         let host = PluginHost::with_options(options).expect("a plugin host");
         let plugin = rt
-            .block_on(loader::load(&host, &dir, "event-summary"))
-            .expect("the event-summary plugin compiles");
+            .block_on(loader::load(&host, &dir, name))
+            .unwrap_or_else(|e| panic!("the {name} plugin compiles: {e}"));
         group.bench_function(BenchmarkId::new("call_fresh_instance", engine), |b| {
             b.iter(|| {
                 rt.block_on(plugin.call(handler.clone(), &logs, &limits(), "null", &event))
@@ -182,5 +193,5 @@ fn python_call(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, per_call, python_call);
+criterion_group!(benches, per_call, python_call, js_call);
 criterion_main!(benches);
