@@ -46,6 +46,13 @@ install_componentize_py() {
   fi
 }
 
+# `--print-tool`: install componentize-py if needed and print its path, building nothing.
+if [ "${1:-}" = "--print-tool" ]; then
+  install_componentize_py >&2
+  echo "$venv/bin/componentize-py"
+  exit 0
+fi
+
 for app in "${apps[@]}"; do
   dir=$(dirname "$app")
   name=$(basename "$dir")

@@ -29,6 +29,9 @@
 //!   the demo and `switchyard sim`).
 //! - [`rbac`]: the Kubernetes permissions a config needs (`switchyard rbac`); reads the
 //!   config only.
+//! - [`scaffold`]: a plugin author's projects: `switchyard new plugin` and
+//!   `switchyard build`; imports nothing of the daemon (the contract and SDK sources are
+//!   built in).
 //! - [`config`]: the bottom floor: the YAML schema, validation with precise locations,
 //!   units, field paths, selectors. Imports no other stage; every stage may read it.
 //!
@@ -51,6 +54,7 @@ pub mod plugin;
 pub mod queue;
 pub mod rbac;
 pub mod router;
+pub mod scaffold;
 pub mod sim;
 pub mod util;
 

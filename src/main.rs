@@ -1,5 +1,6 @@
 //! The `switchyard` command: run the daemon, check a config, print the RBAC a config needs,
-//! record events and replay them through plugins, run the demo or the simulator.
+//! record events and replay them through plugins, start and build a plugin project, run the
+//! demo or the simulator.
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -16,6 +17,23 @@ use switchyard::daemon::{self, Daemon};
 use switchyard::logging::{self, LogFormat};
 use switchyard::rbac;
 use switchyard::sim::{ChurnConfig, ChurnKind, SimConfig, SimOptions, Simulator};
+
+/// What `switchyard new` starts.
+#[derive(Subcommand)]
+enum New {
+    /// Write a standalone handler plugin project into DIR/NAME: the WIT contract (and for
+    /// Rust the SDK), a first handler and test, a sample event and a replay config.
+    Plugin {
+        /// The plugin's name (lower-case letters, digits, '-').
+        name: String,
+        /// The language.
+        #[arg(long, value_enum, default_value_t = switchyard::scaffold::Lang::Rust)]
+        lang: switchyard::scaffold::Lang,
+        /// The folder to create the project in.
+        #[arg(long, default_value = ".")]
+        dir: PathBuf,
+    },
+}
 
 /// Routes Kubernetes changes to WebAssembly handler plugins.
 #[derive(Parser)]
@@ -124,6 +142,18 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Start a project.
+    New {
+        #[command(subcommand)]
+        what: New,
+    },
+    /// Build the plugin project in DIR (default: here) into DIR/NAME.wasm with the
+    /// language's own tool.
+    Build {
+        /// The project folder.
+        #[arg(default_value = ".")]
+        dir: PathBuf,
+    },
     /// Run the Kubernetes API simulator on its own.
     Sim {
         /// Address to listen on.
@@ -231,6 +261,10 @@ fn main() -> ExitCode {
                 handler,
                 json,
             } => replay(&config, &events, handler.as_deref(), json).await,
+            Command::New {
+                what: New::Plugin { name, lang, dir },
+            } => new_plugin(&name, lang, &dir),
+            Command::Build { dir } => build(&dir),
             Command::Sim {
                 listen,
                 kubeconfig_out,
@@ -531,6 +565,42 @@ struct SimAccess {
     token_file: Option<PathBuf>,
     tls: bool,
     ca_out: Option<PathBuf>,
+}
+
+fn new_plugin(name: &str, lang: switchyard::scaffold::Lang, dir: &Path) -> Result<ExitCode> {
+    match switchyard::scaffold::new_plugin(name, lang, dir) {
+        Ok(project) => {
+            let shown = project.display();
+            println!("wrote the {name} plugin project in {shown}; next:\n  cd {shown}");
+            let test = match lang {
+                switchyard::scaffold::Lang::Rust => "cargo test",
+                switchyard::scaffold::Lang::Js => "npm install && npm test",
+                switchyard::scaffold::Lang::Python => "python3 -m unittest",
+            };
+            println!(
+                "  {test}\n  switchyard build\n  switchyard replay --config replay.yaml --events events.jsonl"
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            report(&e.to_string());
+            Ok(ExitCode::from(2))
+        }
+    }
+}
+
+fn build(dir: &Path) -> Result<ExitCode> {
+    match switchyard::scaffold::build(dir) {
+        Ok(out) => {
+            let size = std::fs::metadata(&out).map(|m| m.len()).unwrap_or(0);
+            println!("built {} ({} KiB)", out.display(), size.div_ceil(1024));
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            report(&e.to_string());
+            Ok(ExitCode::FAILURE)
+        }
+    }
 }
 
 async fn sim(

@@ -44,15 +44,11 @@ routes:
 
     let api = t.configmaps("default");
     let created = api
-        .create(
-            &PostParams::default(),
-            &configmap("hello-js", json!({})),
-        )
+        .create(&PostParams::default(), &configmap("hello-js", json!({})))
         .await
         .unwrap();
     let rv_created = created.metadata.resource_version.clone().unwrap();
-    let line =
-        support::wait_for_log(&mut t.logs, WAIT, |l| l.message.contains("hello-js")).await;
+    let line = support::wait_for_log(&mut t.logs, WAIT, |l| l.message.contains("hello-js")).await;
     assert_eq!(line.handler, "summary");
     assert_eq!(line.level, "info");
     assert_eq!(
@@ -71,8 +67,7 @@ routes:
         .await
         .unwrap();
     let rv_updated = updated.metadata.resource_version.unwrap();
-    let line =
-        support::wait_for_log(&mut t.logs, WAIT, |l| l.message.contains("hello-js")).await;
+    let line = support::wait_for_log(&mut t.logs, WAIT, |l| l.message.contains("hello-js")).await;
     assert_eq!(
         line.message,
         format!("[js] updated ConfigMap default/hello-js rv={rv_updated} route=configmaps")
@@ -81,8 +76,7 @@ routes:
     api.delete("hello-js", &DeleteParams::default())
         .await
         .unwrap();
-    let line =
-        support::wait_for_log(&mut t.logs, WAIT, |l| l.message.contains("hello-js")).await;
+    let line = support::wait_for_log(&mut t.logs, WAIT, |l| l.message.contains("hello-js")).await;
     // The delete itself moves the resourceVersion on.
     assert_eq!(
         line.message.replace(rv(&line.message), "RV"),
@@ -170,10 +164,7 @@ routes:
     assert_eq!(broken["attempts"], 3);
     assert_eq!(broken["last_error"], "cannot reach the billing API");
     let typo = by_id("configmaps/default/typo");
-    assert_eq!(
-        typo["last_error"],
-        "SyntaxError: invalid BigInt syntax"
-    );
+    assert_eq!(typo["last_error"], "SyntaxError: invalid BigInt syntax");
     // The unexpected exception surfaced after the log line, on each of the three attempts.
     let line =
         support::wait_for_log(&mut t.logs, WAIT, |l| l.message.contains("default/typo")).await;

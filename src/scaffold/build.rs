@@ -1,0 +1,232 @@
+//! `switchyard build`: a plugin project into `NAME.wasm` in its folder, with the language's
+//! own tool: cargo for a `Cargo.toml`, componentize-js (through the project's `build.mjs`)
+//! for a `package.json`, componentize-py for an `app.py`. The tool's own output goes to the
+//! terminal; the component is written through a temporary name, so a daemon watching the
+//! folder never loads half a file.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use super::Lang;
+use super::templates::COMPONENTIZE_PY;
+
+/// Why a project did not build.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// No project file in the folder.
+    #[error(
+        "{}: no Cargo.toml, package.json or app.py here: not a plugin project (`switchyard new plugin NAME` writes one)",
+        .0.display()
+    )]
+    NotAProject(PathBuf),
+    /// The project file does not name the plugin.
+    #[error("{}: {reason}", path.display())]
+    Project {
+        /// The project file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The tool is not installed.
+    #[error("{tool} was not found: {hint}")]
+    Missing {
+        /// The program.
+        tool: String,
+        /// How to get it.
+        hint: String,
+    },
+    /// The tool failed; its own output says why.
+    #[error("{0} failed (its output is above)")]
+    Failed(String),
+    /// The tool finished but the component is not where expected, or cannot be moved.
+    #[error("{0}")]
+    Output(String),
+}
+
+/// Builds the project in `dir`; returns the component's path (`dir/NAME.wasm`).
+pub fn build(dir: &Path) -> Result<PathBuf, BuildError> {
+    let (lang, name) = detect(dir)?;
+    let out = dir.join(format!("{name}.wasm"));
+    match lang {
+        Lang::Rust => build_rust(dir, &name, &out)?,
+        Lang::Js => build_js(dir, &out)?,
+        Lang::Python => build_python(dir, &out)?,
+    }
+    Ok(out)
+}
+
+/// The project's language and plugin name.
+fn detect(dir: &Path) -> Result<(Lang, String), BuildError> {
+    let read = |file: &str| std::fs::read_to_string(dir.join(file)).ok();
+    let project = |file: &str, reason: String| BuildError::Project {
+        path: dir.join(file),
+        reason,
+    };
+    if let Some(text) = read("Cargo.toml") {
+        let name = toml_name(&text, "[package]")
+            .ok_or_else(|| project("Cargo.toml", "no name in [package]".into()))?;
+        return Ok((Lang::Rust, name));
+    }
+    if let Some(text) = read("package.json") {
+        let package: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| project("package.json", format!("not JSON: {e}")))?;
+        let name = package["name"]
+            .as_str()
+            .ok_or_else(|| project("package.json", "no \"name\"".into()))?;
+        return Ok((Lang::Js, name.to_string()));
+    }
+    if dir.join("app.py").is_file() {
+        let name = read("pyproject.toml")
+            .and_then(|text| toml_name(&text, "[project]"))
+            .ok_or_else(|| project("pyproject.toml", "no name in [project]".into()))?;
+        return Ok((Lang::Python, name));
+    }
+    Err(BuildError::NotAProject(dir.to_path_buf()))
+}
+
+/// The `name = "..."` of `section` in a TOML file (the form the templates write).
+fn toml_name(text: &str, section: &str) -> Option<String> {
+    let mut inside = false;
+    for line in text.lines().map(str::trim) {
+        if line.starts_with('[') {
+            inside = line == section;
+        } else if inside && let Some(value) = line.strip_prefix("name") {
+            let value = value.trim_start().strip_prefix('=')?.trim();
+            return Some(value.trim_matches('"').to_string());
+        }
+    }
+    None
+}
+
+/// Runs `command` in `dir` with the terminal as its output.
+fn run(mut command: Command, dir: &Path, what: &str, hint: &str) -> Result<(), BuildError> {
+    let program = command.get_program().to_string_lossy().into_owned();
+    let status = command
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .status()
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => BuildError::Missing {
+                tool: program.clone(),
+                hint: hint.to_string(),
+            },
+            _ => BuildError::Failed(format!("{what}: {e}")),
+        })?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(BuildError::Failed(what.to_string()))
+    }
+}
+
+/// `cargo build --release --target wasm32-wasip2`, then the cdylib copied to `out`.
+fn build_rust(dir: &Path, name: &str, out: &Path) -> Result<(), BuildError> {
+    let mut cargo = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    cargo.args(["build", "--release", "--target", "wasm32-wasip2"]);
+    run(
+        cargo,
+        dir,
+        "cargo build",
+        "install Rust from https://rustup.rs",
+    )?;
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .map(|t| if t.is_relative() { dir.join(t) } else { t })
+        .unwrap_or_else(|| dir.join("target"));
+    let built = target
+        .join("wasm32-wasip2/release")
+        .join(format!("{}.wasm", name.replace('-', "_")));
+    move_into_place(&built, out, true)
+}
+
+/// The project's `build.mjs` (componentize-js), after `npm install` if it never ran.
+fn build_js(dir: &Path, out: &Path) -> Result<(), BuildError> {
+    let hint = "install Node.js 20 or later with npm";
+    if !dir.join("node_modules").is_dir() {
+        let mut npm = Command::new("npm");
+        npm.args(["install", "--no-audit", "--no-fund"]);
+        run(npm, dir, "npm install", hint)?;
+    }
+    let tmp = temporary(out);
+    let mut node = Command::new("node");
+    node.arg("build.mjs").arg("handler.js").arg("wit").arg(&tmp);
+    run(node, dir, "componentize-js (node build.mjs)", hint)?;
+    move_into_place(&tmp, out, false)
+}
+
+/// `componentize-py ... componentize app`.
+fn build_python(dir: &Path, out: &Path) -> Result<(), BuildError> {
+    let tmp = temporary(out);
+    let mut componentize = Command::new("componentize-py");
+    componentize
+        .args([
+            "-d",
+            "wit",
+            "-w",
+            "handler",
+            "componentize",
+            "-p",
+            ".",
+            "app",
+            "-o",
+        ])
+        .arg(&tmp);
+    run(
+        componentize,
+        dir,
+        "componentize-py",
+        &format!("pip install componentize-py=={COMPONENTIZE_PY}"),
+    )?;
+    move_into_place(&tmp, out, false)
+}
+
+/// A name beside `out` that the daemon's folder watcher ignores.
+fn temporary(out: &Path) -> PathBuf {
+    let name = out.file_name().map(|n| n.to_string_lossy().into_owned());
+    out.with_file_name(format!(".{}.tmp", name.unwrap_or_default()))
+}
+
+/// Puts `from` at `out` (copied through a temporary name when `copy`, else renamed).
+fn move_into_place(from: &Path, out: &Path, copy: bool) -> Result<(), BuildError> {
+    let fail = |e: std::io::Error| {
+        BuildError::Output(format!(
+            "cannot put {} at {}: {e}",
+            from.display(),
+            out.display()
+        ))
+    };
+    if copy {
+        let tmp = temporary(out);
+        std::fs::copy(from, &tmp).map_err(fail)?;
+        std::fs::rename(&tmp, out).map_err(fail)
+    } else {
+        std::fs::rename(from, out).map_err(fail)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_plugin_name_comes_from_the_project_file() {
+        let toml = "[package]\nname = \"failed-pods\"\n[dependencies]\nname = \"x\"\n";
+        assert_eq!(toml_name(toml, "[package]").as_deref(), Some("failed-pods"));
+        assert_eq!(
+            toml_name("[dependencies]\nname = \"x\"\n", "[package]"),
+            None
+        );
+    }
+
+    #[test]
+    fn a_folder_without_a_project_is_named_in_the_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let error = build(dir.path()).unwrap_err();
+        assert!(matches!(error, BuildError::NotAProject(_)), "{error}");
+        assert!(error.to_string().contains("not a plugin project"));
+
+        std::fs::write(dir.path().join("package.json"), "{\"version\": 1}").unwrap();
+        let error = build(dir.path()).unwrap_err().to_string();
+        assert!(error.ends_with("package.json: no \"name\""), "{error}");
+    }
+}

@@ -1,0 +1,225 @@
+//! The files of a new plugin project. The WIT contract, the Rust SDK and the JavaScript
+//! build script are this repository's own, built into the binary, so a project carries the
+//! contract the daemon that wrote it speaks.
+
+use serde_json::{Value, json};
+
+use super::Lang;
+
+/// The world every plugin targets.
+pub const WIT: &str = include_str!("../../plugins/wit/world.wit");
+/// The Rust SDK's source.
+const SDK_LIB: &str = include_str!("../../plugins/sdk/src/lib.rs");
+/// The Rust SDK's test host.
+const SDK_TESTING: &str = include_str!("../../plugins/sdk/src/testing.rs");
+/// The JavaScript build script and the pinned componentize-js.
+const JS_BUILD: &str = include_str!("../../plugins/js/build.mjs");
+const JS_PACKAGE: &str = include_str!("../../plugins/js/package.json");
+const JS_LOCK: &str = include_str!("../../plugins/js/package-lock.json");
+/// The componentize-py version `switchyard build` expects.
+pub const COMPONENTIZE_PY: &str = "0.25.1";
+
+/// The files of project `name` in `lang`, as paths relative to its folder and contents.
+pub fn files(name: &str, lang: Lang) -> Vec<(String, String)> {
+    let fill = |text: &str| {
+        text.replace("{{name}}", name)
+            .replace("{{sdk_version}}", env!("CARGO_PKG_VERSION"))
+            .replace("{{wit_version}}", wit_version())
+    };
+    let mut files = vec![
+        ("wit/world.wit", WIT.to_string()),
+        ("replay.yaml", fill(include_str!("templates/replay.yaml"))),
+        ("events.jsonl", sample_event(name)),
+    ];
+    let (language, test, needs) = match lang {
+        Lang::Rust => {
+            files.extend([
+                (
+                    "Cargo.toml",
+                    fill(include_str!("templates/rust/Cargo.toml")),
+                ),
+                ("src/lib.rs", fill(include_str!("templates/rust/lib.rs"))),
+                (
+                    "switchyard-sdk/Cargo.toml",
+                    fill(include_str!("templates/rust/sdk.Cargo.toml")),
+                ),
+                ("switchyard-sdk/src/lib.rs", SDK_LIB.to_string()),
+                ("switchyard-sdk/src/testing.rs", SDK_TESTING.to_string()),
+                (".gitignore", "/target\n*.wasm\n".to_string()),
+            ]);
+            (
+                "Rust",
+                "cargo test",
+                "cargo and the wasm32-wasip2 target (`rustup target add wasm32-wasip2`)",
+            )
+        }
+        Lang::Js => {
+            files.extend(js_files(name));
+            (
+                "JavaScript",
+                "npm install && npm test",
+                "Node.js 20 or later and npm (`npm install` fetches componentize-js)",
+            )
+        }
+        Lang::Python => {
+            files.extend(python_files(name));
+            (
+                "Python",
+                "python3 -m unittest",
+                "componentize-py (`pip install componentize-py==0.25.1`)",
+            )
+        }
+    };
+    let readme = fill(include_str!("templates/README.md"))
+        .replace("{{language}}", language)
+        .replace("{{test_command}}", test)
+        .replace("{{needs}}", needs);
+    files.push(("README.md", readme));
+    files
+        .into_iter()
+        .map(|(path, text)| (path.to_string(), text))
+        .collect()
+}
+
+/// The JavaScript project's own files.
+fn js_files(name: &str) -> Vec<(&'static str, String)> {
+    let mut package: Value = serde_json::from_str(JS_PACKAGE).expect("package.json is JSON");
+    package["name"] = name.into();
+    package["description"] = "A switchyard handler plugin".into();
+    package["scripts"] = json!({
+        "build": format!("node build.mjs handler.js wit {name}.wasm"),
+        "test": "node --import ./test/register.mjs --test test/handler.test.mjs",
+    });
+    let mut lock: Value = serde_json::from_str(JS_LOCK).expect("package-lock.json is JSON");
+    lock["name"] = name.into();
+    lock["packages"][""]["name"] = name.into();
+    let pretty = |v: &Value| serde_json::to_string_pretty(v).expect("JSON prints") + "\n";
+    vec![
+        ("package.json", pretty(&package)),
+        ("package-lock.json", pretty(&lock)),
+        ("build.mjs", JS_BUILD.to_string()),
+        (
+            "handler.js",
+            include_str!("templates/js/handler.js").replace("{{name}}", name),
+        ),
+        (
+            "test/register.mjs",
+            include_str!("templates/js/test/register.mjs").into(),
+        ),
+        (
+            "test/host.mjs",
+            include_str!("templates/js/test/host.mjs").into(),
+        ),
+        (
+            "test/handler.test.mjs",
+            include_str!("templates/js/test/handler.test.mjs").into(),
+        ),
+        (".gitignore", "node_modules/\n*.wasm\n".into()),
+    ]
+}
+
+/// The Python project's own files.
+fn python_files(name: &str) -> Vec<(&'static str, String)> {
+    vec![
+        (
+            "app.py",
+            include_str!("templates/python/app.py").replace("{{name}}", name),
+        ),
+        (
+            "pyproject.toml",
+            format!(
+                "[project]\nname = \"{name}\"\nversion = \"0.1.0\"\ndescription = \"A switchyard handler plugin\"\n\n# Built by `switchyard build` with componentize-py {COMPONENTIZE_PY}.\n"
+            ),
+        ),
+        ("tests/__init__.py", String::new()),
+        (
+            "tests/test_app.py",
+            include_str!("templates/python/tests/test_app.py").into(),
+        ),
+        (
+            "tests/host/componentize_py_types.py",
+            include_str!("templates/python/tests/host/componentize_py_types.py").into(),
+        ),
+        (
+            "tests/host/wit_world/__init__.py",
+            include_str!("templates/python/tests/host/wit_world/__init__.py").into(),
+        ),
+        ("tests/host/wit_world/imports/__init__.py", String::new()),
+        (
+            "tests/host/wit_world/imports/types.py",
+            include_str!("templates/python/tests/host/wit_world/imports/types.py").into(),
+        ),
+        (
+            "tests/host/wit_world/imports/host.py",
+            include_str!("templates/python/tests/host/wit_world/imports/host.py").into(),
+        ),
+        (
+            "tests/host/wit_world/imports/kube.py",
+            include_str!("templates/python/tests/host/wit_world/imports/kube.py").into(),
+        ),
+        (".gitignore", "__pycache__/\n*.wasm\n".into()),
+    ]
+}
+
+/// The version of the `switchyard:plugin` package the WIT declares.
+pub fn wit_version() -> &'static str {
+    WIT.lines()
+        .find_map(|line| line.trim().strip_prefix("package switchyard:plugin@"))
+        .and_then(|rest| rest.strip_suffix(';'))
+        .expect("the WIT declares package switchyard:plugin@VERSION")
+}
+
+/// One `added` ConfigMap event for project `name`, as `switchyard record` writes it.
+fn sample_event(name: &str) -> String {
+    let event = json!({
+        "route": "configmaps",
+        "handler": name,
+        "kind": "added",
+        "object": {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "demo", "namespace": "default", "resourceVersion": "1", "uid": "0b7c5a8e-0000-4000-8000-000000000001"},
+            "data": {"greeting": "hello"},
+        },
+    });
+    event.to_string() + "\n"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_wit_version_is_read_from_the_contract() {
+        assert_eq!(wit_version(), "0.1.0");
+    }
+
+    #[test]
+    fn every_language_gets_the_contract_a_test_and_a_replay_config_naming_the_plugin() {
+        for (lang, test) in [
+            (Lang::Rust, "src/lib.rs"),
+            (Lang::Js, "test/handler.test.mjs"),
+            (Lang::Python, "tests/test_app.py"),
+        ] {
+            let files = files("failed-pods", lang);
+            let file = |path: &str| {
+                files
+                    .iter()
+                    .find(|(p, _)| p == path)
+                    .map(|(_, text)| text.as_str())
+                    .unwrap_or_else(|| panic!("{lang:?}: no {path}"))
+            };
+            assert_eq!(file("wit/world.wit"), WIT);
+            assert!(
+                file(test).contains("added ConfigMap default/demo"),
+                "{lang:?}"
+            );
+            assert!(file("replay.yaml").contains("plugin: failed-pods"));
+            assert!(file("README.md").contains("failed-pods.wasm"));
+            assert!(
+                !files.iter().any(|(_, text)| text.contains("{{")),
+                "{lang:?}"
+            );
+        }
+    }
+}
