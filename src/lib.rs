@@ -30,8 +30,8 @@
 //! - [`rbac`]: the Kubernetes permissions a config needs (`switchyard rbac`); reads the
 //!   config only.
 //! - [`scaffold`]: a plugin author's projects: `switchyard new plugin` and
-//!   `switchyard build`; imports nothing of the daemon (the contract and SDK sources are
-//!   built in).
+//!   `switchyard build`; takes the contract from [`plugin`], the SDK's sources are built
+//!   in.
 //! - [`config`]: the bottom floor: the YAML schema, validation with precise locations,
 //!   units, field paths, selectors. Imports no other stage; every stage may read it.
 //!

@@ -267,6 +267,9 @@ impl PluginHost {
         }
         let component = Component::from_binary(&self.engine, bytes)
             .map_err(|e| invalid(format!("not a WebAssembly component: {}", error_chain(&e))))?;
+        let ty = component.component_type();
+        let imports = ty.imports(&self.engine).map(|(name, _)| name);
+        super::contract::check(imports, super::contract::version()).map_err(invalid)?;
         let instance_pre = self.linker.instantiate_pre(&component).map_err(|e| {
             invalid(format!(
                 "imports something the host does not provide: {}",

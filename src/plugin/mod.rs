@@ -9,6 +9,7 @@
 //! capability-gated writes), from each handler's [`HostContext`].
 
 pub mod bindings;
+pub mod contract;
 pub mod host;
 pub mod imports;
 pub mod loader;

@@ -5,9 +5,8 @@
 use serde_json::{Value, json};
 
 use super::Lang;
+use crate::plugin::contract::{self, WIT};
 
-/// The world every plugin targets.
-pub const WIT: &str = include_str!("../../plugins/wit/world.wit");
 /// The Rust SDK's source.
 const SDK_LIB: &str = include_str!("../../plugins/sdk/src/lib.rs");
 /// The Rust SDK's test host.
@@ -24,7 +23,7 @@ pub fn files(name: &str, lang: Lang) -> Vec<(String, String)> {
     let fill = |text: &str| {
         text.replace("{{name}}", name)
             .replace("{{sdk_version}}", env!("CARGO_PKG_VERSION"))
-            .replace("{{wit_version}}", wit_version())
+            .replace("{{wit_version}}", &contract::version().to_string())
     };
     let mut files = vec![
         ("wit/world.wit", WIT.to_string()),
@@ -161,14 +160,6 @@ fn python_files(name: &str) -> Vec<(&'static str, String)> {
     ]
 }
 
-/// The version of the `switchyard:plugin` package the WIT declares.
-pub fn wit_version() -> &'static str {
-    WIT.lines()
-        .find_map(|line| line.trim().strip_prefix("package switchyard:plugin@"))
-        .and_then(|rest| rest.strip_suffix(';'))
-        .expect("the WIT declares package switchyard:plugin@VERSION")
-}
-
 /// One `added` ConfigMap event for project `name`, as `switchyard record` writes it.
 fn sample_event(name: &str) -> String {
     let event = json!({
@@ -188,11 +179,6 @@ fn sample_event(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_wit_version_is_read_from_the_contract() {
-        assert_eq!(wit_version(), "0.1.0");
-    }
 
     #[test]
     fn every_language_gets_the_contract_a_test_and_a_replay_config_naming_the_plugin() {

@@ -58,7 +58,10 @@ fn build_and_replay(project: &Path, name: &str, env: &[(&str, &Path)]) {
     );
     // After the language tool's own output, the line naming the component.
     let last = stdout.lines().last().unwrap_or_default();
-    assert!(last.starts_with(&format!("built ./{name}.wasm (")), "{stdout}");
+    assert!(
+        last.starts_with(&format!("built ./{name}.wasm (")),
+        "{stdout}"
+    );
     assert!(project.join(format!("{name}.wasm")).is_file());
     let stdout = ok(
         "switchyard replay",

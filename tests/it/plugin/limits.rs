@@ -203,3 +203,18 @@ routes:
     assert_eq!(live.status().as_u16(), 200);
     t.stop().await;
 }
+
+#[tokio::test]
+async fn a_plugin_built_for_a_contract_version_the_daemon_does_not_speak_is_refused_by_version() {
+    let host = PluginHost::new().unwrap();
+    let err = loader::load(&host, &support::plugins_dir(), "nextmajor")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        err,
+        "plugin \"nextmajor\" is invalid: is built for switchyard:plugin@1.0.0, which this daemon \
+         does not speak (it speaks switchyard:plugin@0.1.0): rebuild the plugin against the \
+         daemon's wit/world.wit, or run a daemon that speaks 1.0.0"
+    );
+}

@@ -105,7 +105,7 @@ impl Handler for LabelGuard {
 
 export_handler!(LabelGuard);
 
-#[cfg(test)]
+#[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests {
     use serde_json::{Value, json};
     use switchyard_sdk::testing::{TestHost, Write, event, updated};

@@ -30,7 +30,7 @@ impl Handler for Plugin {
 
 export_handler!(Plugin);
 
-#[cfg(test)]
+#[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests {
     use serde_json::json;
     use switchyard_sdk::testing::{TestHost, event};
