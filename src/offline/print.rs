@@ -2,13 +2,14 @@
 
 use super::replay::{EventReport, ReplayOutcome};
 
-/// One event's report as text: a heading line with the outcome, then a line per log line
-/// and per captured write, indented.
+/// One event's report as text: a heading line with the outcome, then a line per log line,
+/// per captured write and per recorded metric, indented.
 ///
 /// ```text
 /// line 1: added default/a (route all, handler log) -> done
 ///   log info: added ConfigMap default/a
 ///   write merge-patch ConfigMap default/a {"metadata":{"labels":{"team":"none"}}}
+///   metric gauge pods_on_node{node="n1"} 3
 /// ```
 pub fn text(report: &EventReport) -> String {
     let outcome = match &report.outcome {
@@ -40,6 +41,22 @@ pub fn text(report: &EventReport) -> String {
             out.push_str(&format!(" {}", write.body));
         }
         out.push('\n');
+    }
+    for metric in &report.metrics {
+        let labels: Vec<String> = metric
+            .labels
+            .iter()
+            .map(|(k, v)| format!("{k}={v:?}"))
+            .collect();
+        let labels = if labels.is_empty() {
+            String::new()
+        } else {
+            format!("{{{}}}", labels.join(","))
+        };
+        out.push_str(&format!(
+            "  metric {} {}{labels} {}\n",
+            metric.kind, metric.name, metric.value
+        ));
     }
     out
 }

@@ -10,7 +10,9 @@ use serde::Serialize;
 
 use super::events::{RecordedEvent, RecordedKind};
 use crate::config::{Config, HandlerSpec, ResourceRef, RouteSource};
-use crate::plugin::imports::capture::{Capture, CapturedWrite};
+use crate::metrics::Metrics;
+use crate::plugin::imports::PluginMetrics;
+use crate::plugin::imports::capture::{Capture, CapturedMetric, CapturedWrite};
 use crate::plugin::{
     CallLimits, Event, EventKind, HostContext, Outcome, Plugin, PluginHost, PluginLog, PluginLogs,
     loader,
@@ -54,6 +56,8 @@ pub struct EventReport {
     pub logs: Vec<PluginLog>,
     /// The writes it asked for, captured and not sent.
     pub writes: Vec<CapturedWrite>,
+    /// The metrics it recorded, as it gave them.
+    pub metrics: Vec<CapturedMetric>,
 }
 
 /// An event that does not fit the config: the line and why.
@@ -94,6 +98,9 @@ pub async fn replay(
     handler: Option<&str>,
 ) -> anyhow::Result<Vec<EventReport>> {
     let host = PluginHost::new()?;
+    // One registry for the run, checked as the daemon's is (names keep their type, series
+    // are capped per handler); what each call records is reported with the event.
+    let metrics = Arc::new(PluginMetrics::new(Arc::new(Metrics::new())));
     let mut plugins: HashMap<String, Plugin> = HashMap::new();
     let mut reports = Vec::new();
     for (line, event) in events {
@@ -111,67 +118,87 @@ pub async fn replay(
         }
         let plugin = &plugins[&spec.plugin];
         let names = resource_names(config, event);
-        reports.push(replay_one(plugin, spec, *line, event, names).await);
+        let call = Call {
+            plugin,
+            spec,
+            metrics: metrics.clone(),
+        };
+        reports.push(call.replay_one(*line, event, names).await);
     }
     Ok(reports)
 }
 
-/// Calls `plugin` once for `event`, capturing its logs and writes.
-async fn replay_one(
-    plugin: &Plugin,
-    spec: &HandlerSpec,
-    line: usize,
-    event: &RecordedEvent,
-    names: Vec<String>,
-) -> EventReport {
-    let logs = PluginLogs::default();
-    let mut logged = logs.subscribe();
-    let capture = Arc::new(Capture::new(names, event.object.clone()));
-    let context = Arc::new(
-        HostContext::new(spec.name.as_str().into(), logs)
-            .with_capabilities(spec.capabilities.clone())
-            .with_capture(capture.clone()),
-    );
-    let limits = CallLimits {
-        timeout: spec.timeout,
-        memory: spec.memory,
-    };
-    let call = Event {
-        kind: match event.kind {
-            RecordedKind::Added => EventKind::Added,
-            RecordedKind::Updated => EventKind::Updated,
-            RecordedKind::Deleted => EventKind::Deleted,
-            RecordedKind::Sync => EventKind::Sync,
-        },
-        route: event.route.clone(),
-        object: event.object.to_string(),
-        old_object: event.old_object.as_ref().map(ToString::to_string),
-        attempt: 1,
-        final_state_unknown: event.final_state_unknown,
-    };
-    let result = plugin
-        .call_in(&context, &limits, &spec.config.to_string(), &call)
-        .await;
-    let outcome = match result {
-        Ok(Outcome::Done) => ReplayOutcome::Done,
-        Ok(Outcome::RequeueAfter(ms)) => ReplayOutcome::RequeueAfter { ms },
-        Err(e) => ReplayOutcome::Error {
-            error: e.to_string(),
-        },
-    };
-    let mut lines = Vec::new();
-    while let Ok(log) = logged.try_recv() {
-        lines.push(log);
-    }
-    EventReport {
-        line,
-        route: event.route.clone(),
-        handler: event.handler.clone(),
-        kind: event.kind,
-        object: event.object_name(),
-        outcome,
-        logs: lines,
-        writes: capture.writes(),
+/// A handler's plugin and what its calls share.
+struct Call<'a> {
+    plugin: &'a Plugin,
+    spec: &'a HandlerSpec,
+    metrics: Arc<PluginMetrics>,
+}
+
+impl Call<'_> {
+    /// Calls the plugin once for `event`, capturing its logs, writes and metrics.
+    async fn replay_one(
+        self,
+        line: usize,
+        event: &RecordedEvent,
+        names: Vec<String>,
+    ) -> EventReport {
+        let Self {
+            plugin,
+            spec,
+            metrics,
+        } = self;
+        let logs = PluginLogs::default();
+        let mut logged = logs.subscribe();
+        let capture = Arc::new(Capture::new(names, event.object.clone()));
+        let context = Arc::new(
+            HostContext::new(spec.name.as_str().into(), logs)
+                .with_capabilities(spec.capabilities.clone())
+                .with_capture(capture.clone())
+                .with_metrics(metrics),
+        );
+        let limits = CallLimits {
+            timeout: spec.timeout,
+            memory: spec.memory,
+        };
+        let call = Event {
+            kind: match event.kind {
+                RecordedKind::Added => EventKind::Added,
+                RecordedKind::Updated => EventKind::Updated,
+                RecordedKind::Deleted => EventKind::Deleted,
+                RecordedKind::Sync => EventKind::Sync,
+            },
+            route: event.route.clone(),
+            object: event.object.to_string(),
+            old_object: event.old_object.as_ref().map(ToString::to_string),
+            attempt: 1,
+            final_state_unknown: event.final_state_unknown,
+        };
+        let result = plugin
+            .call_in(&context, &limits, &spec.config.to_string(), &call)
+            .await;
+        let outcome = match result {
+            Ok(Outcome::Done) => ReplayOutcome::Done,
+            Ok(Outcome::RequeueAfter(ms)) => ReplayOutcome::RequeueAfter { ms },
+            Err(e) => ReplayOutcome::Error {
+                error: e.to_string(),
+            },
+        };
+        let mut lines = Vec::new();
+        while let Ok(log) = logged.try_recv() {
+            lines.push(log);
+        }
+        EventReport {
+            line,
+            route: event.route.clone(),
+            handler: event.handler.clone(),
+            kind: event.kind,
+            object: event.object_name(),
+            outcome,
+            logs: lines,
+            writes: capture.writes(),
+            metrics: capture.metrics(),
+        }
     }
 }
 

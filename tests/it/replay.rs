@@ -302,3 +302,58 @@ fn replay_exits_2_naming_a_malformed_line() {
     );
     assert!(out.is_empty(), "{out}");
 }
+
+#[test]
+fn replay_shows_the_metrics_a_plugin_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = support::write_config(
+        dir.path(),
+        "
+handlers:
+  pods-per-node: {}
+routes:
+  - name: pods
+    resource: pods
+    indexes: {node: spec.nodeName}
+    handler: pods-per-node
+",
+    );
+    let pod = |name: &str, node: &str| {
+        json!({"route": "pods", "handler": "pods-per-node", "kind": "added", "object": {
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"nodeName": node}}})
+        .to_string()
+    };
+    let events = dir.path().join("events.jsonl");
+    std::fs::write(&events, [pod("a", "n1"), pod("b", "n2")].join("\n")).unwrap();
+    let (code, out, err) = switchyard(&[
+        "replay",
+        "--config",
+        text(&config),
+        "--events",
+        text(&events),
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    // The replay's cache is empty, so each node counts none.
+    assert!(
+        out.contains(
+            "line 1: added default/a (route pods, handler pods-per-node) -> done\n  metric gauge pods_on_node{node=\"n1\"} 0\n"
+        ),
+        "{out}"
+    );
+    assert!(out.contains("  metric gauge pods_on_node{node=\"n2\"} 0\n"), "{out}");
+    let (_, json_out, _) = switchyard(&[
+        "replay",
+        "--config",
+        text(&config),
+        "--events",
+        text(&events),
+        "--json",
+    ]);
+    let first: Value = serde_json::from_str(json_out.lines().next().unwrap()).unwrap();
+    assert_eq!(
+        first["metrics"],
+        json!([{"kind": "gauge", "name": "pods_on_node", "value": 0.0, "labels": [["node", "n1"]]}])
+    );
+}

@@ -9,7 +9,8 @@
 //!   write names the event's object, otherwise the patch itself;
 //! - `delete` and `create-event` return success.
 //!
-//! A write the capabilities refuse gets the same refusal as in the daemon. Cache reads see
+//! Metrics are checked as in the daemon and recorded with the writes. A write the
+//! capabilities refuse gets the same refusal as in the daemon. Cache reads see
 //! an empty cache: `get` finds nothing and the lists are empty, for the resources the
 //! handler's routes watch.
 
@@ -38,7 +39,21 @@ pub struct CapturedWrite {
     pub body: Value,
 }
 
-/// What a handler's calls in capture mode may name, and the writes they asked for.
+/// One metric a plugin recorded in capture mode (after the daemon's checks passed).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CapturedMetric {
+    /// `counter`, `gauge` or `histogram`.
+    pub kind: &'static str,
+    /// The name as the plugin gave it.
+    pub name: String,
+    /// The value added, set or observed.
+    pub value: f64,
+    /// The plugin's labels, as given.
+    pub labels: Vec<(String, String)>,
+}
+
+/// What a handler's calls in capture mode may name, and the writes and metrics they asked
+/// for.
 #[derive(Debug)]
 pub struct Capture {
     /// Every name the watched resources go by (plural, kind, `v1/configmaps`).
@@ -46,6 +61,7 @@ pub struct Capture {
     /// The object of the event being replayed.
     object: Value,
     writes: Mutex<Vec<CapturedWrite>>,
+    metrics: Mutex<Vec<CapturedMetric>>,
 }
 
 impl Capture {
@@ -55,12 +71,34 @@ impl Capture {
             names,
             object,
             writes: Mutex::new(Vec::new()),
+            metrics: Mutex::new(Vec::new()),
         }
     }
 
     /// The writes captured so far, in order.
     pub fn writes(&self) -> Vec<CapturedWrite> {
         lock(&self.writes).clone()
+    }
+
+    /// The metrics recorded so far, in order.
+    pub fn metrics(&self) -> Vec<CapturedMetric> {
+        lock(&self.metrics).clone()
+    }
+
+    /// Records a metric the daemon's checks accepted.
+    pub(super) fn record_metric(
+        &self,
+        kind: super::MetricType,
+        name: &str,
+        value: f64,
+        labels: Vec<(String, String)>,
+    ) {
+        lock(&self.metrics).push(CapturedMetric {
+            kind: kind.as_str(),
+            name: name.to_string(),
+            value,
+            labels,
+        });
     }
 
     /// Whether `resource` names a watched resource; the daemon's refusal otherwise.

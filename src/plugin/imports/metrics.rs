@@ -50,7 +50,8 @@ pub enum MetricType {
 }
 
 impl MetricType {
-    fn as_str(self) -> &'static str {
+    /// `counter`, `gauge` or `histogram`.
+    pub fn as_str(self) -> &'static str {
         match self {
             MetricType::Counter => "counter",
             MetricType::Gauge => "gauge",
@@ -267,10 +268,15 @@ impl CallState {
         labels: Vec<(String, String)>,
     ) -> Result<(), String> {
         let ctx = self.context();
+        let captured = ctx.capture.as_ref().map(|c| (c, labels.clone()));
         match ctx.metrics.as_ref() {
-            Some(metrics) => metrics.record(ctx.handler(), kind, name, value, labels),
-            None => Err("metrics are not available to this plugin call".into()),
+            Some(metrics) => metrics.record(ctx.handler(), kind, name, value, labels)?,
+            None => return Err("metrics are not available to this plugin call".into()),
         }
+        if let Some((capture, labels)) = captured {
+            capture.record_metric(kind, name, value, labels);
+        }
+        Ok(())
     }
 }
 
