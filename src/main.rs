@@ -1,6 +1,6 @@
 //! The `switchyard` command: run the daemon, check a config, print the RBAC a config needs,
-//! record events and replay them through plugins, start and build a plugin project, run the
-//! demo or the simulator.
+//! record events and replay them through plugins, start, build and push a plugin project,
+//! run the demo or the simulator.
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -154,6 +154,14 @@ enum Command {
         #[arg(default_value = ".")]
         dir: PathBuf,
     },
+    /// Upload a built plugin component to an OCI registry as a wasm artifact
+    /// (credentials as for pulls: SWITCHYARD_REGISTRY_AUTH or the docker config).
+    Push {
+        /// The component (NAME.wasm).
+        file: PathBuf,
+        /// Where: oci://HOST/REPOSITORY:TAG.
+        reference: String,
+    },
     /// Run the Kubernetes API simulator on its own.
     Sim {
         /// Address to listen on.
@@ -265,6 +273,18 @@ fn main() -> ExitCode {
                 what: New::Plugin { name, lang, dir },
             } => new_plugin(&name, lang, &dir),
             Command::Build { dir } => build(&dir),
+            Command::Push { file, reference } => {
+                match switchyard::plugin::oci::push(&file, &reference).await {
+                    Ok(pinned) => {
+                        println!("pushed {pinned}");
+                        Ok(ExitCode::SUCCESS)
+                    }
+                    Err(e) => {
+                        report(&e);
+                        Ok(ExitCode::FAILURE)
+                    }
+                }
+            }
             Command::Sim {
                 listen,
                 kubeconfig_out,

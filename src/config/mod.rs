@@ -10,6 +10,7 @@ mod error;
 pub mod expand;
 pub mod field_path;
 pub mod limits;
+pub mod oci;
 pub mod pointer;
 pub mod resource;
 pub mod schema;

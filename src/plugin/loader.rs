@@ -113,9 +113,23 @@ pub async fn read_plugin_file_within(
     })
 }
 
-/// Reads and compiles the plugin `name` from `dir`.
+/// The plugin `name`'s content: its file in `dir`, or for an `oci://` reference the
+/// component pulled from the registry (cached in `dir`; see [`super::oci`]).
+pub async fn fetch(dir: &Path, name: &str) -> Result<PluginFile> {
+    if crate::config::oci::Reference::is_oci(name) {
+        return super::oci::pull(dir, name)
+            .await
+            .map_err(|reason| Error::Pull {
+                reference: name.to_string(),
+                reason,
+            });
+    }
+    read_plugin_file(dir, name).await
+}
+
+/// Reads (or pulls) and compiles the plugin `name` from `dir`.
 pub async fn load(host: &Arc<PluginHost>, dir: &Path, name: &str) -> Result<Plugin> {
-    let file = read_plugin_file(dir, name).await?;
+    let file = fetch(dir, name).await?;
     host.compile(name, file.bytes).await
 }
 

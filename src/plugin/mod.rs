@@ -14,6 +14,7 @@ pub mod host;
 pub mod imports;
 pub mod loader;
 pub mod logs;
+pub mod oci;
 pub mod registry;
 pub mod watcher;
 
@@ -41,6 +42,14 @@ pub enum Error {
         /// Why.
         #[source]
         problem: ReadError,
+    },
+    /// A plugin from an OCI registry could not be pulled.
+    #[error("cannot pull plugin {reference}: {reason}")]
+    Pull {
+        /// The `oci://` reference.
+        reference: String,
+        /// Why.
+        reason: String,
     },
     /// No handler uses a plugin of that name.
     #[error("no handler uses a plugin named {0:?}")]

@@ -18,7 +18,7 @@ use std::time::SystemTime;
 
 use serde::Serialize;
 
-use super::loader::{PluginFile, plugin_path, read_plugin_file};
+use super::loader::{PluginFile, fetch, plugin_path};
 use super::{Error, Plugin, PluginHost, Result};
 use crate::util::{lock, read, rfc3339, write};
 
@@ -211,7 +211,7 @@ impl PluginRegistry {
             .entry(name)
             .ok_or_else(|| Error::Unknown(name.to_string()))?;
         let _loading = entry.loading.lock().await;
-        let PluginFile { bytes, sha256 } = match read_plugin_file(&self.dir, name).await {
+        let PluginFile { bytes, sha256 } = match fetch(&self.dir, name).await {
             Ok(file) => file,
             Err(error) => {
                 self.record_failure(&entry, &error, !error.is_file_gone());
@@ -289,7 +289,11 @@ impl PluginRegistry {
         let state = lock(&entry.state);
         PluginView {
             name: name.to_string(),
-            file: plugin_path(&self.dir, name).display().to_string(),
+            file: if crate::config::oci::Reference::is_oci(name) {
+                name.to_string()
+            } else {
+                plugin_path(&self.dir, name).display().to_string()
+            },
             file_present: state.file_present,
             loaded: state.running.is_some(),
             sha256: state.running.as_ref().map(|r| r.sha256.clone()),

@@ -22,6 +22,7 @@ mod ha;
 mod informer;
 mod informer_relist;
 mod logs;
+mod oci;
 mod page;
 mod probes;
 mod queue;

@@ -342,7 +342,10 @@ routes:
         ),
         "{out}"
     );
-    assert!(out.contains("  metric gauge pods_on_node{node=\"n2\"} 0\n"), "{out}");
+    assert!(
+        out.contains("  metric gauge pods_on_node{node=\"n2\"} 0\n"),
+        "{out}"
+    );
     let (_, json_out, _) = switchyard(&[
         "replay",
         "--config",

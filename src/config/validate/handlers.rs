@@ -16,11 +16,17 @@ use crate::config::schema::HandlerFile;
 pub(super) fn build_handler(name: String, h: HandlerFile, errors: &mut Errors) -> HandlerSpec {
     let at = |field: &str| format!("handlers.{name}.{field}");
     let plugin = match h.plugin {
+        Some(p) if crate::config::oci::Reference::is_oci(&p) => {
+            if let Err(reason) = crate::config::oci::Reference::parse(&p) {
+                errors.at(at("plugin"), format!("invalid plugin reference: {reason}"));
+            }
+            p
+        }
         Some(p) if !is_valid_name(&p) => {
             errors.at(
                 at("plugin"),
                 format!(
-                    "invalid plugin name {p:?}: name the file NAME.wasm in the plugins folder by NAME (lower case letters, digits and '-')"
+                    "invalid plugin name {p:?}: name the file NAME.wasm in the plugins folder by NAME (lower case letters, digits and '-'), or a registry artifact by oci://HOST/REPOSITORY:TAG"
                 ),
             );
             p

@@ -30,7 +30,7 @@ impl Browser {
             Path::new(CHROMEDRIVER).exists(),
             "{CHROMEDRIVER} is missing: apt-get install -y chromium chromium-driver"
         );
-        let port = free_port();
+        let port = super::free_port();
         let driver = Command::new(CHROMEDRIVER)
             .arg(format!("--port={port}"))
             .stdout(Stdio::null())
@@ -172,12 +172,6 @@ impl Browser {
         let _ = self.http.delete(&self.session).send().await;
         let _ = self.driver.kill().await;
     }
-}
-
-/// A loopback port nothing listens on now.
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
-    listener.local_addr().expect("its address").port()
 }
 
 fn capabilities() -> Value {

@@ -6,6 +6,7 @@
 pub mod browser;
 pub mod daemon;
 pub mod process;
+pub mod registry;
 pub mod sim;
 
 use std::path::{Path, PathBuf};
@@ -206,3 +207,9 @@ routes:
     resource: configmaps
     handler: log-events
 ";
+
+/// A loopback port nothing listens on now.
+pub fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+    listener.local_addr().expect("its address").port()
+}
