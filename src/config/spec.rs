@@ -60,6 +60,8 @@ pub enum HaMode {
     Single,
     /// Several replicas: only the holder of the Lease runs its handlers.
     Leader,
+    /// Several replicas, each handling the objects whose hash falls in its range.
+    Sharded,
 }
 
 impl HaMode {
@@ -68,6 +70,7 @@ impl HaMode {
         match self {
             HaMode::Single => "single",
             HaMode::Leader => "leader",
+            HaMode::Sharded => "sharded",
         }
     }
 }
@@ -195,6 +198,18 @@ pub struct InformerSpec {
     pub keep_managed_fields: bool,
     /// JSON pointers dropped before caching.
     pub drop_fields: Vec<String>,
+    /// In sharded mode, the field objects are placed by.
+    pub shard_by: ShardBy,
+}
+
+/// The field `ha.mode: sharded` places an informer's objects by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ShardBy {
+    /// `metadata.uid` (the default): objects spread evenly.
+    #[default]
+    Uid,
+    /// `metadata.namespace`: a namespace's objects go to one replica.
+    Namespace,
 }
 
 /// Where a route's changes come from.

@@ -51,6 +51,7 @@ mod sim {
     mod crds;
     mod faults;
     mod lists;
+    mod sharding;
     mod watch;
     mod writes;
 }

@@ -32,13 +32,7 @@ pub(super) fn build_ha(value: Option<&Value>, errors: &mut Errors) -> HaSpec {
     let mode = match file.mode.unwrap_or(HaModeFile::Single) {
         HaModeFile::Single => HaMode::Single,
         HaModeFile::Leader => HaMode::Leader,
-        HaModeFile::Sharded => {
-            errors.at(
-                "ha.mode",
-                "sharded mode is not available in this version: use single or leader",
-            );
-            HaMode::Single
-        }
+        HaModeFile::Sharded => HaMode::Sharded,
     };
     let lease_duration = duration(
         file.lease_duration,
@@ -224,12 +218,25 @@ mod tests {
     }
 
     #[test]
-    fn sharded_mode_is_refused_at_its_place() {
-        let e = errors("  mode: sharded\n");
-        assert_eq!(e.len(), 1, "{e:?}");
+    fn sharded_mode_is_read_with_each_informers_shard_field() {
+        let text = "ha:\n  mode: sharded\ninformers:\n  cms: {resource: configmaps, shard_by: namespace}\n  pods: {resource: pods}\nhandlers:\n  h: {}\nroutes:\n  - {name: r, informer: cms, handler: h}\n";
+        let config = validate(std::path::Path::new("/tmp/c.yaml"), text).unwrap();
+        assert_eq!(config.ha.mode, HaMode::Sharded);
+        let by: Vec<_> = config.informers.iter().map(|i| i.shard_by).collect();
+        assert_eq!(
+            by,
+            vec![
+                crate::config::ShardBy::Namespace,
+                crate::config::ShardBy::Uid
+            ]
+        );
+        let bad = "informers:\n  cms: {resource: configmaps, shard_by: name}\nhandlers:\n  h: {}\nroutes:\n  - {name: r, informer: cms, handler: h}\n";
+        let e = validate(std::path::Path::new("/tmp/c.yaml"), bad)
+            .unwrap_err()
+            .to_string();
         assert!(
-            e[0].contains(":2:9: ha.mode: sharded mode is not available in this version"),
-            "{e:?}"
+            e.contains("informers.cms.shard_by") && e.contains("unknown variant `name`"),
+            "{e}"
         );
     }
 
