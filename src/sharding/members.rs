@@ -168,7 +168,9 @@ async fn run(
     mut stop: watch::Receiver<bool>,
 ) {
     let mut renewed: Option<Instant> = None;
+    let mut polls = 0u32;
     loop {
+        polls = polls.saturating_add(1);
         if *stop.borrow() {
             break;
         }
@@ -207,7 +209,9 @@ async fn run(
                 })
             }
         };
-        if let Some(next) = next {
+        // The first poll only announces this replica: replicas starting together see each
+        // other at the second one, before any claims a range.
+        if let Some(next) = next.filter(|_| polls > 1) {
             publish(&tx, &status, next, &spec.identity);
         }
         if sleep_or_stop(spec.retry_period, &mut stop).await {
