@@ -54,7 +54,7 @@ pub(super) fn applied(meta: &ListMeta, shard: Option<&ShardSelector>) -> Option<
     let echoed = meta
         .shard_info
         .as_ref()
-        .and_then(|info| Some(info.selector.as_str()))
+        .map(|info| info.selector.as_str())
         .and_then(|text| ShardSelector::parse(text).ok());
     Some(echoed.as_ref() == Some(shard))
 }
