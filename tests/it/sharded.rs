@@ -238,13 +238,23 @@ async fn three_replicas_then_one_cut_off_then_one_added(gate: bool) {
         .expect("a valid fault");
     c.daemon.sim().close_watches();
     let cut = Instant::now();
-    owners(&[&a, &b], &of_c, LEASE + Duration::from_secs(8)).await;
-    let took = cut.elapsed();
-    assert!(
-        took < LEASE + Duration::from_secs(3),
-        "the survivors took {took:?}"
-    );
+    // The survivors own c's range once its Lease has gone unrenewed for a lease duration
+    // (plus a poll); handling its objects as `added` follows.
     members_are(&[&a, &b], &["a", "b"]).await;
+    let owned_after = cut.elapsed();
+    owners(&[&a, &b], &of_c, LEASE + Duration::from_secs(8)).await;
+    let handled_after = cut.elapsed();
+    eprintln!(
+        "gate {gate}: the survivors owned c's range {owned_after:?} and had handled its objects {handled_after:?} after the cut"
+    );
+    assert!(
+        owned_after < LEASE + Duration::from_millis(1500),
+        "the survivors took over after {owned_after:?}"
+    );
+    assert!(
+        handled_after < LEASE + Duration::from_secs(4),
+        "the survivors handled c's objects after {handled_after:?}"
+    );
     eventually("c gives up its share", Duration::from_secs(5), async || {
         let status = c.replica_status().await;
         (status["losses"] == 1 && status["shards"]["ranges"] == json!([])).then_some(())
