@@ -37,7 +37,7 @@ pub struct Config {
 /// How several replicas share the work, with every default filled in.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HaSpec {
-    /// Whether replicas elect a leader.
+    /// Whether replicas elect a leader, share the objects, or run alone.
     pub mode: HaMode,
     /// Namespace of the Lease.
     pub lease_namespace: String,
@@ -53,7 +53,7 @@ pub struct HaSpec {
     pub identity: String,
 }
 
-/// Whether replicas elect a leader.
+/// How replicas share the work.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HaMode {
     /// One replica: handlers run from the start.

@@ -1,4 +1,5 @@
-//! `ha:`: whether replicas elect a leader through a Lease, and the Lease's timing. The
+//! `ha:`: whether replicas elect a leader through a Lease or share the objects through a
+//! Lease each (sharded), and the Leases' timing. The
 //! timing follows client-go's leader election: a leader renews every `retry_period` and
 //! steps down once `renew_deadline` passes without a renewal, before its lease of
 //! `lease_duration` can run out for the others.
@@ -71,7 +72,15 @@ pub(super) fn build_ha(value: Option<&Value>, errors: &mut Errors) -> HaSpec {
     let lease_name = file
         .lease_name
         .unwrap_or_else(|| DEFAULT_LEASE_NAME.to_string());
-    if !is_dns_subdomain(&lease_name) {
+    if mode == HaMode::Sharded && lease_name.len() > 63 {
+        errors.at(
+            "ha.lease_name",
+            format!(
+                "in sharded mode the lease name is also the value of the member Leases' label, so at most 63 characters, not {}",
+                lease_name.len()
+            ),
+        );
+    } else if !is_dns_subdomain(&lease_name) {
         errors.at(
             "ha.lease_name",
             format!(
@@ -229,6 +238,17 @@ mod tests {
                 crate::config::ShardBy::Namespace,
                 crate::config::ShardBy::Uid
             ]
+        );
+        let long = format!(
+            "ha:\n  mode: sharded\n  lease_name: {}\n{ROUTES}",
+            "a".repeat(64)
+        );
+        let e = validate(std::path::Path::new("/tmp/c.yaml"), &long)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(":3:15: ha.lease_name: in sharded mode the lease name is also the value"),
+            "{e}"
         );
         let bad = "informers:\n  cms: {resource: configmaps, shard_by: name}\nhandlers:\n  h: {}\nroutes:\n  - {name: r, informer: cms, handler: h}\n";
         let e = validate(std::path::Path::new("/tmp/c.yaml"), bad)
