@@ -206,31 +206,54 @@ async fn three_replicas_then_one_cut_off_then_one_added(gate: bool) {
         "{status}"
     );
     assert_eq!(status["replica"]["mode"], "sharded", "{status}");
+    let of_c = split_3000(&cluster, [&a, &b, &c]).await;
+    cut_off(gate, &cluster, [&a, &b], &c, &of_c).await;
+    let d = Replica::start(&cluster, gate, "d").await;
+    joined(&cluster, [&a, &b, &d]).await;
+    for (r, name) in [(&a, "a"), (&b, "b"), (&c, "c"), (&d, "d")] {
+        assert_eq!(r.deletions(), 0, "{name} delivered a hand-over as deleted");
+    }
+    replica_metrics(&d).await;
+    for r in [a, b, c, d] {
+        r.daemon.stop_within(Duration::from_secs(1)).await;
+    }
+}
 
-    // Three replicas, 3,000 objects: each handled by exactly one, the counts add up.
-    let first = create(&cluster, "cm", 3000);
-    let owned = owners(&[&a, &b, &c], &first, Duration::from_secs(60)).await;
+/// Three replicas, 3,000 objects: each handled by exactly one, the counts add up, the
+/// caches split them exactly. Returns the names the third replica handled.
+async fn split_3000(cluster: &Cluster, replicas: [&Replica; 3]) -> Vec<String> {
+    let first = create(cluster, "cm", 3000);
+    let owned = owners(&replicas, &first, Duration::from_secs(60)).await;
     let twice: Vec<_> = owned.iter().filter(|(_, o)| o.len() > 1).collect();
     assert!(
         twice.is_empty(),
         "handled by two replicas: {:?}",
         &twice[..twice.len().min(5)]
     );
-    let counts: Vec<usize> = [&a, &b, &c].iter().map(|r| r.names().len()).collect();
+    let counts: Vec<usize> = replicas.iter().map(|r| r.names().len()).collect();
     assert_eq!(counts.iter().sum::<usize>(), 3000, "{counts:?}");
     assert!(
         counts.iter().all(|n| (700..1300).contains(n)),
         "uneven split: {counts:?}"
     );
-    caches_partition(&[&a, &b, &c], 3000).await;
-    let of_c: Vec<String> = owned
+    caches_partition(&replicas, 3000).await;
+    owned
         .iter()
         .filter(|(_, o)| o == &&vec![2])
         .map(|(n, _)| n.clone())
-        .collect();
+        .collect()
+}
 
-    // c is cut off from the API: it gives up its share, and a and b handle its objects
-    // within about a lease duration.
+/// `c` is cut off from the API: it gives up its share, and the survivors own its range
+/// once its Lease has gone unrenewed for a lease duration (plus a poll), then handle its
+/// objects as `added`; what is created afterwards goes to one survivor each.
+async fn cut_off(
+    gate: bool,
+    cluster: &Cluster,
+    survivors: [&Replica; 2],
+    c: &Replica,
+    of_c: &[String],
+) {
     c.daemon
         .sim()
         .faults()
@@ -238,11 +261,9 @@ async fn three_replicas_then_one_cut_off_then_one_added(gate: bool) {
         .expect("a valid fault");
     c.daemon.sim().close_watches();
     let cut = Instant::now();
-    // The survivors own c's range once its Lease has gone unrenewed for a lease duration
-    // (plus a poll); handling its objects as `added` follows.
-    members_are(&[&a, &b], &["a", "b"]).await;
+    members_are(&survivors, &["a", "b"]).await;
     let owned_after = cut.elapsed();
-    owners(&[&a, &b], &of_c, LEASE + Duration::from_secs(8)).await;
+    owners(&survivors, of_c, LEASE + Duration::from_secs(8)).await;
     let handled_after = cut.elapsed();
     eprintln!(
         "gate {gate}: the survivors owned c's range {owned_after:?} and had handled its objects {handled_after:?} after the cut"
@@ -260,24 +281,26 @@ async fn three_replicas_then_one_cut_off_then_one_added(gate: bool) {
         (status["losses"] == 1 && status["shards"]["ranges"] == json!([])).then_some(())
     })
     .await;
-    let later = create(&cluster, "after-cut", 300);
-    let owned = owners(&[&a, &b], &later, Duration::from_secs(20)).await;
+    let later = create(cluster, "after-cut", 300);
+    let owned = owners(&survivors, &later, Duration::from_secs(20)).await;
     assert!(
         owned.values().all(|o| o.len() == 1),
         "an object created after the cut went to both survivors"
     );
+}
 
-    // d joins: the ranges rebalance, d takes its share as `added`, and the others let theirs
-    // go without a `deleted`.
-    let d = Replica::start(&cluster, gate, "d").await;
-    members_are(&[&a, &b, &d], &["a", "b", "d"]).await;
+/// The third replica joined: the ranges rebalance, it takes its share as `added`, the
+/// others let theirs go (the caches split the objects exactly again), and new objects go
+/// to one replica each.
+async fn joined(cluster: &Cluster, replicas: [&Replica; 3]) {
+    let d = replicas[2];
+    members_are(&replicas, &["a", "b", "d"]).await;
     eventually("d handles its share", Duration::from_secs(20), async || {
-        let n = d.names().len();
-        (n > 800).then_some(())
+        (d.names().len() > 800).then_some(())
     })
     .await;
-    let last = create(&cluster, "after-join", 300);
-    let owned = owners(&[&a, &b, &d], &last, Duration::from_secs(20)).await;
+    let last = create(cluster, "after-join", 300);
+    let owned = owners(&replicas, &last, Duration::from_secs(20)).await;
     assert!(
         owned.values().all(|o| o.len() == 1),
         "an object created after the join went to two replicas"
@@ -286,37 +309,24 @@ async fn three_replicas_then_one_cut_off_then_one_added(gate: bool) {
         owned.values().any(|o| o == &vec![2]),
         "d got none of the new objects"
     );
-    for (r, name) in [(&a, "a"), (&b, "b"), (&c, "c"), (&d, "d")] {
-        assert_eq!(r.deletions(), 0, "{name} delivered a hand-over as deleted");
-    }
-    // The caches split the objects exactly: a and b let go of what d took.
-    caches_partition(&[&a, &b, &d], 3600).await;
+    caches_partition(&replicas, 3600).await;
+}
+
+/// `/metrics` of the replica that joined last, third of three.
+async fn replica_metrics(d: &Replica) {
     let metrics = reqwest::get(d.daemon.probes_url("/metrics"))
         .await
         .expect("metrics")
         .text()
         .await
         .expect("metrics text");
-    assert!(
-        metrics.contains("switchyard_replica_info{identity=\"d\",mode=\"sharded\"} 1"),
-        "{metrics}"
-    );
-    assert!(
-        metrics.contains("\nswitchyard_shard_members 3\n"),
-        "{metrics}"
-    );
-    assert!(
-        metrics.contains(
-            "switchyard_shard_owned_range{range=\"[0xaaaaaaaaaaaaaaaa, 0x10000000000000000)\"} 1"
-        ),
-        "{metrics}"
-    );
-    assert!(
-        metrics.contains("switchyard_lease_losses_total 0"),
-        "{metrics}"
-    );
-    for r in [a, b, c, d] {
-        r.daemon.stop_within(Duration::from_secs(1)).await;
+    for line in [
+        "switchyard_replica_info{identity=\"d\",mode=\"sharded\"} 1",
+        "\nswitchyard_shard_members 3\n",
+        "switchyard_shard_owned_range{range=\"[0xaaaaaaaaaaaaaaaa, 0x10000000000000000)\"} 1",
+        "switchyard_lease_losses_total 0",
+    ] {
+        assert!(metrics.contains(line), "{line} not in {metrics}");
     }
 }
 
