@@ -25,6 +25,8 @@
 //! - [`plugin`]: the wasm host only: engine, pooling, limits, the plugin contract's
 //!   bindings, host imports, loading and the plugins folder watcher.
 //! - [`informer`]: shared watches (reflector), the indexed cache (store) and deltas.
+//! - [`sharding`]: `ha.mode: sharded`: the hash ranges, the `shardSelector` wire form
+//!   (shared with the simulator) and the per-replica Leases that say who owns which range.
 //! - [`sim`]: the built-in Kubernetes API simulator (a stage of its own, used by tests,
 //!   the demo and `switchyard sim`).
 //! - [`rbac`]: the Kubernetes permissions a config needs (`switchyard rbac`); reads the
@@ -55,6 +57,7 @@ pub mod queue;
 pub mod rbac;
 pub mod router;
 pub mod scaffold;
+pub mod sharding;
 pub mod sim;
 pub mod util;
 

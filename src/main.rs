@@ -16,7 +16,7 @@ use switchyard::config::{self, Config};
 use switchyard::daemon::{self, Daemon};
 use switchyard::logging::{self, LogFormat};
 use switchyard::rbac;
-use switchyard::sim::{ChurnConfig, ChurnKind, SimConfig, SimOptions, Simulator};
+use switchyard::sim::{ChurnConfig, ChurnKind, FeatureGates, SimConfig, SimOptions, Simulator};
 
 /// What `switchyard new` starts.
 #[derive(Subcommand)]
@@ -203,6 +203,11 @@ enum Command {
         /// `ca.crt`; needs --tls.
         #[arg(long, requires = "tls")]
         ca_out: Option<PathBuf>,
+        /// Kubernetes feature gates to play, as `NAME=true,...`: `ShardedListAndWatch=true`
+        /// honours `shardSelector` on lists and watches (off, it is ignored as an older
+        /// API server does).
+        #[arg(long, value_parser = FeatureGates::parse, default_value = "")]
+        feature_gates: FeatureGates,
     },
 }
 
@@ -298,12 +303,14 @@ fn main() -> ExitCode {
                 token_file,
                 tls,
                 ca_out,
+                feature_gates,
             } => {
                 let access = SimAccess {
                     token,
                     token_file,
                     tls,
                     ca_out,
+                    feature_gates,
                 };
                 let churn = ChurnConfig {
                     rate: churn_rate,
@@ -585,6 +592,7 @@ struct SimAccess {
     token_file: Option<PathBuf>,
     tls: bool,
     ca_out: Option<PathBuf>,
+    feature_gates: FeatureGates,
 }
 
 fn new_plugin(name: &str, lang: switchyard::scaffold::Lang, dir: &Path) -> Result<ExitCode> {
@@ -654,6 +662,7 @@ async fn sim(
         config,
         token,
         tls: access.tls,
+        sharded_list_and_watch: access.feature_gates.sharded_list_and_watch,
         ..SimOptions::default()
     };
     let sim = Simulator::start(options)

@@ -103,6 +103,30 @@ pub struct StageFamilies {
     pub lease_renewals: Counter,
     /// Times this replica became or stopped being the leader.
     pub leader_transitions: Counter,
+    /// 1, labelled with this replica's identity and `ha.mode`.
+    pub replica_info: Family<ReplicaLabel, Gauge>,
+    /// Times this replica lost its Lease without giving it up.
+    pub lease_losses: Counter,
+    /// Live members seen (sharded mode).
+    pub shard_members: Gauge,
+    /// Hash ranges owned, labelled `[start, end)` (sharded mode).
+    pub shard_owned: Family<RangeLabel, Gauge>,
+}
+
+/// The labels of `switchyard_replica_info`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReplicaLabel {
+    /// This replica's identity.
+    pub identity: String,
+    /// `single`, `leader` or `sharded`.
+    pub mode: String,
+}
+
+/// The label of `switchyard_shard_owned_range`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RangeLabel {
+    /// `[0x…, 0x…)`.
+    pub range: String,
 }
 
 /// Sets `counter` to `value`: the count a stage keeps itself. The text encoding names a
@@ -242,6 +266,26 @@ fn register_stages(registry: &mut Registry, st: &StageFamilies) {
         "switchyard_leader_transitions",
         "Times this replica became or stopped being the leader",
         st.leader_transitions.clone(),
+    );
+    registry.register(
+        "switchyard_replica_info",
+        "1, labelled with this replica's identity and ha.mode",
+        st.replica_info.clone(),
+    );
+    registry.register(
+        "switchyard_lease_losses",
+        "Times this replica lost its Lease (leadership or shard) without giving it up",
+        st.lease_losses.clone(),
+    );
+    registry.register(
+        "switchyard_shard_members",
+        "Live replicas seen through their shard Leases (sharded mode)",
+        st.shard_members.clone(),
+    );
+    registry.register(
+        "switchyard_shard_owned_range",
+        "1 for each hash range [start, end) this replica owns (sharded mode)",
+        st.shard_owned.clone(),
     );
     registry.register(
         "switchyard_informer_objects",

@@ -97,7 +97,7 @@ pub enum HaModeFile {
     Single,
     /// Several replicas; the one holding the Lease handles events.
     Leader,
-    /// Several replicas sharing the work (not available in this version).
+    /// Several replicas, each handling its share of the objects.
     Sharded,
 }
 
@@ -222,6 +222,20 @@ pub struct InformerFile {
     /// Cache indexes by name: a field path (`spec.nodeName`) or `label:KEY`.
     #[serde(default)]
     pub indexes: Option<BTreeMap<String, String>>,
+    /// With `ha.mode: sharded`, the field objects are placed by: `uid` (default) or
+    /// `namespace`.
+    #[serde(default)]
+    pub shard_by: Option<ShardByFile>,
+}
+
+/// The values of `informers.NAME.shard_by`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ShardByFile {
+    /// `metadata.uid`.
+    Uid,
+    /// `metadata.namespace`.
+    Namespace,
 }
 
 /// `informers.NAME.transform:` — what is dropped from objects before caching.

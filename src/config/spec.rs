@@ -37,7 +37,7 @@ pub struct Config {
 /// How several replicas share the work, with every default filled in.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HaSpec {
-    /// Whether replicas elect a leader.
+    /// Whether replicas elect a leader, share the objects, or run alone.
     pub mode: HaMode,
     /// Namespace of the Lease.
     pub lease_namespace: String,
@@ -53,13 +53,15 @@ pub struct HaSpec {
     pub identity: String,
 }
 
-/// Whether replicas elect a leader.
+/// How replicas share the work.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HaMode {
     /// One replica: handlers run from the start.
     Single,
     /// Several replicas: only the holder of the Lease runs its handlers.
     Leader,
+    /// Several replicas, each handling the objects whose hash falls in its range.
+    Sharded,
 }
 
 impl HaMode {
@@ -68,6 +70,7 @@ impl HaMode {
         match self {
             HaMode::Single => "single",
             HaMode::Leader => "leader",
+            HaMode::Sharded => "sharded",
         }
     }
 }
@@ -195,6 +198,18 @@ pub struct InformerSpec {
     pub keep_managed_fields: bool,
     /// JSON pointers dropped before caching.
     pub drop_fields: Vec<String>,
+    /// In sharded mode, the field objects are placed by.
+    pub shard_by: ShardBy,
+}
+
+/// The field `ha.mode: sharded` places an informer's objects by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ShardBy {
+    /// `metadata.uid` (the default): objects spread evenly.
+    #[default]
+    Uid,
+    /// `metadata.namespace`: a namespace's objects go to one replica.
+    Namespace,
 }
 
 /// Where a route's changes come from.

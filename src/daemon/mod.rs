@@ -4,6 +4,7 @@
 pub mod client;
 mod config_watcher;
 mod reload;
+mod sharded;
 pub mod topology;
 mod waiting;
 
@@ -163,6 +164,8 @@ pub struct Shared {
     active: watch::Sender<bool>,
     /// The election's counters, in leader mode.
     election: Option<Arc<ElectionStatus>>,
+    /// The membership's counters, in sharded mode.
+    shards: Option<Arc<crate::sharding::ShardStatus>>,
     /// How replicas share the work.
     ha: crate::config::HaSpec,
 }
@@ -207,6 +210,9 @@ pub struct InformerStatus {
     pub health: WatchHealth,
     /// Seconds since the last event, if any arrived.
     pub seconds_since_last_event: Option<u64>,
+    /// In sharded mode: this replica's share and who filters it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shard: Option<crate::informer::ShardState>,
 }
 
 impl Shared {
@@ -217,6 +223,7 @@ impl Shared {
         config: &Config,
         client: kube::Client,
         logs: PluginLogs,
+        assignment: Option<sharded::AssignmentRx>,
     ) -> Result<(Arc<Self>, Option<PluginWatcher>)> {
         let host_options = host_options(config);
         let pool_memory = host_options
@@ -235,7 +242,10 @@ impl Shared {
         };
         let metrics = Arc::new(Metrics::new());
         let shared = Arc::new(Shared {
-            informers: InformerFactory::new(client.clone()),
+            informers: match assignment {
+                Some(rx) => InformerFactory::new(client.clone()).sharded(rx),
+                None => InformerFactory::new(client.clone()),
+            },
             plugins_dir: config.plugins_dir.clone(),
             plugins,
             plugin_metrics: Arc::new(PluginMetrics::new(metrics.clone())),
@@ -248,8 +258,9 @@ impl Shared {
             reloading: tokio::sync::Mutex::new(()),
             reloads: Mutex::new(ReloadHistory::default()),
             started: Instant::now(),
-            active: watch::channel(config.ha.mode == HaMode::Single).0,
+            active: watch::channel(config.ha.mode != HaMode::Leader).0,
             election: None,
+            shards: None,
             ha: config.ha.clone(),
         });
         Ok((shared, watcher))
@@ -302,6 +313,7 @@ impl Shared {
         st.leader.set(i64::from(status.replica.leader));
         set_counter(&st.lease_renewals, status.replica.renewals);
         set_counter(&st.leader_transitions, status.replica.transitions);
+        sharded::set_metrics(&self.metrics, &status.replica);
         for (informer, s) in self.informers.informers().iter().zip(&status.informers) {
             let label = InformerLabel {
                 informer: informer.key().to_string(),
@@ -352,6 +364,7 @@ impl Shared {
                     label_selector: key.label_selector.clone(),
                     field_selector: key.field_selector.clone(),
                     objects: i.store().len(),
+                    shard: i.shard_state(),
                     synced: i.is_synced(),
                     seconds_since_last_event: health
                         .last_event
@@ -374,6 +387,9 @@ impl Shared {
 
     /// `/status`'s `replica`.
     fn replica(&self) -> ReplicaStatus {
+        if let Some(shards) = &self.shards {
+            return sharded::replica(&self.ha, shards);
+        }
         match &self.election {
             Some(election) => election.snapshot(),
             None => ReplicaStatus {
@@ -385,6 +401,7 @@ impl Shared {
                 renewals: 0,
                 losses: 0,
                 transitions: 0,
+                shards: None,
             },
         }
     }
@@ -445,6 +462,8 @@ pub struct Daemon {
     waiting_task: JoinHandle<()>,
     /// The election's stop signal and task, in leader mode.
     election: Option<(watch::Sender<bool>, JoinHandle<()>)>,
+    /// The membership's stop signal and task, in sharded mode.
+    membership: Option<(watch::Sender<bool>, JoinHandle<()>)>,
 }
 
 /// The listeners, bound before anything else starts.
@@ -524,7 +543,28 @@ impl Daemon {
                 kube::Client::try_from(kube_config).map_err(Error::Client)?
             }
         };
-        let (mut shared, watcher) = Shared::new(&config, client, options.logs.unwrap_or_default())?;
+        let (assignment_tx, assignment) = sharded::channel(&config);
+        let (mut shared, watcher) = Shared::new(
+            &config,
+            client,
+            options.logs.unwrap_or_default(),
+            assignment,
+        )?;
+        // In sharded mode the membership starts first: informers wait for this replica's
+        // share before they list.
+        let membership = assignment_tx.map(|tx| {
+            let (stop, stopped) = watch::channel(false);
+            let (membership, task) = crate::sharding::Membership::start(
+                config.ha.clone(),
+                shared.client.clone(),
+                tx,
+                stopped,
+            );
+            Arc::get_mut(&mut shared)
+                .expect("nothing else holds the shared state yet")
+                .shards = Some(membership.status());
+            (stop, task)
+        });
         // In leader mode the election runs before the handlers start: they wait, paused by
         // the gate, until this replica leads, while the informers fill their caches.
         let election = (config.ha.mode == HaMode::Leader).then(|| {
@@ -587,6 +627,7 @@ impl Daemon {
             watcher,
             waiting_task,
             election,
+            membership,
         })
     }
 
@@ -661,6 +702,12 @@ impl Daemon {
             let _ = task.await;
         } else {
             futures::future::join_all(handlers.iter().map(|h| h.shut_down(grace))).await;
+        }
+        if let Some((stop, task)) = self.membership.take() {
+            // In sharded mode the Lease goes once the queues are drained, so the others
+            // take over this replica's share at their next poll.
+            let _ = stop.send(true);
+            let _ = task.await;
         }
         for (stop, task) in std::mem::take(&mut self.servers) {
             let _ = stop.send(());

@@ -762,11 +762,16 @@ fn cache_options(spec: &InformerSpec) -> CacheOptions {
             strip_managed_fields: !spec.keep_managed_fields,
             drop: spec.drop_fields.clone(),
         },
+        shard_by: match spec.shard_by {
+            crate::config::ShardBy::Uid => crate::sharding::ShardField::Uid,
+            crate::config::ShardBy::Namespace => crate::sharding::ShardField::Namespace,
+        },
     }
 }
 
 /// The options of a watch two informers share: every index of either, managed fields kept
-/// if either keeps them, only the fields both drop dropped.
+/// if either keeps them, only the fields both drop dropped, sharded by namespace if either
+/// is (a namespace on one replica also spreads the objects between replicas).
 fn union(a: &CacheOptions, b: &CacheOptions) -> CacheOptions {
     let mut indexes: Vec<(String, IndexFn)> = a
         .indexers
@@ -788,6 +793,11 @@ fn union(a: &CacheOptions, b: &CacheOptions) -> CacheOptions {
                 .filter(|d| b.transform.drop.contains(d))
                 .cloned()
                 .collect(),
+        },
+        shard_by: if b.shard_by == crate::sharding::ShardField::Namespace {
+            b.shard_by
+        } else {
+            a.shard_by
         },
     }
 }

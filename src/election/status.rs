@@ -22,7 +22,7 @@ pub struct ElectionStatus {
 }
 
 /// `/status`'s `replica`: this replica and the Lease as it last saw it.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct ReplicaStatus {
     /// This replica's name in the Lease.
     pub identity: String,
@@ -40,6 +40,9 @@ pub struct ReplicaStatus {
     pub losses: u64,
     /// Times this replica became or stopped being the leader.
     pub transitions: u64,
+    /// In sharded mode: the members seen and the ranges this replica owns.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shards: Option<crate::sharding::members::ShardView>,
 }
 
 impl ElectionStatus {
@@ -110,6 +113,7 @@ impl ElectionStatus {
             renewals: self.renewals(),
             losses: self.losses.load(Ordering::Relaxed),
             transitions: self.transitions(),
+            shards: None,
         }
     }
 }

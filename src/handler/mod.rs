@@ -174,6 +174,18 @@ impl Handler {
         }
     }
 
+    /// Forgets what `route` queued for `object`, which another replica handles now (sharded
+    /// mode): its pending events and retry count go; a call in flight finishes.
+    pub fn release(&self, route: &Arc<str>, object: &ObjectKey) {
+        let key = WorkKey {
+            route: route.clone(),
+            object: object.clone(),
+        };
+        if lock(&self.pending).remove(&key).is_some() {
+            self.queue.forget(&key);
+        }
+    }
+
     /// Events owed to keys delivered by `route`.
     pub fn pending_for_route(&self, route: &str) -> usize {
         lock(&self.pending)

@@ -62,4 +62,11 @@ pub trait DeltaSink: Send + Sync {
     fn resync_period(&self) -> Option<std::time::Duration> {
         None
     }
+
+    /// The object left this replica's share (sharded mode): another replica handles it
+    /// now. It is not deleted: the subscriber drops what it holds for it and delivers
+    /// nothing.
+    fn release(&self, object: &std::sync::Arc<CachedObject>) {
+        let _ = object;
+    }
 }

@@ -5,6 +5,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kube::Client;
+use tokio::sync::watch;
+
+use crate::sharding::Assignment;
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::core::GroupVersion;
 use kube::discovery::Scope;
@@ -17,6 +20,8 @@ pub struct InformerFactory {
     client: Client,
     informers: Mutex<HashMap<WatchKey, Arc<Informer>>>,
     retry_delay: Option<Duration>,
+    /// This replica's share in sharded mode: every informer caches only its objects.
+    assignment: Option<watch::Receiver<Option<Assignment>>>,
 }
 
 impl InformerFactory {
@@ -26,7 +31,15 @@ impl InformerFactory {
             client,
             informers: Mutex::new(HashMap::new()),
             retry_delay: None,
+            assignment: None,
         }
+    }
+
+    /// Makes every informer it starts cache only this replica's share of the objects, as
+    /// `assignment` says (sharded mode); none until the first assignment is published.
+    pub fn sharded(mut self, assignment: watch::Receiver<Option<Assignment>>) -> Self {
+        self.assignment = Some(assignment);
+        self
     }
 
     /// Makes the informers it starts retry a failed list or watch after a fixed `delay`
@@ -57,13 +70,14 @@ impl InformerFactory {
         let selectors = Selectors {
             labels: key.label_selector.clone(),
             fields: key.field_selector.clone(),
+            shard: None,
         };
         let mut informers = self.lock();
         // Another caller may have started it while discovery ran.
         if let Some(existing) = informers.get(&key) {
             return Ok(existing.clone());
         }
-        let informer = Informer::new(key.clone(), resource, options);
+        let informer = Informer::new(key.clone(), resource, options, self.assignment.clone());
         let task = tokio::spawn(reflector::run(
             informer.clone(),
             api,

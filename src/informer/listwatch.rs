@@ -17,6 +17,9 @@
 //! is not a number the check is skipped.
 
 use super::shown;
+use crate::sharding::ShardSelector;
+
+mod sharded;
 use std::collections::VecDeque;
 use std::time::Duration;
 
@@ -48,6 +51,10 @@ pub(super) enum Event {
     Applied(DynamicObject),
     /// The watch saw an object deleted.
     Deleted(DynamicObject),
+    /// The first page of a sharded list: whether the server applied the shard selector
+    /// (echoed it in `ListMeta.shardInfo`); if not, every object came and the informer
+    /// filters.
+    ShardApplied(bool),
 }
 
 /// Why listing or watching failed. The loop carries on after each (the caller backs off).
@@ -137,6 +144,8 @@ pub(super) struct Selectors {
     pub labels: Option<String>,
     /// Field selector.
     pub fields: Option<String>,
+    /// Shard selector, sent as `shardSelector` (KEP-5866).
+    pub shard: Option<ShardSelector>,
 }
 
 impl Selectors {
@@ -247,17 +256,23 @@ async fn list_page(
     continue_token: Option<String>,
 ) -> (Option<Result<Event, Error>>, State) {
     let mut params = selectors.list_params();
+    let first = continue_token.is_none();
     params.continue_token = continue_token;
-    match api.list(&params).await {
+    match sharded::list(api, &params, selectors.shard.as_ref()).await {
         Ok(list) => {
+            let applied = sharded::applied(&list.metadata, selectors.shard.as_ref());
             let rv = list.metadata.resource_version.filter(|v| !v.is_empty());
             let continue_token = list.metadata.continue_.filter(|c| !c.is_empty());
             if rv.is_none() && continue_token.is_none() {
                 return (Some(Err(Error::NoResourceVersion)), State::Empty);
             }
             let page = list.items.into();
+            let report = match applied {
+                Some(applied) if first => Some(Ok(Event::ShardApplied(applied))),
+                _ => None,
+            };
             (
-                None,
+                report,
                 State::Listing {
                     page,
                     continue_token,
@@ -289,7 +304,14 @@ async fn resume(
             }
         }
     }
-    match api.watch(&selectors.watch_params(), &rv).await {
+    match sharded::watch(
+        api,
+        &selectors.watch_params(),
+        &rv,
+        selectors.shard.as_ref(),
+    )
+    .await
+    {
         Ok(stream) => (
             Some(Ok(Event::Watching)),
             State::Watching {

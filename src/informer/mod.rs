@@ -9,6 +9,7 @@ pub mod factory;
 mod listwatch;
 pub mod object;
 mod reflector;
+mod shard;
 pub mod store;
 pub mod transform;
 
@@ -28,6 +29,7 @@ use crate::config::ResourceName;
 pub use delta::{Delta, DeltaSink};
 pub use factory::InformerFactory;
 pub use object::{CachedObject, ObjectKey};
+pub use shard::ShardState;
 pub use store::{IndexFn, Indexers, Store};
 pub use transform::Transform;
 
@@ -116,6 +118,8 @@ pub struct CacheOptions {
     pub indexers: Indexers,
     /// What is dropped from objects before caching.
     pub transform: Transform,
+    /// In sharded mode, the field objects are placed by.
+    pub shard_by: crate::sharding::ShardField,
 }
 
 /// The health of an informer's watch, as /status shows it.
@@ -166,11 +170,20 @@ pub struct Informer {
     /// Wakes the reflector when the subscribers' resync periods change.
     resync_changed: tokio::sync::Notify,
     next_subscription: std::sync::atomic::AtomicU64,
+    /// This replica's share of the objects, in sharded mode.
+    shard: Option<shard::Shard>,
 }
 
 impl Informer {
-    fn new(key: WatchKey, resource: ApiResource, options: CacheOptions) -> Arc<Self> {
+    fn new(
+        key: WatchKey,
+        resource: ApiResource,
+        options: CacheOptions,
+        assignment: Option<watch::Receiver<Option<crate::sharding::Assignment>>>,
+    ) -> Arc<Self> {
+        let shard = assignment.map(|rx| shard::Shard::new(options.shard_by, rx));
         Arc::new(Self {
+            shard,
             key,
             resource,
             store: Store::new(options.indexers),

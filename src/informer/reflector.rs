@@ -16,12 +16,37 @@ use super::listwatch::{self, Event, Selectors};
 use super::object::ObjectKey;
 
 /// Runs until the informer's task is aborted; every failure is retried with backoff, or
-/// after `retry_delay` when one is given.
+/// after `retry_delay` when one is given. In sharded mode each change of this replica's
+/// share hands over what it lost and starts the list and watch again with the new selector
+/// (a rebalance: the cache stays synced meanwhile, as what it holds is still current).
 pub(super) async fn run(
     informer: Arc<Informer>,
     api: Api<DynamicObject>,
     selectors: Selectors,
     retry_delay: Option<Duration>,
+) {
+    let mut rebalance = false;
+    loop {
+        let shard = informer.next_shard().await;
+        let selectors = Selectors {
+            shard,
+            ..selectors.clone()
+        };
+        tokio::select! {
+            () = watch_until_ended(&informer, api.clone(), selectors, retry_delay, rebalance) => return,
+            () = informer.shard_changed() => {}
+        }
+        rebalance = true;
+    }
+}
+
+/// One list+watch loop with fixed selectors; returns only if the stream ends.
+async fn watch_until_ended(
+    informer: &Informer,
+    api: Api<DynamicObject>,
+    selectors: Selectors,
+    retry_delay: Option<Duration>,
+    rebalance: bool,
 ) {
     let events = listwatch::list_watch(api, selectors);
     let mut events = match retry_delay {
@@ -32,6 +57,8 @@ pub(super) async fn run(
     // the list was deleted while the watch was down.
     let mut listing: Option<HashSet<ObjectKey>> = None;
     let mut next_resync: Option<tokio::time::Instant> = None;
+    // A rebalance's first list keeps the cache synced.
+    let mut keep_synced = rebalance && informer.is_synced();
     loop {
         // The resync tick runs at the smallest period any subscriber wants.
         let tick = informer.resync_tick();
@@ -60,8 +87,12 @@ pub(super) async fn run(
             }
         };
         match event {
-            Ok(event) => handle(&informer, &mut listing, event),
-            Err(error) => failed(&informer, &error),
+            Ok(Event::ListStarted) if keep_synced => {
+                keep_synced = false;
+                listing = Some(HashSet::new());
+            }
+            Ok(event) => handle(informer, &mut listing, event),
+            Err(error) => failed(informer, &error),
         }
     }
 }
@@ -76,6 +107,10 @@ fn handle(informer: &Informer, listing: &mut Option<HashSet<ObjectKey>>, event: 
             informer.mark_unsynced();
             informer.health_mut().listed = Some(0);
         }
+        // Not this replica's share: the API server ignored the shard selector.
+        Event::Listed(object) | Event::Applied(object) | Event::Deleted(object)
+            if !informer.owns(&object) => {}
+        Event::ShardApplied(applied) => informer.shard_applied(applied),
         Event::Listed(object) => {
             let key = informer.apply(object);
             if let Some(seen) = listing.as_mut() {

@@ -109,8 +109,12 @@ pub const RULE_SETS: &[(&str, RuleSet)] = &[
 /// The verbs leader election uses on its Lease: read it, create it, take it over or renew it.
 pub const ELECTION_VERBS: &[&str] = &["create", "get", "update"];
 
-/// Leader election: get, create and update on leases in the Lease's namespace, unless the
-/// daemon runs as a single replica.
+/// The verbs sharded mode uses on the member Leases: renew its own, list the others',
+/// delete its own on shutdown.
+pub const SHARD_VERBS: &[&str] = &["create", "delete", "get", "list", "update"];
+
+/// Leader election (get, create and update) or shard membership (also list and delete) on
+/// leases in the Lease's namespace, unless the daemon runs as a single replica.
 fn election(config: &Config, permissions: &mut Permissions) {
     if config.ha.mode == HaMode::Single {
         return;
@@ -119,14 +123,23 @@ fn election(config: &Config, permissions: &mut Permissions) {
         group: "coordination.k8s.io".to_string(),
         plural: "leases".to_string(),
     };
-    let reason = format!(
-        "ha: leader election on Lease {}/{}",
-        config.ha.lease_namespace, config.ha.lease_name
-    );
+    let (reason, verbs) = if config.ha.mode == HaMode::Sharded {
+        let reason = format!(
+            "ha: shard membership through Leases {}/{}-*",
+            config.ha.lease_namespace, config.ha.lease_name
+        );
+        (reason, SHARD_VERBS)
+    } else {
+        let reason = format!(
+            "ha: leader election on Lease {}/{}",
+            config.ha.lease_namespace, config.ha.lease_name
+        );
+        (reason, ELECTION_VERBS)
+    };
     permissions.allow(
         &[Scope::Namespace(config.ha.lease_namespace.clone())],
         &lease,
-        ELECTION_VERBS,
+        verbs,
         &reason,
     );
 }

@@ -252,4 +252,11 @@ fn leader_mode_may_get_create_and_update_leases_in_the_lease_namespace_only() {
         ["create", "get", "update"]
     );
     assert!(leader.rule(&Scope::Cluster, &leases).is_none());
+    let sharded = permissions(&config(&format!(
+        "ha:\n  mode: sharded\n  lease_namespace: ops\n{routes}"
+    )));
+    assert_eq!(
+        verbs(&sharded, &ns("ops"), &leases),
+        ["create", "delete", "get", "list", "update"]
+    );
 }

@@ -143,4 +143,8 @@ impl DeltaSink for Route {
     fn resync_period(&self) -> Option<std::time::Duration> {
         self.handler().spec().resync
     }
+
+    fn release(&self, object: &Arc<crate::informer::CachedObject>) {
+        self.handler().release(&self.name, object.key());
+    }
 }

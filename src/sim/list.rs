@@ -169,7 +169,7 @@ pub(super) async fn list(
     let options = ListOptions::from_request(req)?;
     let include = req.table()?;
     let def = &collection.def;
-    let filter = Filter::from_request(def.clone(), req)?;
+    let filter = Filter::from_request(def.clone(), req, state.sharded_list_and_watch)?;
     let (at, after) = match (&options.token, options.rv) {
         (Some(token), _) if token.rv == -1 => (ReadAt::Latest, Some(token.after())),
         (Some(token), _) => (ReadAt::Exact(token.rv as u64), Some(token.after())),
@@ -256,6 +256,9 @@ fn list_meta(page: &Page, filter: &Filter) -> Value {
         if filter.is_empty() {
             meta["remainingItemCount"] = page.remaining.into();
         }
+    }
+    if let Some(shard) = filter.shard() {
+        meta["shardInfo"] = json!({"selector": shard.to_string()});
     }
     meta
 }

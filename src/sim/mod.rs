@@ -24,6 +24,7 @@ pub mod crd;
 pub mod discovery;
 pub mod error;
 pub mod faults;
+pub mod features;
 pub mod fields;
 pub mod history;
 pub mod kubeconfig;
@@ -51,6 +52,7 @@ pub use cluster::{Cluster, ObjectRef};
 pub use config::SimConfig;
 pub use error::ApiError;
 pub use faults::{FaultError, Faults, RequestFailure};
+pub use features::FeatureGates;
 
 use watch::WatchSignals;
 
@@ -74,6 +76,10 @@ pub struct SimOptions {
     pub token: Option<String>,
     /// Serve HTTPS with a certificate authority made at start ([`tls::SimTls`]).
     pub tls: bool,
+    /// The feature gate `ShardedListAndWatch` (Kubernetes 1.36, alpha): honour
+    /// `shardSelector` on lists and watches and echo it in `ListMeta.shardInfo`. Off, the
+    /// parameter is ignored, as an API server without the feature does.
+    pub sharded_list_and_watch: bool,
 }
 
 impl Default for SimOptions {
@@ -86,6 +92,7 @@ impl Default for SimOptions {
             config: SimConfig::default(),
             token: None,
             tls: false,
+            sharded_list_and_watch: false,
         }
     }
 }
@@ -140,6 +147,7 @@ impl Simulator {
             bookmark_interval: options.bookmark_interval,
             version_wait: options.version_wait,
             server: commands.clone(),
+            sharded_list_and_watch: options.sharded_list_and_watch,
         };
         let tls = options.tls.then(tls::SimTls::generate).transpose()?;
         let token = options.token.filter(|t| !t.trim().is_empty());

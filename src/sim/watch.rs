@@ -145,7 +145,8 @@ pub(super) async fn watch(
 ) -> Response {
     let prepared = async {
         let options = WatchOptions::from_request(req)?;
-        let filter = Filter::from_request(collection.def.clone(), req)?;
+        let filter =
+            Filter::from_request(collection.def.clone(), req, state.sharded_list_and_watch)?;
         let table = req.table()?;
         Ok::<_, ApiError>((options, filter, table))
     };

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
+use switchyard::config::HaMode;
 
 use crate::support::sim::{Kubectl, blocking};
 use crate::support::{self, start_sim};
@@ -430,16 +431,33 @@ fn the_built_overlay_runs_switchyard_restricted_with_probes_and_its_checked_conf
     );
 }
 
-/// The overlay running two replicas in leader mode.
-fn ha_overlay() -> PathBuf {
-    support::root().join("deploy/kustomize/overlays/ha")
+/// An overlay running several replicas, by name.
+fn overlay(name: &str) -> PathBuf {
+    support::root().join("deploy/kustomize/overlays").join(name)
 }
 
 #[test]
 fn the_ha_overlay_runs_two_replicas_electing_a_leader_with_the_lease_rbac_they_need() {
-    let documents = build(ha_overlay().to_str().unwrap());
+    several_replicas_overlay("ha", 2, HaMode::Leader, &["create", "get", "update"]);
+}
+
+#[test]
+fn the_sharded_overlay_runs_three_replicas_sharing_the_objects_with_the_lease_rbac_they_need() {
+    several_replicas_overlay(
+        "sharded",
+        3,
+        HaMode::Sharded,
+        &["create", "delete", "get", "list", "update"],
+    );
+}
+
+/// Checks the overlay `name`: `replicas` pods named by the downward API, a config in `mode`,
+/// a Role with `verbs` on leases, and that Role is what `switchyard rbac` adds to the base's.
+fn several_replicas_overlay(name: &str, replicas: u64, mode: HaMode, verbs: &[&str]) {
+    let dir = overlay(name);
+    let documents = build(dir.to_str().unwrap());
     let deployment = find(&documents, "Deployment");
-    assert_eq!(deployment["spec"]["replicas"], 2);
+    assert_eq!(deployment["spec"]["replicas"], replicas);
     let env = deployment["spec"]["template"]["spec"]["containers"][0]["env"]
         .as_array()
         .expect("env");
@@ -455,15 +473,15 @@ fn the_ha_overlay_runs_two_replicas_electing_a_leader_with_the_lease_rbac_they_n
         .expect("config.yaml in the ConfigMap");
     let config = switchyard::config::validate(Path::new("/etc/switchyard/config.yaml"), text)
         .expect("the overlay's config is valid");
-    assert_eq!(config.ha.mode, switchyard::config::HaMode::Leader);
+    assert_eq!(config.ha.mode, mode);
     let role = find(&documents, "Role");
     assert_eq!(role["metadata"]["namespace"], "switchyard");
-    assert_eq!(verbs_on(role, "leases"), ["create", "get", "update"]);
+    assert_eq!(verbs_on(role, "leases"), verbs);
 
     // The checked-in Role is what `switchyard rbac` adds to the base's for this config.
     let output = Command::new(env!("CARGO_BIN_EXE_switchyard"))
         .args(["rbac", "--config"])
-        .arg(ha_overlay().join("config.yaml"))
+        .arg(dir.join("config.yaml"))
         .args(["--namespace", "switchyard"])
         .env("POD_NAMESPACE", "switchyard")
         .output()
@@ -471,7 +489,7 @@ fn the_ha_overlay_runs_two_replicas_electing_a_leader_with_the_lease_rbac_they_n
     assert!(output.status.success());
     let fresh = String::from_utf8_lossy(&output.stdout);
     let base_rbac = std::fs::read_to_string(base().join("rbac.yaml")).unwrap();
-    let lease_rbac = std::fs::read_to_string(ha_overlay().join("lease-rbac.yaml")).unwrap();
+    let lease_rbac = std::fs::read_to_string(dir.join("lease-rbac.yaml")).unwrap();
     let lease_rbac: String = lease_rbac
         .lines()
         .filter(|l| !l.starts_with("# "))
@@ -480,6 +498,6 @@ fn the_ha_overlay_runs_two_replicas_electing_a_leader_with_the_lease_rbac_they_n
     assert_eq!(
         fresh,
         format!("{base_rbac}---\n{lease_rbac}"),
-        "regenerate lease-rbac.yaml"
+        "regenerate {name}/lease-rbac.yaml"
     );
 }

@@ -436,6 +436,7 @@ async fn the_cache_drops_managed_fields_and_configured_pointers_and_keeps_indexe
                 "/metadata/annotations/kubectl.kubernetes.io~1last-applied-configuration".into(),
             ],
         },
+        ..CacheOptions::default()
     };
     let informer = factory.informer(configmaps(), options).await.unwrap();
     informer.wait_until_synced().await;

@@ -28,6 +28,7 @@ mod probes;
 mod queue;
 mod replay;
 mod scaffold;
+mod sharded;
 mod unserved;
 
 mod config {
@@ -54,6 +55,7 @@ mod sim {
     mod crds;
     mod faults;
     mod lists;
+    mod sharding;
     mod watch;
     mod writes;
 }

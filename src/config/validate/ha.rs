@@ -1,4 +1,5 @@
-//! `ha:`: whether replicas elect a leader through a Lease, and the Lease's timing. The
+//! `ha:`: whether replicas elect a leader through a Lease or share the objects through a
+//! Lease each (sharded), and the Leases' timing. The
 //! timing follows client-go's leader election: a leader renews every `retry_period` and
 //! steps down once `renew_deadline` passes without a renewal, before its lease of
 //! `lease_duration` can run out for the others.
@@ -32,13 +33,7 @@ pub(super) fn build_ha(value: Option<&Value>, errors: &mut Errors) -> HaSpec {
     let mode = match file.mode.unwrap_or(HaModeFile::Single) {
         HaModeFile::Single => HaMode::Single,
         HaModeFile::Leader => HaMode::Leader,
-        HaModeFile::Sharded => {
-            errors.at(
-                "ha.mode",
-                "sharded mode is not available in this version: use single or leader",
-            );
-            HaMode::Single
-        }
+        HaModeFile::Sharded => HaMode::Sharded,
     };
     let lease_duration = duration(
         file.lease_duration,
@@ -77,7 +72,15 @@ pub(super) fn build_ha(value: Option<&Value>, errors: &mut Errors) -> HaSpec {
     let lease_name = file
         .lease_name
         .unwrap_or_else(|| DEFAULT_LEASE_NAME.to_string());
-    if !is_dns_subdomain(&lease_name) {
+    if mode == HaMode::Sharded && lease_name.len() > 63 {
+        errors.at(
+            "ha.lease_name",
+            format!(
+                "in sharded mode the lease name is also the value of the member Leases' label, so at most 63 characters, not {}",
+                lease_name.len()
+            ),
+        );
+    } else if !is_dns_subdomain(&lease_name) {
         errors.at(
             "ha.lease_name",
             format!(
@@ -224,12 +227,36 @@ mod tests {
     }
 
     #[test]
-    fn sharded_mode_is_refused_at_its_place() {
-        let e = errors("  mode: sharded\n");
-        assert_eq!(e.len(), 1, "{e:?}");
+    fn sharded_mode_is_read_with_each_informers_shard_field() {
+        let text = "ha:\n  mode: sharded\ninformers:\n  cms: {resource: configmaps, shard_by: namespace}\n  pods: {resource: pods}\nhandlers:\n  h: {}\nroutes:\n  - {name: r, informer: cms, handler: h}\n";
+        let config = validate(std::path::Path::new("/tmp/c.yaml"), text).unwrap();
+        assert_eq!(config.ha.mode, HaMode::Sharded);
+        let by: Vec<_> = config.informers.iter().map(|i| i.shard_by).collect();
+        assert_eq!(
+            by,
+            vec![
+                crate::config::ShardBy::Namespace,
+                crate::config::ShardBy::Uid
+            ]
+        );
+        let long = format!(
+            "ha:\n  mode: sharded\n  lease_name: {}\n{ROUTES}",
+            "a".repeat(64)
+        );
+        let e = validate(std::path::Path::new("/tmp/c.yaml"), &long)
+            .unwrap_err()
+            .to_string();
         assert!(
-            e[0].contains(":2:9: ha.mode: sharded mode is not available in this version"),
-            "{e:?}"
+            e.contains(":3:15: ha.lease_name: in sharded mode the lease name is also the value"),
+            "{e}"
+        );
+        let bad = "informers:\n  cms: {resource: configmaps, shard_by: name}\nhandlers:\n  h: {}\nroutes:\n  - {name: r, informer: cms, handler: h}\n";
+        let e = validate(std::path::Path::new("/tmp/c.yaml"), bad)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("informers.cms.shard_by") && e.contains("unknown variant `name`"),
+            "{e}"
         );
     }
 

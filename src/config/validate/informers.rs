@@ -3,8 +3,8 @@
 
 use super::errors::Errors;
 use super::watch::{check_drop_fields, check_indexes, check_namespaces, check_selectors};
-use crate::config::schema::InformerFile;
-use crate::config::{InformerSpec, ResourceName, ResourceRef};
+use crate::config::schema::{InformerFile, ShardByFile};
+use crate::config::{InformerSpec, ResourceName, ResourceRef, ShardBy};
 
 /// Builds the informer `name`, or reports why it cannot be built.
 pub(super) fn build_informer(
@@ -34,6 +34,10 @@ pub(super) fn build_informer(
         indexes,
         keep_managed_fields: transform.keep_managed_fields.unwrap_or(false),
         drop_fields,
+        shard_by: match f.shard_by {
+            Some(ShardByFile::Namespace) => ShardBy::Namespace,
+            Some(ShardByFile::Uid) | None => ShardBy::Uid,
+        },
     })
 }
 

@@ -219,6 +219,7 @@ fn own_watch(
         indexes,
         keep_managed_fields: r.keep_managed_fields.unwrap_or(false),
         drop_fields,
+        shard_by: crate::config::ShardBy::Uid,
     });
     (RouteSource::Informer(name), own)
 }

@@ -56,6 +56,8 @@ pub struct ApiState {
     pub version_wait: Duration,
     /// Asks the server loop to stop or restart.
     pub server: mpsc::UnboundedSender<ServerCommand>,
+    /// Whether `shardSelector` is honoured (the `ShardedListAndWatch` feature gate).
+    pub sharded_list_and_watch: bool,
 }
 
 /// The simulator's router.

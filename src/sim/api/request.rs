@@ -14,6 +14,7 @@ use axum::http::{HeaderMap, Method, header};
 use serde_json::Value;
 
 use crate::config::Selector;
+use crate::sharding::ShardSelector;
 use crate::sim::cluster::WriteMode;
 use crate::sim::error::ApiError;
 use crate::sim::fields;
@@ -100,15 +101,25 @@ pub(in crate::sim) struct Filter {
     def: Arc<ResourceDef>,
     labels: Selector,
     fields: Selector,
+    /// The `shardSelector`, when the feature gate is on and the request has one.
+    shard: Option<ShardSelector>,
 }
 
 impl Filter {
-    /// Parses `labelSelector` and `fieldSelector`; a field the kind cannot select on is a
-    /// 400, as kube-apiserver answers.
+    /// Parses `labelSelector` and `fieldSelector`, and `shardSelector` when `sharding` (the
+    /// feature gate) is on; a field the kind cannot select on, or a shard selector that
+    /// does not parse, is a 400, as kube-apiserver answers.
     pub(in crate::sim) fn from_request(
         def: Arc<ResourceDef>,
         req: &Request,
+        sharding: bool,
     ) -> Result<Self, ApiError> {
+        let shard = match req.param("shardSelector") {
+            Some(text) if sharding => Some(ShardSelector::parse(text).map_err(|e| {
+                ApiError::bad_request(format!("invalid shardSelector {text:?}: {e}"))
+            })?),
+            _ => None,
+        };
         let labels = Selector::parse(req.param("labelSelector").unwrap_or_default())
             .map_err(|e| ApiError::bad_request(format!("unable to parse requirement: {e}")))?;
         let fields = Selector::parse_fields(req.param("fieldSelector").unwrap_or_default())
@@ -122,17 +133,24 @@ impl Filter {
             def,
             labels,
             fields,
+            shard,
         })
+    }
+
+    /// The shard selector applied, if any.
+    pub(in crate::sim) fn shard(&self) -> Option<&ShardSelector> {
+        self.shard.as_ref()
     }
 
     /// Whether there are no selectors at all.
     pub(in crate::sim) fn is_empty(&self) -> bool {
-        self.labels.is_empty() && self.fields.is_empty()
+        self.labels.is_empty() && self.fields.is_empty() && self.shard.is_none()
     }
 
     /// Whether an object satisfies both selectors.
     pub(in crate::sim) fn matches(&self, object: &Value) -> bool {
-        self.labels.matches_labels(object)
+        self.shard.as_ref().is_none_or(|s| s.matches(object))
+            && self.labels.matches_labels(object)
             && self
                 .fields
                 .matches_values(|field| fields::value(&self.def, object, field))

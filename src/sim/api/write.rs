@@ -132,7 +132,7 @@ pub(super) fn delete_collection(
     req: &Request,
 ) -> Result<Response, ApiError> {
     let def = &collection.def;
-    let filter = Filter::from_request(Arc::clone(def), req)?;
+    let filter = Filter::from_request(Arc::clone(def), req, state.sharded_list_and_watch)?;
     let snapshot = state
         .cluster
         .list(collection.resource, collection.namespace);
