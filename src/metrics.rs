@@ -97,6 +97,8 @@ pub struct StageFamilies {
     pub handler_failed: Family<NameLabel, Counter>,
     /// Dead letters waiting.
     pub handler_dead_letters: Family<NameLabel, Gauge>,
+    /// 1 while the handler is quarantined.
+    pub handler_quarantined: Family<NameLabel, Gauge>,
     /// 1 while this replica leads (always in single mode).
     pub leader: Gauge,
     /// Successful renewals of the Lease by this replica.
@@ -326,6 +328,11 @@ fn register_stages(registry: &mut Registry, st: &StageFamilies) {
         "switchyard_handler_dead_letters",
         "Events given up on, waiting for a retry or purge",
         st.handler_dead_letters.clone(),
+    );
+    registry.register(
+        "switchyard_handler_quarantined",
+        "1 while the handler's plugin is quarantined for failing on every call",
+        st.handler_quarantined.clone(),
     );
 }
 

@@ -35,7 +35,7 @@ pub use resource::ResourceName;
 pub use selector::Selector;
 pub use spec::{
     Condition, Config, Delivery, EventFilter, HaMode, HaSpec, HandlerSpec, InformerSpec,
-    ResourceRef, RouteFilter, RouteSource, RouteSpec, ShardBy, Test,
+    QuarantineSpec, ResourceRef, RouteFilter, RouteSource, RouteSpec, ShardBy, Test,
 };
 pub use token::{TokenError, TokenSource};
 pub use validate::{nearest, validate};

@@ -147,6 +147,17 @@ pub struct HandlerFile {
     /// Deliver a `sync` event for every cached object this often (`10m`). Default: never.
     #[serde(default)]
     pub resync: Option<HumanDuration>,
+    /// Failed calls in a row (errors, traps, timeouts; on at least two objects) within
+    /// `quarantine_window` that quarantine the handler; 0 never does. Default 10.
+    #[serde(default)]
+    pub quarantine_after: Option<u32>,
+    /// The window those failures must fall in. Default `1m`.
+    #[serde(default)]
+    pub quarantine_window: Option<HumanDuration>,
+    /// First wait before a quarantined handler's plugin is tried again; doubles per failed
+    /// try, up to 10 minutes. Default `30s`.
+    #[serde(default)]
+    pub quarantine_backoff: Option<HumanDuration>,
     /// Free-form settings passed to the plugin's `init` as JSON.
     #[serde(default)]
     pub config: Option<serde_json::Value>,

@@ -104,6 +104,36 @@ pub struct HandlerSpec {
     pub config: serde_json::Value,
     /// Kubernetes writes the plugin may make.
     pub capabilities: Capabilities,
+    /// When a failing plugin is quarantined, and how it is tried again.
+    pub quarantine: QuarantineSpec,
+}
+
+/// When a handler whose plugin keeps failing is quarantined: its events wait in the queue
+/// and the plugin is tried again after a backoff, until a call succeeds, a new plugin
+/// version is loaded or the handler is resumed.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct QuarantineSpec {
+    /// Failed calls in a row (on at least two objects) that trip it; 0 never does.
+    pub after: u32,
+    /// The window those failures must fall in.
+    pub window: Duration,
+    /// First wait before a try; doubles per failed try, up to [`QuarantineSpec::MAX_BACKOFF`].
+    pub backoff: Duration,
+}
+
+impl QuarantineSpec {
+    /// The longest wait between tries.
+    pub const MAX_BACKOFF: Duration = Duration::from_secs(600);
+}
+
+impl Default for QuarantineSpec {
+    fn default() -> Self {
+        Self {
+            after: 10,
+            window: Duration::from_secs(60),
+            backoff: Duration::from_secs(30),
+        }
+    }
 }
 
 /// How an informer names its resource.

@@ -345,6 +345,9 @@ impl Shared {
             st.handler_dead_letters
                 .get_or_create(&label)
                 .set(h.dead_letters as i64);
+            st.handler_quarantined
+                .get_or_create(&label)
+                .set(i64::from(h.quarantine.is_some()));
         }
         self.metrics.encode()
     }

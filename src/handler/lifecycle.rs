@@ -17,9 +17,14 @@ impl Handler {
         !self.paused.send_replace(true)
     }
 
-    /// Hands events to the plugin again. Returns whether it was paused.
+    /// Hands events to the plugin again, lifting a quarantine. Returns whether it was
+    /// paused or quarantined.
     pub fn resume(&self) -> bool {
-        self.paused.send_replace(false)
+        let lifted = lock(&self.breaker).lift();
+        if lifted {
+            tracing::info!(handler = %self.name, "quarantine lifted by a resume");
+        }
+        self.paused.send_replace(false) || lifted
     }
 
     /// Hands this handler's work to `successor`, which replaces it after a config change:

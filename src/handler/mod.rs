@@ -17,6 +17,7 @@
 pub mod dead_letter;
 mod lifecycle;
 pub mod pending;
+mod quarantine;
 mod slot;
 pub mod status;
 mod worker;
@@ -38,6 +39,7 @@ use crate::util::lock;
 
 pub use dead_letter::{DeadLetter, DeadLetterView, DeadLetters};
 pub use pending::{ChangeKind, Owed, PendingEvent};
+pub use quarantine::QuarantineView;
 pub use status::{HandlerDetail, HandlerStatus, Latency, RecentError};
 
 use slot::Slot;
@@ -74,6 +76,8 @@ pub struct Handler {
     /// The replica's gate: false while another replica leads (set by the election, apart
     /// from the admin API's pause).
     active: watch::Receiver<bool>,
+    /// Quarantine of a plugin that keeps failing.
+    breaker: Mutex<quarantine::Breaker>,
     recent: Mutex<Recent>,
 }
 
@@ -94,6 +98,7 @@ impl Handler {
             qps: spec.qps,
             burst: spec.burst,
         };
+        let spec_quarantine = spec.quarantine;
         let handler = Arc::new(Self {
             name: spec.name.as_str().into(),
             config_json: spec.config.to_string(),
@@ -108,6 +113,7 @@ impl Handler {
             stopping: watch::channel(false).0,
             paused: watch::channel(false).0,
             active,
+            breaker: Mutex::new(quarantine::Breaker::new(spec_quarantine)),
             recent: Mutex::new(Recent::default()),
         });
         let workers = (0..handler.spec.concurrency)

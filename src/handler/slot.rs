@@ -58,6 +58,9 @@ impl Handler {
     pub fn install_plugin(&self, plugin: Arc<Plugin>) {
         *lock(&self.slot.error) = None;
         self.slot.plugin.send_replace(Some(plugin));
+        if lock(&self.breaker).lift() {
+            tracing::info!(handler = %self.name, "quarantine lifted: a new plugin version");
+        }
     }
 
     /// Records a problem with the plugin's file (shown in /status as `plugin_error`); the

@@ -51,6 +51,11 @@ pub struct HandlerStatus {
     pub coalesced_overflow: u64,
     /// Whether the handler is paused (events queue up; none are handed to the plugin).
     pub paused: bool,
+    /// The quarantine in force, if the plugin kept failing (events queue up; the plugin is
+    /// tried again after a backoff).
+    pub quarantine: Option<super::QuarantineView>,
+    /// Times the handler was quarantined.
+    pub quarantines: u64,
     /// Events left undelivered when the handler stopped (queued, waiting for a retry or a
     /// requested delay, or cut off by the shutdown grace): lost, and logged at warn level.
     pub undelivered: u64,
@@ -131,6 +136,10 @@ impl Handler {
     /// The handler's counters and queue state.
     pub fn status(&self) -> HandlerStatus {
         let c = &self.counters;
+        let (quarantine, quarantines) = {
+            let breaker = lock(&self.breaker);
+            (breaker.view(), breaker.trips)
+        };
         HandlerStatus {
             name: self.spec.name.clone(),
             plugin: self.spec.plugin.clone(),
@@ -146,6 +155,8 @@ impl Handler {
             dead_letters: lock(&self.dead_letters).len(),
             coalesced_overflow: c.coalesced_overflow.load(Ordering::Relaxed),
             paused: *self.paused.borrow(),
+            quarantine,
+            quarantines,
             undelivered: c.undelivered.load(Ordering::Relaxed),
         }
     }

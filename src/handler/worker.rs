@@ -9,6 +9,7 @@ use std::time::{Duration, SystemTime};
 use tracing::Instrument;
 
 use super::ChangeKind;
+use super::quarantine::Gate;
 use super::{DeadLetter, Delivery, Handler, PendingEvent, RecentError, WorkKey};
 use crate::plugin::{CallLimits, Event, EventKind, Outcome, Plugin};
 use crate::util::{lock, rfc3339};
@@ -41,6 +42,18 @@ impl Handler {
                 // Paused (or this replica stopped leading) while this worker waited for work: leave the key for later.
                 self.queue.done(&key);
                 self.queue.add(key);
+                continue;
+            }
+            let gate = lock(&self.breaker).gate();
+            if let Gate::Wait(wait) = gate {
+                // Quarantined: the key waits in the queue; look again within a second, so
+                // a lift (a new version, a resume) is seen soon.
+                self.queue.done(&key);
+                self.queue.add(key);
+                tokio::select! {
+                    () = tokio::time::sleep(wait.min(Duration::from_secs(1))) => {}
+                    _ = self.wait_for_shutdown() => return,
+                }
                 continue;
             }
             // The newest plugin, taken after the wait for work: a swap made while this
@@ -112,6 +125,7 @@ impl Handler {
             error: e.to_string(),
         });
         self.record_call(started.elapsed().as_secs_f64(), failure);
+        self.track_quarantine(key, result.as_ref().err());
         match result {
             Ok(Outcome::Done) => {
                 self.counters.processed.fetch_add(1, Ordering::Relaxed);
@@ -170,6 +184,27 @@ impl Handler {
         );
         let delay = self.queue.add_rate_limited(key.clone());
         tracing::warn!(object = %key.object, route = %key.route, %error, attempt, retry_in = ?delay, "handler failed; will retry");
+    }
+}
+
+impl Handler {
+    /// Feeds a call's result to the quarantine breaker, logging when it trips or lifts.
+    fn track_quarantine(&self, key: &WorkKey, error: Option<&crate::plugin::Error>) {
+        let mut breaker = lock(&self.breaker);
+        match error {
+            None => {
+                if breaker.succeeded() {
+                    tracing::info!(handler = %self.name, "quarantine lifted: the plugin succeeded");
+                }
+            }
+            Some(error) => {
+                let object = format!("{}/{}", key.route, key.object);
+                if breaker.failed(&object, &error.to_string()) {
+                    let q = &self.spec.quarantine;
+                    tracing::error!(handler = %self.name, %error, failures = q.after, retry_in = ?q.backoff, "plugin quarantined: it failed on every call; its events wait in the queue");
+                }
+            }
+        }
     }
 }
 

@@ -25,6 +25,7 @@ mod logs;
 mod oci;
 mod page;
 mod probes;
+mod quarantine;
 mod queue;
 mod replay;
 mod scaffold;

@@ -7,14 +7,15 @@ use serde_json::Value;
 
 use super::errors::Errors;
 use super::names::is_valid_name;
-use crate::config::HandlerSpec;
 use crate::config::limits::MAX_WORKERS;
 use crate::config::schema::HandlerFile;
+use crate::config::{HandlerSpec, QuarantineSpec};
 
 /// Builds the handler `name`. Each value was held to its bounds as it was read (see
 /// [`crate::config::limits`]); what is left are the checks across values.
 pub(super) fn build_handler(name: String, h: HandlerFile, errors: &mut Errors) -> HandlerSpec {
     let at = |field: &str| format!("handlers.{name}.{field}");
+    let quarantine = quarantine(&h, &at, errors);
     let plugin = match h.plugin {
         Some(p) if crate::config::oci::Reference::is_oci(&p) => {
             if let Err(reason) = crate::config::oci::Reference::parse(&p) {
@@ -62,7 +63,32 @@ pub(super) fn build_handler(name: String, h: HandlerFile, errors: &mut Errors) -
         backoff_base,
         backoff_cap,
         config: h.config.unwrap_or(Value::Null),
+        quarantine,
         name,
+    }
+}
+
+/// The handler's quarantine settings, defaults filled in.
+fn quarantine(h: &HandlerFile, at: &dyn Fn(&str) -> String, errors: &mut Errors) -> QuarantineSpec {
+    let default = QuarantineSpec::default();
+    let window = h.quarantine_window.map_or(default.window, |d| d.0);
+    let backoff = h.quarantine_backoff.map_or(default.backoff, |d| d.0);
+    if window.is_zero() {
+        errors.at(
+            at("quarantine_window"),
+            "quarantine_window must be longer than 0",
+        );
+    }
+    if backoff.is_zero() || backoff > QuarantineSpec::MAX_BACKOFF {
+        errors.at(
+            at("quarantine_backoff"),
+            "quarantine_backoff must be longer than 0 and at most 10m",
+        );
+    }
+    QuarantineSpec {
+        after: h.quarantine_after.unwrap_or(default.after),
+        window,
+        backoff,
     }
 }
 
