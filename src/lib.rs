@@ -52,6 +52,7 @@ pub mod queue;
 pub mod rbac;
 pub mod router;
 pub mod sim;
+pub mod state;
 pub mod util;
 
 pub use config::Config;

@@ -34,8 +34,9 @@ pub use resource::ResourceName;
 pub use selector::Selector;
 pub use spec::{
     Condition, Config, Delivery, EventFilter, HaMode, HaSpec, HandlerSpec, InformerSpec,
-    ResourceRef, RouteFilter, RouteSource, RouteSpec, Test,
+    ResourceRef, RouteFilter, RouteSource, RouteSpec, StateSpec, Test,
 };
+pub use schema::OnCorrupt;
 pub use token::{TokenError, TokenSource};
 pub use validate::{nearest, validate};
 
