@@ -85,6 +85,9 @@ pub enum Error {
         /// The kind no informer watches.
         kind: String,
     },
+    /// The state store cannot be opened or read.
+    #[error(transparent)]
+    State(#[from] crate::state::Error),
     /// The admin API's token cannot be read.
     #[error("admin API: {0}")]
     AdminToken(#[source] crate::config::TokenError),
@@ -165,6 +168,8 @@ pub struct Shared {
     election: Option<Arc<ElectionStatus>>,
     /// How replicas share the work.
     ha: crate::config::HaSpec,
+    /// The state store (`state_dir:`), if any.
+    state: Option<crate::state::State>,
 }
 
 /// The daemon's state as /status reports it.
@@ -185,6 +190,8 @@ pub struct Status {
     pub waiting: Vec<Waiting>,
     /// This replica and its election.
     pub replica: ReplicaStatus,
+    /// The state store (`state_dir:`); null without one.
+    pub state: Option<crate::state::StateStatus>,
 }
 
 /// One informer in /status.
@@ -251,6 +258,7 @@ impl Shared {
             active: watch::channel(config.ha.mode == HaMode::Single).0,
             election: None,
             ha: config.ha.clone(),
+            state: None,
         });
         Ok((shared, watcher))
     }
@@ -288,6 +296,7 @@ impl Shared {
             client: &self.client,
             plugin_metrics: &self.plugin_metrics,
             active: &self.active,
+            state: self.state.as_ref(),
         }
     }
 
@@ -369,6 +378,7 @@ impl Shared {
             config: self.config_status(),
             waiting: self.topology().waiting.clone(),
             replica: self.replica(),
+            state: self.state.as_ref().map(|s| s.status()),
         }
     }
 
@@ -524,7 +534,11 @@ impl Daemon {
                 kube::Client::try_from(kube_config).map_err(Error::Client)?
             }
         };
+        let state = open_state(&config)?;
         let (mut shared, watcher) = Shared::new(&config, client, options.logs.unwrap_or_default())?;
+        Arc::get_mut(&mut shared)
+            .expect("nothing else holds the shared state yet")
+            .state = state;
         // In leader mode the election runs before the handlers start: they wait, paused by
         // the gate, until this replica leads, while the informers fill their caches.
         let election = (config.ha.mode == HaMode::Leader).then(|| {
@@ -662,12 +676,29 @@ impl Daemon {
         } else {
             futures::future::join_all(handlers.iter().map(|h| h.shut_down(grace))).await;
         }
+        if let Some(state) = &self.shared.state {
+            state.flush().await;
+        }
         for (stop, task) in std::mem::take(&mut self.servers) {
             let _ = stop.send(());
             let _ = task.await;
         }
         tracing::info!("switchyard stopped");
     }
+}
+
+/// Opens the state store of `config`, if it has one, and drops what it keeps of routes and
+/// handlers no longer configured.
+fn open_state(config: &Config) -> Result<Option<crate::state::State>> {
+    let Some(spec) = &config.state else {
+        return Ok(None);
+    };
+    let state = crate::state::State::open(spec, None)?;
+    let routes = config.routes.iter().map(|r| r.name.as_str()).collect();
+    let handlers = config.handlers.iter().map(|h| h.name.as_str()).collect();
+    state.retain(&routes, &handlers)?;
+    tracing::info!(store = %state.path().display(), "state store open");
+    Ok(Some(state))
 }
 
 /// The admin API's access rule for `addr`: refused beyond loopback without a token.

@@ -17,13 +17,14 @@
 pub mod dead_letter;
 mod lifecycle;
 pub mod pending;
+mod persist;
 mod slot;
 pub mod status;
 mod worker;
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -38,6 +39,7 @@ use crate::util::lock;
 
 pub use dead_letter::{DeadLetter, DeadLetterView, DeadLetters};
 pub use pending::{ChangeKind, Owed, PendingEvent};
+pub use persist::cached_object;
 pub use status::{HandlerDetail, HandlerStatus, Latency, RecentError};
 
 use slot::Slot;
@@ -75,6 +77,8 @@ pub struct Handler {
     /// from the admin API's pause).
     active: watch::Receiver<bool>,
     recent: Mutex<Recent>,
+    /// The state store keeping its work across restarts, if the daemon has one.
+    state: OnceLock<crate::state::State>,
 }
 
 impl Handler {
@@ -109,6 +113,7 @@ impl Handler {
             paused: watch::channel(false).0,
             active,
             recent: Mutex::new(Recent::default()),
+            state: OnceLock::new(),
         });
         let workers = (0..handler.spec.concurrency)
             .map(|worker| {
@@ -147,13 +152,15 @@ impl Handler {
         };
         let overflowed = {
             let mut pending = lock(&self.pending);
-            match pending.get_mut(&key) {
+            let overflowed = match pending.get_mut(&key) {
                 Some((_, owed)) => owed.push(delivery, event),
                 None => {
                     pending.insert(key.clone(), (delivery, Owed::new(delivery, event)));
                     false
                 }
-            }
+            };
+            self.persist_key(&key, pending.get(&key), None);
+            overflowed
         };
         if overflowed {
             self.counters
@@ -172,6 +179,13 @@ impl Handler {
                 pending.insert(key.clone(), (delivery, Owed::new(delivery, event)));
             }
         }
+    }
+
+    /// Records that a worker's call for `key` ended, with what the key owes now (the event
+    /// put back for a retry, or what arrived meanwhile).
+    fn persist_call_ended(&self, key: &WorkKey) {
+        let pending = lock(&self.pending);
+        self.persist_key(key, pending.get(key), Some(None));
     }
 
     /// Events owed to keys delivered by `route`.

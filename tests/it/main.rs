@@ -26,6 +26,7 @@ mod page;
 mod probes;
 mod queue;
 mod replay;
+mod state;
 mod unserved;
 
 mod config {
