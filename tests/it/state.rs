@@ -93,10 +93,21 @@ impl Child {
         self.process.lines().iter().filter_map(|l| logged(l)).collect()
     }
 
-    async fn status(&self) -> Value {
-        support::get_json(&format!("http://{}/status", self.admin))
+    /// `METHOD path` on its admin API with the test token, and the JSON answer.
+    async fn call(&self, method: reqwest::Method, path: &str) -> Value {
+        reqwest::Client::new()
+            .request(method, format!("http://{}{path}", self.admin))
+            .bearer_auth(support::TOKEN)
+            .send()
             .await
-            .1
+            .expect("the admin API answers")
+            .json()
+            .await
+            .expect("a JSON answer")
+    }
+
+    async fn status(&self) -> Value {
+        self.call(reqwest::Method::GET, "/status").await
     }
 
     /// Waits until the handler's queue is empty and the store has committed every change.
@@ -191,6 +202,62 @@ async fn deletions_while_down_are_delivered_and_nothing_else_is_delivered_again(
         .filter(|e| e.kind != "deleted" && e.key != "default/marker")
         .collect();
     assert!(others.is_empty(), "delivered again after the restart: {others:?}");
+    sim.stop().await;
+}
+
+/// A daemon keeping its state, with a `faulty` handler that gives up at once, behind a token.
+const PAUSABLE: &str = "state_dir: state\nadmin:\n  listen: 127.0.0.1:0\n  probes_listen: null\n  token_file: admin-token\nhandlers:\n  faulty:\n    max_retries: 0\nroutes:\n  - name: configmaps\n    resource: configmaps\n    namespace: default\n    handler: faulty\n";
+
+#[tokio::test]
+async fn a_paused_handler_keeps_its_queue_and_dead_letters_across_a_kill() {
+    let sim = support::start_sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    sim.write_kubeconfig(&kubeconfig).unwrap();
+    std::fs::write(dir.path().join("admin-token"), support::TOKEN).unwrap();
+    support::write_config(dir.path(), PAUSABLE);
+    let api: Api<ConfigMap> = Api::namespaced(sim.client().unwrap(), "default");
+    let bad = json!({"metadata": {"name": "bad", "annotations": {"faulty/error": "no"}}});
+    api.create(&PostParams::default(), &support::configmap(bad))
+        .await
+        .unwrap();
+    let first = Child::start(dir.path(), &kubeconfig).await;
+    eventually("a dead letter", WAIT, async || {
+        (first.status().await["handlers"][0]["dead_letters"] == 1).then_some(())
+    })
+    .await;
+    first.call(reqwest::Method::POST, "/handlers/faulty/pause").await;
+    for i in 0..5 {
+        let cm = support::configmap(json!({"metadata": {"name": format!("q-{i}")}}));
+        api.create(&PostParams::default(), &cm).await.unwrap();
+    }
+    eventually("5 events queued and committed", WAIT, async || {
+        let status = first.status().await;
+        (status["handlers"][0]["queue_depth"] == 5 && status["state"]["pending_writes"] == 0)
+            .then_some(())
+    })
+    .await;
+    first.process.kill();
+
+    let second = Child::start(dir.path(), &kubeconfig).await;
+    let status = second.status().await;
+    let handler = &status["handlers"][0];
+    assert_eq!(handler["paused"], true, "{status:#}");
+    assert_eq!(handler["dead_letters"], 1, "{status:#}");
+    assert_eq!(handler["queue_depth"], 5, "{status:#}");
+    let letters = second
+        .call(reqwest::Method::GET, "/handlers/faulty/dead-letters")
+        .await;
+    assert!(letters.to_string().contains("default/bad"), "{letters}");
+    assert!(status["state"]["path"].as_str().unwrap().ends_with("switchyard.redb"));
+    second.call(reqwest::Method::POST, "/handlers/faulty/resume").await;
+    for i in 0..5 {
+        second
+            .process
+            .wait_for_line(WAIT, |l| l.contains(&format!("handled added default/q-{i} ")))
+            .await;
+    }
+    drop(second);
     sim.stop().await;
 }
 
