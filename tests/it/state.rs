@@ -478,3 +478,42 @@ async fn an_unreadable_store_is_refused_or_set_aside_as_configured() {
     drop(child);
     sim.stop().await;
 }
+
+/// A config keeping state with one route, named `route`, logging ConfigMaps of `default`.
+fn one_route(route: &str) -> String {
+    format!(
+        "state_dir: state\nhandlers:\n  log-events: {{}}\nroutes:\n  - name: {route}\n    resource: configmaps\n    namespace: default\n    handler: log-events\n"
+    )
+}
+
+/// Waits for `log-events` to log `added` through `route` for cm-0..cm-2, in any order.
+async fn three_added(daemon: &mut support::TestDaemon, route: &str) {
+    let through = format!("route={route}");
+    let mut seen = std::collections::BTreeSet::new();
+    while seen.len() < 3 {
+        let line = support::wait_for_log(&mut daemon.logs, WAIT, |l| {
+            l.message.starts_with("added ConfigMap default/cm-") && l.message.contains(&through)
+        })
+        .await;
+        seen.insert(line.message);
+    }
+}
+
+#[tokio::test]
+async fn a_reload_drops_a_removed_route_s_state_and_a_renamed_route_starts_fresh() {
+    let mut daemon = support::TestDaemon::start(&one_route("one")).await;
+    for i in 0..3 {
+        let cm = support::configmap(json!({"metadata": {"name": format!("cm-{i}")}}));
+        daemon.create_configmap(serde_json::to_value(cm).unwrap()).await;
+    }
+    three_added(&mut daemon, "one").await;
+    // Renamed: the new name has no state and gets every object.
+    daemon.write_config(&one_route("two"));
+    daemon.daemon().reload().await.unwrap();
+    three_added(&mut daemon, "two").await;
+    // Back to the first name: its state was dropped with it, so it starts fresh too.
+    daemon.write_config(&one_route("one"));
+    daemon.daemon().reload().await.unwrap();
+    three_added(&mut daemon, "one").await;
+    daemon.stop().await;
+}
