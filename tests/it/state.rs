@@ -237,6 +237,23 @@ async fn a_paused_handler_keeps_its_queue_and_dead_letters_across_a_kill() {
             .then_some(())
     })
     .await;
+    // A reload replacing the handler hands its queue, dead letter and pause to the new one,
+    // which keeps them in the store under the same name.
+    support::write_config(
+        dir.path(),
+        &PAUSABLE.replace("max_retries: 0\n", "max_retries: 0\n    timeout: 9s\n"),
+    );
+    let plan = first.call(reqwest::Method::POST, "/reload").await;
+    assert_eq!(plan["plan"]["handlers"]["changed"], json!(["faulty"]), "{plan}");
+    eventually("the replacement to hold the queue", WAIT, async || {
+        let status = first.status().await;
+        let handler = &status["handlers"][0];
+        (handler["queue_depth"] == 5
+            && handler["paused"] == true
+            && status["state"]["pending_writes"] == 0)
+            .then_some(())
+    })
+    .await;
     first.process.kill();
 
     let second = Child::start(dir.path(), &kubeconfig).await;
