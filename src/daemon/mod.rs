@@ -534,8 +534,16 @@ impl Daemon {
                 kube::Client::try_from(kube_config).map_err(Error::Client)?
             }
         };
-        let state = open_state(&config)?;
+        let commit_latency = crate::metrics::latency_histogram();
+        let state = open_state(&config, &commit_latency)?;
         let (mut shared, watcher) = Shared::new(&config, client, options.logs.unwrap_or_default())?;
+        if state.is_some() {
+            shared.metrics.register(
+                "switchyard_state_write_duration_seconds",
+                "How long in seconds one group commit of the state store takes",
+                commit_latency,
+            );
+        }
         Arc::get_mut(&mut shared)
             .expect("nothing else holds the shared state yet")
             .state = state;
@@ -689,11 +697,16 @@ impl Daemon {
 
 /// Opens the state store of `config`, if it has one, and drops what it keeps of routes and
 /// handlers no longer configured.
-fn open_state(config: &Config) -> Result<Option<crate::state::State>> {
+fn open_state(
+    config: &Config,
+    commit_latency: &prometheus_client::metrics::histogram::Histogram,
+) -> Result<Option<crate::state::State>> {
     let Some(spec) = &config.state else {
         return Ok(None);
     };
-    let state = crate::state::State::open(spec, None)?;
+    let histogram = commit_latency.clone();
+    let observe = Box::new(move |took: Duration| histogram.observe(took.as_secs_f64()));
+    let state = crate::state::State::open(spec, Some(observe))?;
     let routes = config.routes.iter().map(|r| r.name.as_str()).collect();
     let handlers = config.handlers.iter().map(|h| h.name.as_str()).collect();
     state.retain(&routes, &handlers)?;

@@ -161,6 +161,21 @@ async fn deletions_while_down_are_delivered_and_nothing_else_is_delivered_again(
     })
     .await;
     first.settled().await;
+    let status = first.status().await;
+    assert!(status["state"]["commits"].as_u64().unwrap() > 0, "{status:#}");
+    assert!(status["state"]["size_bytes"].as_u64().unwrap() > 0, "{status:#}");
+    assert!(status["state"]["last_commit"].is_string(), "{status:#}");
+    let metrics = reqwest::get(format!("http://{}/metrics", first.admin))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let commits = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("switchyard_state_write_duration_seconds_count "))
+        .expect("the store's write latency in /metrics");
+    assert!(commits.parse::<u64>().unwrap() > 0, "{commits}");
     first.kill();
 
     for i in 0..5 {
