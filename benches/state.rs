@@ -43,7 +43,10 @@ fn cpu_time() -> Duration {
             .arg("CLK_TCK")
             .output()
             .expect("getconf CLK_TCK");
-        String::from_utf8_lossy(&out.stdout).trim().parse().unwrap_or(100.0)
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse()
+            .unwrap_or(100.0)
     });
     let stat = std::fs::read_to_string("/proc/self/stat").expect("/proc/self/stat");
     // The fields after the command name (which may hold spaces) in parentheses.
@@ -122,7 +125,13 @@ fn objects(rv: u64) -> Vec<Delta> {
 
 /// Delivers one batch and waits until the handler has processed it; returns the wall time,
 /// and records the CPU time per event under `variant`.
-fn run_batch(rt: &Runtime, route: &Route, handler: &Handler, rv: u64, variant: &'static str) -> Duration {
+fn run_batch(
+    rt: &Runtime,
+    route: &Route,
+    handler: &Handler,
+    rv: u64,
+    variant: &'static str,
+) -> Duration {
     let deltas = objects(rv);
     let target = handler.status().processed + EVENTS as u64;
     let (cpu, started) = (cpu_time(), Instant::now());

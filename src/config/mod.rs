@@ -31,12 +31,12 @@ pub use error::{ConfigError, ConfigErrors};
 pub use field_path::FieldPath;
 pub use pointer::validate_pointer;
 pub use resource::ResourceName;
+pub use schema::OnCorrupt;
 pub use selector::Selector;
 pub use spec::{
     Condition, Config, Delivery, EventFilter, HaMode, HaSpec, HandlerSpec, InformerSpec,
     ResourceRef, RouteFilter, RouteSource, RouteSpec, StateSpec, Test,
 };
-pub use schema::OnCorrupt;
 pub use token::{TokenError, TokenSource};
 pub use validate::{nearest, validate};
 

@@ -329,11 +329,17 @@ impl State {
             }
         }
         for route in dropped_routes {
-            tracing::info!(route, "dropping the stored state of a route no longer configured");
+            tracing::info!(
+                route,
+                "dropping the stored state of a route no longer configured"
+            );
             self.drop_route(&route);
         }
         for handler in dropped_handlers {
-            tracing::info!(handler, "dropping the stored state of a handler no longer configured");
+            tracing::info!(
+                handler,
+                "dropping the stored state of a handler no longer configured"
+            );
             self.drop_handler(&handler);
         }
         Ok(())
@@ -363,7 +369,9 @@ impl State {
             }
         };
         for (key, event) in self.read_table::<StoredEvent>(&tables::in_flight(name))? {
-            keys.entry(key.clone()).or_insert_with(|| entry(key)).in_flight = Some(event);
+            keys.entry(key.clone())
+                .or_insert_with(|| entry(key))
+                .in_flight = Some(event);
         }
         for (key, owed) in self.read_table::<StoredOwed>(&tables::owed(name))? {
             keys.entry(key.clone()).or_insert_with(|| entry(key)).owed = Some(owed);
@@ -449,9 +457,8 @@ fn read_rows<T: serde::de::DeserializeOwned>(
     let mut rows = Vec::new();
     for row in table.iter().map_err(|e| db_err(e.into()))? {
         let (key, value) = row.map_err(|e| db_err(e.into()))?;
-        let decoded = serde_json::from_slice(value.value()).map_err(|e| {
-            RowError::Decode(format!("table {name:?}, key {:?}: {e}", key.value()))
-        })?;
+        let decoded = serde_json::from_slice(value.value())
+            .map_err(|e| RowError::Decode(format!("table {name:?}, key {:?}: {e}", key.value())))?;
         rows.push((key.value().to_string(), decoded));
     }
     Ok(rows)

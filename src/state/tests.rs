@@ -34,7 +34,13 @@ async fn changes_sent_are_read_back_after_reopening() {
         every: None,
         events: vec![event("updated", "4")],
     };
-    state.queued(&handler, "r", "d/a", Some(Some(event("added", "3"))), Some(owed.clone()));
+    state.queued(
+        &handler,
+        "r",
+        "d/a",
+        Some(Some(event("added", "3"))),
+        Some(owed.clone()),
+    );
     state.paused(&handler, true);
     state.flush().await;
     state.close();
@@ -64,7 +70,11 @@ async fn changes_sent_are_read_back_after_reopening() {
 fn an_unreadable_store_is_refused_with_its_path_or_set_aside() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join(FILE_NAME);
-    std::fs::write(&file, b"this is not a database, just some bytes".repeat(200)).unwrap();
+    std::fs::write(
+        &file,
+        b"this is not a database, just some bytes".repeat(200),
+    )
+    .unwrap();
     let Err(error) = State::open(&spec(dir.path(), OnCorrupt::Refuse), None) else {
         panic!("a garbage file opened");
     };
@@ -100,5 +110,8 @@ fn a_row_that_does_not_decode_is_corruption() {
     else {
         panic!("a bad row was read");
     };
-    assert!(reason.contains("route/r") && reason.contains("d/a"), "{reason}");
+    assert!(
+        reason.contains("route/r") && reason.contains("d/a"),
+        "{reason}"
+    );
 }

@@ -124,8 +124,7 @@ fn apply(txn: &WriteTransaction, op: Op) -> Result<(), redb::Error> {
             ] {
                 txn.delete_table(def(&name))?;
             }
-            txn.open_table(def(tables::PAUSED))?
-                .remove(&*handler)?;
+            txn.open_table(def(tables::PAUSED))?.remove(&*handler)?;
         }
         Op::Flush(_) => {}
     }

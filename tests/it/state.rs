@@ -90,7 +90,11 @@ impl Child {
     }
 
     fn events(&self) -> Vec<Logged> {
-        self.process.lines().iter().filter_map(|l| logged(l)).collect()
+        self.process
+            .lines()
+            .iter()
+            .filter_map(|l| logged(l))
+            .collect()
     }
 
     /// `METHOD path` on its admin API with the test token, and the JSON answer.
@@ -112,18 +116,26 @@ impl Child {
 
     /// Waits until the handler's queue is empty and the store has committed every change.
     async fn settled(&self) {
-        eventually("the queue empty and the store committed", WAIT, async ||  {
-            let status = self.status().await;
-            let handler = &status["handlers"][0];
-            let idle = handler["queue_depth"] == 0 && handler["in_flight"] == 0;
-            (idle && status["state"]["pending_writes"] == 0).then_some(())
-        })
+        eventually(
+            "the queue empty and the store committed",
+            WAIT,
+            async || {
+                let status = self.status().await;
+                let handler = &status["handlers"][0];
+                let idle = handler["queue_depth"] == 0 && handler["in_flight"] == 0;
+                (idle && status["state"]["pending_writes"] == 0).then_some(())
+            },
+        )
         .await;
     }
 
     /// SIGKILL, then every event it logged.
     fn kill(self) -> Vec<Logged> {
-        self.process.kill().iter().filter_map(|l| logged(l)).collect()
+        self.process
+            .kill()
+            .iter()
+            .filter_map(|l| logged(l))
+            .collect()
     }
 }
 
@@ -156,14 +168,20 @@ async fn deletions_while_down_are_delivered_and_nothing_else_is_delivered_again(
         api.create(&PostParams::default(), &cm).await.unwrap();
     }
     let first = Child::start(dir.path(), &kubeconfig).await;
-    eventually("20 added", WAIT, async ||  {
+    eventually("20 added", WAIT, async || {
         (first.events().iter().filter(|e| e.kind == "added").count() == 20).then_some(())
     })
     .await;
     first.settled().await;
     let status = first.status().await;
-    assert!(status["state"]["commits"].as_u64().unwrap() > 0, "{status:#}");
-    assert!(status["state"]["size_bytes"].as_u64().unwrap() > 0, "{status:#}");
+    assert!(
+        status["state"]["commits"].as_u64().unwrap() > 0,
+        "{status:#}"
+    );
+    assert!(
+        status["state"]["size_bytes"].as_u64().unwrap() > 0,
+        "{status:#}"
+    );
     assert!(status["state"]["last_commit"].is_string(), "{status:#}");
     let metrics = reqwest::get(format!("http://{}/metrics", first.admin))
         .await
@@ -184,14 +202,20 @@ async fn deletions_while_down_are_delivered_and_nothing_else_is_delivered_again(
             .unwrap();
     }
     let second = Child::start(dir.path(), &kubeconfig).await;
-    eventually("5 deletions", WAIT, async ||  {
-        (second.events().iter().filter(|e| e.kind == "deleted").count() >= 5).then_some(())
+    eventually("5 deletions", WAIT, async || {
+        (second
+            .events()
+            .iter()
+            .filter(|e| e.kind == "deleted")
+            .count()
+            >= 5)
+            .then_some(())
     })
     .await;
     // A change made after the restart arrives after the difference was delivered.
     let marker = support::configmap(json!({"metadata": {"name": "marker"}}));
     api.create(&PostParams::default(), &marker).await.unwrap();
-    eventually("the marker", WAIT, async ||  {
+    eventually("the marker", WAIT, async || {
         second
             .events()
             .iter()
@@ -209,14 +233,19 @@ async fn deletions_while_down_are_delivered_and_nothing_else_is_delivered_again(
     deleted.sort();
     assert_eq!(
         deleted,
-        (0..5).map(|i| format!("default/cm-{i}")).collect::<Vec<_>>(),
+        (0..5)
+            .map(|i| format!("default/cm-{i}"))
+            .collect::<Vec<_>>(),
         "{events:?}"
     );
     let others: Vec<&Logged> = events
         .iter()
         .filter(|e| e.kind != "deleted" && e.key != "default/marker")
         .collect();
-    assert!(others.is_empty(), "delivered again after the restart: {others:?}");
+    assert!(
+        others.is_empty(),
+        "delivered again after the restart: {others:?}"
+    );
     sim.stop().await;
 }
 
@@ -241,7 +270,9 @@ async fn a_paused_handler_keeps_its_queue_and_dead_letters_across_a_kill() {
         (first.status().await["handlers"][0]["dead_letters"] == 1).then_some(())
     })
     .await;
-    first.call(reqwest::Method::POST, "/handlers/faulty/pause").await;
+    first
+        .call(reqwest::Method::POST, "/handlers/faulty/pause")
+        .await;
     for i in 0..5 {
         let cm = support::configmap(json!({"metadata": {"name": format!("q-{i}")}}));
         api.create(&PostParams::default(), &cm).await.unwrap();
@@ -259,7 +290,11 @@ async fn a_paused_handler_keeps_its_queue_and_dead_letters_across_a_kill() {
         &PAUSABLE.replace("max_retries: 0\n", "max_retries: 0\n    timeout: 9s\n"),
     );
     let plan = first.call(reqwest::Method::POST, "/reload").await;
-    assert_eq!(plan["plan"]["handlers"]["changed"], json!(["faulty"]), "{plan}");
+    assert_eq!(
+        plan["plan"]["handlers"]["changed"],
+        json!(["faulty"]),
+        "{plan}"
+    );
     eventually("the replacement to hold the queue", WAIT, async || {
         let status = first.status().await;
         let handler = &status["handlers"][0];
@@ -281,12 +316,21 @@ async fn a_paused_handler_keeps_its_queue_and_dead_letters_across_a_kill() {
         .call(reqwest::Method::GET, "/handlers/faulty/dead-letters")
         .await;
     assert!(letters.to_string().contains("default/bad"), "{letters}");
-    assert!(status["state"]["path"].as_str().unwrap().ends_with("switchyard.redb"));
-    second.call(reqwest::Method::POST, "/handlers/faulty/resume").await;
+    assert!(
+        status["state"]["path"]
+            .as_str()
+            .unwrap()
+            .ends_with("switchyard.redb")
+    );
+    second
+        .call(reqwest::Method::POST, "/handlers/faulty/resume")
+        .await;
     for i in 0..5 {
         second
             .process
-            .wait_for_line(WAIT, |l| l.contains(&format!("handled added default/q-{i} ")))
+            .wait_for_line(WAIT, |l| {
+                l.contains(&format!("handled added default/q-{i} "))
+            })
             .await;
     }
     drop(second);
@@ -314,7 +358,11 @@ impl View {
                 .or_default()
                 .push(e.clone());
         }
-        self.replaying = self.previous_run.keys().map(|k| (k.clone(), true)).collect();
+        self.replaying = self
+            .previous_run
+            .keys()
+            .map(|k| (k.clone(), true))
+            .collect();
     }
 
     fn see(&mut self, e: &Logged, run: usize) {
@@ -332,8 +380,9 @@ impl View {
             _ => true,
         };
         if !ok {
-            self.violations
-                .push(format!("run {run}: {e:?} while the handler had {present:?}"));
+            self.violations.push(format!(
+                "run {run}: {e:?} while the handler had {present:?}"
+            ));
         }
         match e.kind.as_str() {
             "deleted" => {
@@ -494,7 +543,7 @@ async fn an_unreadable_store_is_refused_or_set_aside_as_configured() {
         .process
         .wait_for_line(WAIT, |l| l.contains("THE STATE STORE CANNOT BE READ"))
         .await;
-    eventually("the object delivered", WAIT, async ||  {
+    eventually("the object delivered", WAIT, async || {
         child
             .events()
             .iter()
@@ -536,7 +585,9 @@ async fn a_reload_drops_a_removed_route_s_state_and_a_renamed_route_starts_fresh
     let mut daemon = support::TestDaemon::start(&one_route("one")).await;
     for i in 0..3 {
         let cm = support::configmap(json!({"metadata": {"name": format!("cm-{i}")}}));
-        daemon.create_configmap(serde_json::to_value(cm).unwrap()).await;
+        daemon
+            .create_configmap(serde_json::to_value(cm).unwrap())
+            .await;
     }
     three_added(&mut daemon, "one").await;
     // Renamed: the new name has no state and gets every object.
