@@ -201,6 +201,11 @@ async fn deletions_while_down_are_delivered_and_nothing_else_is_delivered_again(
             .await
             .unwrap();
     }
+    // Made again under the same name: another object (uid), so `deleted` then `added`,
+    // coalesced by `latest` delivery into `added`.
+    api.delete("cm-5", &DeleteParams::default()).await.unwrap();
+    let again = support::configmap(json!({"metadata": {"name": "cm-5"}}));
+    api.create(&PostParams::default(), &again).await.unwrap();
     let second = Child::start(dir.path(), &kubeconfig).await;
     eventually("5 deletions", WAIT, async || {
         (second
@@ -238,9 +243,16 @@ async fn deletions_while_down_are_delivered_and_nothing_else_is_delivered_again(
             .collect::<Vec<_>>(),
         "{events:?}"
     );
+    let made_again: Vec<&Logged> = events.iter().filter(|e| e.key == "default/cm-5").collect();
+    assert!(
+        made_again.len() == 1 && made_again[0].kind == "added",
+        "{made_again:?}"
+    );
     let others: Vec<&Logged> = events
         .iter()
-        .filter(|e| e.kind != "deleted" && e.key != "default/marker")
+        .filter(|e| {
+            e.kind != "deleted" && !["default/marker", "default/cm-5"].contains(&e.key.as_str())
+        })
         .collect();
     assert!(
         others.is_empty(),
