@@ -530,13 +530,20 @@ async fn an_unreadable_store_is_refused_or_set_aside_as_configured() {
 
     support::write_config(dir.path(), &config("latest"));
     let config_path = dir.path().join("switchyard.yaml");
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_switchyard"))
+    let mut refused = std::process::Command::new(env!("CARGO_BIN_EXE_switchyard"))
         .args(["run", "--config", config_path.to_str().unwrap()])
         .args(["--kubeconfig", kubeconfig.to_str().unwrap()])
-        .output()
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(!output.status.success(), "{stderr}");
+    let exited = eventually("the daemon to refuse to start", WAIT, async || {
+        refused.try_wait().unwrap()
+    })
+    .await;
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut refused.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(!exited.success(), "{stderr}");
     assert!(
         stderr.contains(&format!("state store {} cannot be read", store.display())),
         "{stderr}"
