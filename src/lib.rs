@@ -25,6 +25,9 @@
 //! - [`plugin`]: the wasm host only: engine, pooling, limits, the plugin contract's
 //!   bindings, host imports, loading and the plugins folder watcher.
 //! - [`informer`]: shared watches (reflector), the indexed cache (store) and deltas.
+//! - [`state`]: durable state (`state_dir:`): what each route delivered, handlers'
+//!   queues and dead letters, in an embedded store written by one group-commit thread;
+//!   imports config and util only (routes and handlers use it).
 //! - [`sim`]: the built-in Kubernetes API simulator (a stage of its own, used by tests,
 //!   the demo and `switchyard sim`).
 //! - [`rbac`]: the Kubernetes permissions a config needs (`switchyard rbac`); reads the
