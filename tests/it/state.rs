@@ -537,10 +537,20 @@ async fn an_unreadable_store_is_refused_or_set_aside_as_configured() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let exited = eventually("the daemon to refuse to start", WAIT, async || {
-        refused.try_wait().unwrap()
+    let exited = tokio::time::timeout(WAIT, async {
+        loop {
+            if let Some(status) = refused.try_wait().unwrap() {
+                return status;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     })
     .await;
+    let Ok(exited) = exited else {
+        let _ = refused.kill();
+        let _ = refused.wait();
+        panic!("the daemon started on an unreadable store");
+    };
     let mut stderr = String::new();
     std::io::Read::read_to_string(&mut refused.stderr.take().unwrap(), &mut stderr).unwrap();
     assert!(!exited.success(), "{stderr}");
