@@ -27,6 +27,9 @@
 //! - [`informer`]: shared watches (reflector), the indexed cache (store) and deltas.
 //! - [`sharding`]: `ha.mode: sharded`: the hash ranges, the `shardSelector` wire form
 //!   (shared with the simulator) and the per-replica Leases that say who owns which range.
+//! - [`state`]: durable state (`state_dir:`): what each route delivered, handlers'
+//!   queues and dead letters, in an embedded store written by one group-commit thread;
+//!   imports config and util only (routes and handlers use it).
 //! - [`sim`]: the built-in Kubernetes API simulator (a stage of its own, used by tests,
 //!   the demo and `switchyard sim`).
 //! - [`rbac`]: the Kubernetes permissions a config needs (`switchyard rbac`); reads the
@@ -59,6 +62,7 @@ pub mod router;
 pub mod scaffold;
 pub mod sharding;
 pub mod sim;
+pub mod state;
 pub mod util;
 
 pub use config::Config;

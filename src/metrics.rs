@@ -27,7 +27,8 @@ const LATENCY_BUCKETS: [f64; 10] = [
     0.000001, 0.00001, 0.0001, 0.001, 0.01, 0.1, 1.0, 10.0, 100.0, 1000.0,
 ];
 
-fn latency_histogram() -> Histogram {
+/// A histogram of seconds with the work queue's latency buckets.
+pub fn latency_histogram() -> Histogram {
     Histogram::new(LATENCY_BUCKETS)
 }
 

@@ -32,10 +32,11 @@ pub use error::{ConfigError, ConfigErrors};
 pub use field_path::FieldPath;
 pub use pointer::validate_pointer;
 pub use resource::ResourceName;
+pub use schema::OnCorrupt;
 pub use selector::Selector;
 pub use spec::{
     Condition, Config, Delivery, EventFilter, HaMode, HaSpec, HandlerSpec, InformerSpec,
-    QuarantineSpec, ResourceRef, RouteFilter, RouteSource, RouteSpec, ShardBy, Test,
+    QuarantineSpec, ResourceRef, RouteFilter, RouteSource, RouteSpec, ShardBy, StateSpec, Test,
 };
 pub use token::{TokenError, TokenSource};
 pub use validate::{nearest, validate};

@@ -24,6 +24,12 @@ pub struct ConfigFile {
     /// Folder holding the plugins (`NAME.wasm`), relative to the config file. Default `plugins`.
     #[serde(default)]
     pub plugins_dir: Option<PathBuf>,
+    /// Folder of the durable state store; none keeps no state across restarts.
+    #[serde(default)]
+    pub state_dir: Option<PathBuf>,
+    /// What to do when the state store cannot be read: `refuse` (default) or `fresh`.
+    #[serde(default)]
+    pub state_on_corrupt: Option<OnCorrupt>,
     /// The admin API.
     #[serde(default)]
     pub admin: Option<serde_json::Value>,
@@ -40,6 +46,17 @@ pub struct ConfigFile {
     /// Routes, in order ([`RouteFile`]).
     #[serde(default)]
     pub routes: Option<Vec<serde_json::Value>>,
+}
+
+/// `state_on_corrupt:` — what a daemon does with a state store it cannot read.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnCorrupt {
+    /// Refuse to start, naming the file and what is wrong with it.
+    #[default]
+    Refuse,
+    /// Move the unreadable file aside and start with no state, warning loudly.
+    Fresh,
 }
 
 /// `admin:` — where the admin API listens.

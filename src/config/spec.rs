@@ -17,6 +17,8 @@ pub struct Config {
     pub kubeconfig: Option<PathBuf>,
     /// The plugins folder.
     pub plugins_dir: PathBuf,
+    /// The durable state store; `None` keeps no state across restarts.
+    pub state: Option<StateSpec>,
     /// Where the admin API listens.
     pub admin_listen: SocketAddr,
     /// Where the admin API's bearer token comes from.
@@ -32,6 +34,15 @@ pub struct Config {
     pub handlers: Vec<HandlerSpec>,
     /// Routes, in file order.
     pub routes: Vec<RouteSpec>,
+}
+
+/// Where and how the daemon keeps its state across restarts (`state_dir:`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StateSpec {
+    /// The folder of the store, `~` and variables expanded.
+    pub dir: PathBuf,
+    /// What to do when the store cannot be read.
+    pub on_corrupt: super::schema::OnCorrupt,
 }
 
 /// How several replicas share the work, with every default filled in.

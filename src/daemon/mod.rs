@@ -86,6 +86,9 @@ pub enum Error {
         /// The kind no informer watches.
         kind: String,
     },
+    /// The state store cannot be opened or read.
+    #[error(transparent)]
+    State(#[from] crate::state::Error),
     /// The admin API's token cannot be read.
     #[error("admin API: {0}")]
     AdminToken(#[source] crate::config::TokenError),
@@ -168,6 +171,8 @@ pub struct Shared {
     shards: Option<Arc<crate::sharding::ShardStatus>>,
     /// How replicas share the work.
     ha: crate::config::HaSpec,
+    /// The state store (`state_dir:`), if any.
+    state: Option<crate::state::State>,
 }
 
 /// The daemon's state as /status reports it.
@@ -188,6 +193,8 @@ pub struct Status {
     pub waiting: Vec<Waiting>,
     /// This replica and its election.
     pub replica: ReplicaStatus,
+    /// The state store (`state_dir:`); null without one.
+    pub state: Option<crate::state::StateStatus>,
 }
 
 /// One informer in /status.
@@ -262,6 +269,7 @@ impl Shared {
             election: None,
             shards: None,
             ha: config.ha.clone(),
+            state: None,
         });
         Ok((shared, watcher))
     }
@@ -299,6 +307,7 @@ impl Shared {
             client: &self.client,
             plugin_metrics: &self.plugin_metrics,
             active: &self.active,
+            state: self.state.as_ref(),
         }
     }
 
@@ -385,6 +394,7 @@ impl Shared {
             config: self.config_status(),
             waiting: self.topology().waiting.clone(),
             replica: self.replica(),
+            state: self.state.as_ref().map(|s| s.status()),
         }
     }
 
@@ -547,12 +557,24 @@ impl Daemon {
             }
         };
         let (assignment_tx, assignment) = sharded::channel(&config);
+        let commit_latency = crate::metrics::latency_histogram();
+        let state = open_state(&config, &commit_latency)?;
         let (mut shared, watcher) = Shared::new(
             &config,
             client,
             options.logs.unwrap_or_default(),
             assignment,
         )?;
+        if state.is_some() {
+            shared.metrics.register(
+                "switchyard_state_write_duration_seconds",
+                "How long in seconds one group commit of the state store takes",
+                commit_latency,
+            );
+        }
+        Arc::get_mut(&mut shared)
+            .expect("nothing else holds the shared state yet")
+            .state = state;
         // In sharded mode the membership starts first: informers wait for this replica's
         // share before they list.
         let membership = assignment_tx.map(|tx| {
@@ -712,12 +734,34 @@ impl Daemon {
             let _ = stop.send(true);
             let _ = task.await;
         }
+        if let Some(state) = &self.shared.state {
+            state.flush().await;
+        }
         for (stop, task) in std::mem::take(&mut self.servers) {
             let _ = stop.send(());
             let _ = task.await;
         }
         tracing::info!("switchyard stopped");
     }
+}
+
+/// Opens the state store of `config`, if it has one, and drops what it keeps of routes and
+/// handlers no longer configured.
+fn open_state(
+    config: &Config,
+    commit_latency: &prometheus_client::metrics::histogram::Histogram,
+) -> Result<Option<crate::state::State>> {
+    let Some(spec) = &config.state else {
+        return Ok(None);
+    };
+    let histogram = commit_latency.clone();
+    let observe = Box::new(move |took: Duration| histogram.observe(took.as_secs_f64()));
+    let state = crate::state::State::open(spec, Some(observe))?;
+    let routes = config.routes.iter().map(|r| r.name.as_str()).collect();
+    let handlers = config.handlers.iter().map(|h| h.name.as_str()).collect();
+    state.retain(&routes, &handlers)?;
+    tracing::info!(store = %state.path().display(), "state store open");
+    Ok(Some(state))
 }
 
 /// The admin API's access rule for `addr`: refused beyond loopback without a token.

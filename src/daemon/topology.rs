@@ -91,6 +91,8 @@ pub struct Stages<'a> {
     pub plugin_metrics: &'a Arc<PluginMetrics>,
     /// The replica's gate: handlers run only while it is true.
     pub active: &'a tokio::sync::watch::Sender<bool>,
+    /// The state store (`state_dir:`), if any.
+    pub state: Option<&'a crate::state::State>,
 }
 
 /// What a reload changed in one kind of stage, by name.
@@ -175,11 +177,13 @@ impl Topology {
         for (old, new, was_paused) in handlers.replaced {
             old.hand_over(&new, drain_grace(old.spec())).await;
             if !was_paused {
-                new.resume();
+                new.unhold();
             }
         }
-        for new in handlers.fresh {
-            new.resume();
+        for (new, paused) in handlers.fresh {
+            if !paused {
+                new.unhold();
+            }
         }
         // 5. Removed handlers finish what they have queued; unused informers stop.
         futures::future::join_all(
@@ -189,6 +193,11 @@ impl Topology {
                 .map(|h| h.shut_down(drain_grace(h.spec()))),
         )
         .await;
+        if let Some(state) = stages.state {
+            for removed in &handlers.removed {
+                state.drop_handler(removed.name());
+            }
+        }
         for key in self.cache.keys() {
             if !wiring.cache.contains_key(key) {
                 stages.informers.release(key);
@@ -284,7 +293,10 @@ impl Topology {
                         stages.metrics,
                         stages.active.subscribe(),
                     );
-                    new.pause();
+                    if let Some(state) = stages.state {
+                        new.set_state(state.clone());
+                    }
+                    new.hold();
                     match old {
                         Some(old) => {
                             plan.handlers.changed.push(spec.name.clone());
@@ -295,7 +307,8 @@ impl Topology {
                         }
                         None => {
                             plan.handlers.added.push(spec.name.clone());
-                            changes.fresh.push(new.clone());
+                            let paused = stages.state.is_some_and(|s| restore(&new, s));
+                            changes.fresh.push((new.clone(), paused));
                         }
                     }
                     changes.all.push(new);
@@ -364,6 +377,15 @@ impl Topology {
         plan: &mut Plan,
     ) -> Result<Vec<RunningRoute>, super::Error> {
         let mut routes = Vec::new();
+        if let Some(state) = stages.state {
+            // What the routes replaced or removed delivered is on disk before it is read.
+            for old in &self.routes {
+                if config.routes.iter().all(|r| r.name != old.spec.name) {
+                    state.drop_route(&old.spec.name);
+                }
+            }
+            state.flush().await;
+        }
         for spec in &config.routes {
             let handler = handlers
                 .iter()
@@ -380,13 +402,27 @@ impl Topology {
             } else {
                 plan.routes.added.push(spec.name.clone());
             }
-            let route = Arc::new(Route::new(
+            let route = Route::new(
                 &spec.name,
                 spec.events,
                 ObjectFilter::new(&spec.filter),
                 spec.delivery,
                 handler,
-            ));
+            );
+            let subscribed = if wiring.waits(&spec.name) {
+                0
+            } else {
+                wiring.routes[&spec.name].len()
+            };
+            let route = Arc::new(match stages.state {
+                Some(state) => {
+                    let prior = state
+                        .route_records(&spec.name)
+                        .map_err(super::Error::State)?;
+                    route.with_state(state.clone(), prior, subscribed)
+                }
+                None => route,
+            });
             if wiring.waits(&spec.name) {
                 routes.push(RunningRoute {
                     spec: spec.clone(),
@@ -399,9 +435,9 @@ impl Topology {
             }
             let keys = wiring.routes[&spec.name].clone();
             let mut subscriptions = Vec::new();
-            for key in &keys {
+            for (index, key) in keys.iter().enumerate() {
                 let informer = open(stages.informers, key, &wiring.cache).await?;
-                let id = informer.subscribe(route.clone());
+                let id = informer.subscribe(route.sink(index));
                 subscriptions.push((informer, id));
             }
             routes.push(RunningRoute {
@@ -428,10 +464,23 @@ struct HandlerChanges {
     all: Vec<Arc<Handler>>,
     /// (running, its replacement, whether the running one was paused).
     replaced: Vec<(Arc<Handler>, Arc<Handler>, bool)>,
-    /// Handlers new to the config.
-    fresh: Vec<Arc<Handler>>,
+    /// Handlers new to the config, with whether the state store had them paused.
+    fresh: Vec<(Arc<Handler>, bool)>,
     /// Handlers no longer in the config.
     removed: Vec<Arc<Handler>>,
+}
+
+/// Puts back what the state store kept for a handler new to the running config; returns
+/// whether it was paused. A store that cannot be read is logged and the handler starts
+/// empty.
+fn restore(handler: &Handler, state: &crate::state::State) -> bool {
+    match state.handler(handler.name()) {
+        Ok(snapshot) => handler.restore(snapshot),
+        Err(e) => {
+            tracing::error!(handler = %handler.name(), error = %e, "cannot read the handler's stored queue; it starts empty");
+            false
+        }
+    }
 }
 
 /// A route that stays, pointed at `handler` (the replacement if its handler was replaced).

@@ -125,6 +125,7 @@ impl Handler {
         let letters = lock(&self.dead_letters).take(ids);
         let count = letters.len();
         for letter in letters {
+            let id = DeadLetters::id(&letter.route, &letter.object);
             let key = WorkKey {
                 route: letter.route.as_str().into(),
                 object: ObjectKey::from_raw(&letter.object),
@@ -135,6 +136,8 @@ impl Handler {
             };
             self.queue.forget(&key);
             self.put_back(&key, letter.delivery, event);
+            self.persist_key(&key, lock(&self.pending).get(&key), None);
+            self.persist_dead_letter(&id, None);
             self.queue.add(key);
         }
         count
@@ -142,6 +145,10 @@ impl Handler {
 
     /// Drops dead letters (those with these ids, or all); returns how many.
     pub fn purge_dead_letters(&self, ids: Option<&[String]>) -> usize {
-        lock(&self.dead_letters).take(ids).len()
+        let letters = lock(&self.dead_letters).take(ids);
+        for letter in &letters {
+            self.persist_dead_letter(&DeadLetters::id(&letter.route, &letter.object), None);
+        }
+        letters.len()
     }
 }

@@ -12,19 +12,33 @@ use crate::util::lock;
 
 impl Handler {
     /// Stops handing events to the plugin; calls in flight finish, new events queue up.
-    /// Returns whether it was running.
+    /// Returns whether it was running. Kept in the state store, if there is one: the
+    /// handler starts paused after a restart.
     pub fn pause(&self) -> bool {
-        !self.paused.send_replace(true)
+        self.persist_paused(true);
+        self.hold()
     }
 
-    /// Hands events to the plugin again, lifting a quarantine. Returns whether it was
-    /// paused or quarantined.
+    /// Hands events to the plugin again (and records that in the state store), lifting a
+    /// quarantine. Returns whether it was paused or quarantined.
     pub fn resume(&self) -> bool {
+        self.persist_paused(false);
         let lifted = lock(&self.breaker).lift();
         if lifted {
             tracing::info!(handler = %self.name, "quarantine lifted by a resume");
         }
-        self.paused.send_replace(false) || lifted
+        self.unhold() || lifted
+    }
+
+    /// Pauses without recording it: the daemon holds a handler while it wires it in.
+    /// Returns whether it was running.
+    pub fn hold(&self) -> bool {
+        !self.paused.send_replace(true)
+    }
+
+    /// Ends a [`Handler::hold`]. Returns whether it was paused.
+    pub fn unhold(&self) -> bool {
+        self.paused.send_replace(false)
     }
 
     /// Hands this handler's work to `successor`, which replaces it after a config change:
@@ -33,7 +47,7 @@ impl Handler {
     /// `successor`. Events it owes a key are delivered before those the key already owes
     /// `successor`. Retry counts start again from the first attempt.
     pub async fn hand_over(&self, successor: &Handler, grace: Duration) {
-        self.pause();
+        self.hold();
         let deadline = tokio::time::Instant::now() + grace;
         while self.queue.in_flight() > 0 && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(5)).await;
@@ -75,6 +89,7 @@ impl Handler {
                     None => (delivery, earlier),
                 };
                 pending.insert(key.clone(), merged);
+                successor.persist_key(&key, pending.get(&key), Some(None));
             }
             successor.queue.add(key);
         }
@@ -99,7 +114,14 @@ impl Handler {
             .map(|(_, owed)| owed.len())
             .sum();
         let lost = queued + interrupted;
-        if lost > 0 {
+        if lost > 0 && self.is_persistent() {
+            tracing::info!(
+                handler = %self.name,
+                queued,
+                interrupted,
+                "handler stopped with events undelivered; the state store keeps them for the next start"
+            );
+        } else if lost > 0 {
             self.counters
                 .undelivered
                 .fetch_add(lost as u64, Ordering::Relaxed);

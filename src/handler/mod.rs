@@ -18,13 +18,14 @@ pub mod dead_letter;
 mod lifecycle;
 pub mod pending;
 mod quarantine;
+mod persist;
 mod slot;
 pub mod status;
 mod worker;
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -40,6 +41,7 @@ use crate::util::lock;
 pub use dead_letter::{DeadLetter, DeadLetterView, DeadLetters};
 pub use pending::{ChangeKind, Owed, PendingEvent};
 pub use quarantine::QuarantineView;
+pub use persist::cached_object;
 pub use status::{HandlerDetail, HandlerStatus, Latency, RecentError};
 
 use slot::Slot;
@@ -79,6 +81,8 @@ pub struct Handler {
     /// Quarantine of a plugin that keeps failing.
     breaker: Mutex<quarantine::Breaker>,
     recent: Mutex<Recent>,
+    /// The state store keeping its work across restarts, if the daemon has one.
+    state: OnceLock<crate::state::State>,
 }
 
 impl Handler {
@@ -115,6 +119,7 @@ impl Handler {
             active,
             breaker: Mutex::new(quarantine::Breaker::new(spec_quarantine)),
             recent: Mutex::new(Recent::default()),
+            state: OnceLock::new(),
         });
         let workers = (0..handler.spec.concurrency)
             .map(|worker| {
@@ -153,13 +158,15 @@ impl Handler {
         };
         let overflowed = {
             let mut pending = lock(&self.pending);
-            match pending.get_mut(&key) {
+            let overflowed = match pending.get_mut(&key) {
                 Some((_, owed)) => owed.push(delivery, event),
                 None => {
                     pending.insert(key.clone(), (delivery, Owed::new(delivery, event)));
                     false
                 }
-            }
+            };
+            self.persist_key(&key, pending.get(&key), None);
+            overflowed
         };
         if overflowed {
             self.counters
@@ -190,6 +197,13 @@ impl Handler {
         if lock(&self.pending).remove(&key).is_some() {
             self.queue.forget(&key);
         }
+    }
+
+    /// Records that a worker's call for `key` ended, with what the key owes now (the event
+    /// put back for a retry, or what arrived meanwhile).
+    fn persist_call_ended(&self, key: &WorkKey) {
+        let pending = lock(&self.pending);
+        self.persist_key(key, pending.get(key), Some(None));
     }
 
     /// Events owed to keys delivered by `route`.

@@ -70,6 +70,7 @@ impl Handler {
                 self.handle(&plugin, &key, delivery, event)
                     .instrument(span)
                     .await;
+                self.persist_call_ended(&key);
             }
             self.queue.done(&key);
         }
@@ -91,7 +92,9 @@ impl Handler {
         let (delivery, owed) = pending.get_mut(key)?;
         let delivery = *delivery;
         let event = owed.take_next();
-        if owed.is_empty() {
+        let empty = owed.is_empty();
+        self.persist_key(key, pending.get(key), Some(event.as_ref()));
+        if empty {
             pending.remove(key);
         } else {
             self.queue.add(key.clone());
@@ -161,7 +164,7 @@ impl Handler {
             self.counters.dead_lettered.fetch_add(1, Ordering::Relaxed);
             tracing::error!(object = %key.object, route = %key.route, %error, attempt, "giving up: event moved to dead letters");
             self.queue.forget(key);
-            lock(&self.dead_letters).insert(DeadLetter {
+            let letter = DeadLetter {
                 route: key.route.to_string(),
                 object: key.object.to_string(),
                 delivery,
@@ -170,7 +173,11 @@ impl Handler {
                 attempts: attempt,
                 first_failure,
                 last_failure: now,
-            });
+            };
+            let mut letters = lock(&self.dead_letters);
+            let id = super::DeadLetters::id(&letter.route, &letter.object);
+            self.persist_dead_letter(&id, Some(&letter));
+            letters.insert(letter);
             return;
         }
         self.counters.retries.fetch_add(1, Ordering::Relaxed);

@@ -231,16 +231,22 @@ impl Informer {
         self.health_mut().clone()
     }
 
-    /// Adds a subscriber. It first gets an `Added` delta for every cached object, then
-    /// every delta after.
+    /// Adds a subscriber. It first gets an `Added` delta for every cached object (then,
+    /// if the cache reflects a completed list, a `Replaced` closing them, as a list
+    /// would), then every delta after.
     pub fn subscribe(&self, sink: Arc<dyn DeltaSink>) -> SubscriptionId {
         let id = SubscriptionId(
             self.next_subscription
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         );
         let mut sinks = lock(&self.sinks);
-        for object in self.store.list() {
+        let objects = self.store.list();
+        let listed = objects.len();
+        for object in objects {
             sink.deliver(&Delta::Added(object));
+        }
+        if self.is_synced() {
+            sink.deliver(&Delta::Replaced { objects: listed });
         }
         let period = sink.resync_period();
         let next_resync = period.map(|p| tokio::time::Instant::now() + p);
@@ -421,6 +427,9 @@ impl Informer {
                 objects: listed.len(),
             },
         );
+        // Synced under the subscribers' lock: a subscriber joining now gets its own
+        // `Replaced` (see `subscribe`), one that joined before got the one above.
+        self.mark_synced();
     }
 }
 

@@ -2,6 +2,7 @@
 //! change, and the object filter in [`filter`]) to its handler's queue.
 
 pub mod filter;
+mod memory;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard};
@@ -25,6 +26,8 @@ pub struct Route {
     handler: RwLock<Arc<Handler>>,
     delivered: AtomicU64,
     skipped: AtomicU64,
+    /// What it delivered, kept in the state store (`state_dir:`).
+    memory: Option<memory::Memory>,
 }
 
 /// A route's state as /status shows it.
@@ -62,6 +65,7 @@ impl Route {
             handler: RwLock::new(handler),
             delivered: AtomicU64::new(0),
             skipped: AtomicU64::new(0),
+            memory: None,
         }
     }
 
@@ -116,27 +120,48 @@ pub fn select(events: &EventFilter, filter: &ObjectFilter, delta: &Delta) -> Opt
         return None;
     }
     let delta = filter.apply(delta)?;
-    let wanted = match &delta {
+    wanted(events, &delta).then_some(delta)
+}
+
+impl Route {
+    /// Hands a delta the filter admitted to the handler if the route takes its kind of
+    /// change.
+    fn emit(&self, delta: &Delta) {
+        if wanted(&self.events, delta) {
+            self.delivered.fetch_add(1, Ordering::Relaxed);
+            self.handler().enqueue(&self.name, self.delivery, delta);
+        } else {
+            self.skipped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Whether a route taking these kinds of change delivers `delta`.
+fn wanted(events: &EventFilter, delta: &Delta) -> bool {
+    match delta {
         Delta::Added(_) => events.added,
         Delta::Updated { .. } => events.updated,
         Delta::Deleted { .. } => events.deleted,
         Delta::Sync(_) => true,
         Delta::Replaced { .. } => false,
-    };
-    wanted.then_some(delta)
+    }
 }
 
 impl DeltaSink for Route {
     fn deliver(&self, delta: &Delta) {
-        match self.select(delta) {
-            Some(selected) => {
-                self.delivered.fetch_add(1, Ordering::Relaxed);
-                self.handler().enqueue(&self.name, self.delivery, &selected);
+        if matches!(delta, Delta::Replaced { .. }) || self.restore(delta) {
+            return;
+        }
+        match self.filter.apply(delta) {
+            // Queued before it is recorded: the store never holds "delivered" without the
+            // queued event (see `state`).
+            Some(admitted) => {
+                self.emit(&admitted);
+                self.remember(&admitted);
             }
-            None if !matches!(delta, Delta::Replaced { .. }) => {
+            None => {
                 self.skipped.fetch_add(1, Ordering::Relaxed);
             }
-            None => {}
         }
     }
 

@@ -320,9 +320,14 @@ async fn a_subscriber_with_a_resync_period_gets_sync_for_every_object() {
     assert_eq!(s.informer.resync_tick(), Some(Duration::from_millis(300)));
     let first = resyncing.take();
     assert_eq!(
-        first.len(),
+        first.iter().filter(|l| l.starts_with("added ")).count(),
         4,
-        "a late subscriber first gets every cached object as added"
+        "a late subscriber first gets every cached object as added: {first:?}"
+    );
+    assert_eq!(
+        first.last().map(String::as_str),
+        Some("replaced 4"),
+        "then the list's end, as the cache is synced"
     );
     support::eventually("two resyncs", Duration::from_secs(20), async || {
         let seen = resyncing.seen.lock().unwrap().clone();
@@ -480,8 +485,8 @@ async fn routes_share_an_informer_and_it_stops_when_the_last_one_goes() {
     let second = s.informer.subscribe(other.clone());
     assert_eq!(
         other.take().len(),
-        4,
-        "a new subscriber starts from the cache"
+        5,
+        "a new subscriber starts from the cache: 4 added, then replaced 4"
     );
     assert!(!s.factory.release(&configmaps()), "still in use");
     assert_eq!(s.informer.unsubscribe(second), 1);

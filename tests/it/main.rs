@@ -30,6 +30,7 @@ mod queue;
 mod replay;
 mod scaffold;
 mod sharded;
+mod state;
 mod unserved;
 
 mod config {

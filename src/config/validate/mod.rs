@@ -154,7 +154,15 @@ fn build(file: &Path, top: ConfigFile, errors: &mut Errors) -> Config {
         .kubeconfig
         .and_then(|p| expand_at(&p, "kubeconfig", base, errors));
     let plugins_dir = top.plugins_dir.unwrap_or_else(|| PathBuf::from("plugins"));
+    let state = top
+        .state_dir
+        .and_then(|dir| expand_at(&dir, "state_dir", base, errors))
+        .map(|dir| crate::config::StateSpec {
+            dir,
+            on_corrupt: top.state_on_corrupt.unwrap_or_default(),
+        });
     Config {
+        state,
         source: file.to_path_buf(),
         admin_token: admin.token,
         kubeconfig,

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 pub struct Process {
     child: Child,
     lines: Arc<Mutex<Vec<String>>>,
+    reader: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Process {
@@ -30,13 +31,27 @@ impl Process {
         let stderr = child.stderr.take().expect("piped standard error");
         let lines = Arc::new(Mutex::new(Vec::new()));
         let sink = lines.clone();
-        std::thread::spawn(move || {
+        let reader = std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines() {
                 let Ok(line) = line else { return };
                 sink.lock().unwrap().push(line);
             }
         });
-        Self { child, lines }
+        Self {
+            child,
+            lines,
+            reader: Some(reader),
+        }
+    }
+
+    /// Kills it with SIGKILL and returns every line it wrote, to the last.
+    pub fn kill(mut self) -> Vec<String> {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if let Some(reader) = self.reader.take() {
+            let _ = reader.join();
+        }
+        self.lines()
     }
 
     /// Every line so far.

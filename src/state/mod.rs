@@ -1,0 +1,560 @@
+//! Durable state (`state_dir:`): an embedded transactional store (redb) holding, per route,
+//! what it last delivered of each object (uid, resourceVersion, a content hash: not the
+//! object), and per handler its queued events, the event each worker was handling, its dead
+//! letters and whether it was paused. After a restart each route delivers the difference from
+//! what it last delivered, and each handler's queue and dead letters come back.
+//!
+//! Stages never wait for the disk: they send each change to one writer thread
+//! ([`writer`]) that commits whatever has arrived in one transaction (group commit). The
+//! price is a short window: a change is on disk a commit later (milliseconds). A crash in
+//! that window loses the change's record, never the change: an event whose `done` was not
+//! committed yet is delivered again (at-least-once), an object whose delivery was not
+//! recorded is delivered again as the difference. [`State::flush`] waits for a commit.
+//!
+//! This stage imports only config and util: the stages above turn their events into the
+//! plain [`records`] kept here.
+
+pub mod records;
+mod writer;
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::Sender;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use redb::{Database, ReadableDatabase, ReadableTable, TableHandle};
+use serde::Serialize;
+
+use crate::config::{OnCorrupt, StateSpec};
+use crate::util::lock;
+pub use records::{
+    HandlerSnapshot, RouteRecord, StoredDeadLetter, StoredEvent, StoredKey, StoredOwed,
+};
+
+/// The store's file inside `state_dir`.
+pub const FILE_NAME: &str = "switchyard.redb";
+
+/// The version of the layout below, kept in the `meta` table.
+const FORMAT: u64 = 1;
+
+/// Table names.
+mod tables {
+    /// `format` → the layout version.
+    pub const META: &str = "meta";
+    /// Handler name → whether it is paused.
+    pub const PAUSED: &str = "paused";
+    /// A route's records: object key → [`super::RouteRecord`].
+    pub fn route(name: &str) -> String {
+        format!("route/{name}")
+    }
+    /// A handler's queued keys: `route\0object` → [`super::StoredOwed`].
+    pub fn owed(handler: &str) -> String {
+        format!("owed/{handler}")
+    }
+    /// A handler's events in flight: `route\0object` → [`super::StoredEvent`].
+    pub fn in_flight(handler: &str) -> String {
+        format!("inflight/{handler}")
+    }
+    /// A handler's dead letters: id → [`super::StoredDeadLetter`].
+    pub fn dead(handler: &str) -> String {
+        format!("dead/{handler}")
+    }
+}
+
+/// Errors opening or reading the store.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The folder cannot be created.
+    #[error("state_dir {path}: cannot create the folder: {source}")]
+    Dir {
+        /// The folder.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Another process has the store open.
+    #[error("state store {path} is in use by another process (one daemon per state_dir)")]
+    InUse {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The file is not a readable store.
+    #[error(
+        "state store {path} cannot be read: {reason} (set state_on_corrupt: fresh to move it aside and start with no state)"
+    )]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// Reading the store failed.
+    #[error("state store {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: redb::Error,
+    },
+}
+
+/// Result of state operations.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// One change for the writer.
+enum Op {
+    Delivered {
+        route: Arc<str>,
+        key: String,
+        object: Arc<str>,
+    },
+    Forgot {
+        route: Arc<str>,
+        key: String,
+    },
+    Queue {
+        handler: Arc<str>,
+        key: String,
+        /// `None`: unchanged; `Some(None)`: nothing in flight.
+        in_flight: Option<Option<StoredEvent>>,
+        owed: Option<StoredOwed>,
+    },
+    DeadLetter {
+        handler: Arc<str>,
+        id: String,
+        letter: Option<StoredDeadLetter>,
+    },
+    Paused {
+        handler: Arc<str>,
+        paused: bool,
+    },
+    DropRoute(String),
+    DropHandler(String),
+    Flush(tokio::sync::oneshot::Sender<()>),
+}
+
+/// The writer's counters.
+#[derive(Default)]
+struct Stats {
+    pending: AtomicU64,
+    commits: AtomicU64,
+    failures: AtomicU64,
+    last_commit: Mutex<Option<SystemTime>>,
+    last_error: Mutex<Option<String>>,
+}
+
+/// The store as /status shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct StateStatus {
+    /// The store's file.
+    pub path: String,
+    /// Its size in bytes.
+    pub size_bytes: u64,
+    /// Transactions committed since start.
+    pub commits: u64,
+    /// Transactions that failed.
+    pub failures: u64,
+    /// When the last commit finished (RFC 3339).
+    pub last_commit: Option<String>,
+    /// Changes sent and not committed yet.
+    pub pending_writes: u64,
+    /// The last write error, cleared by the next commit.
+    pub last_error: Option<String>,
+}
+
+/// The open store. Clones share it; the writer stops once every clone is gone.
+#[derive(Clone)]
+pub struct State {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    path: PathBuf,
+    db: Arc<Database>,
+    tx: Mutex<Option<Sender<Op>>>,
+    stats: Arc<Stats>,
+    writer: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl State {
+    /// Opens (or creates) the store in `spec.dir` and starts its writer; `observe` is told
+    /// how long each commit took. A store that cannot be read fails with where and why, or,
+    /// with `state_on_corrupt: fresh`, is moved aside with a warning and a new one started.
+    pub fn open(spec: &StateSpec, observe: Option<Box<dyn Fn(Duration) + Send>>) -> Result<Self> {
+        std::fs::create_dir_all(&spec.dir).map_err(|source| Error::Dir {
+            path: spec.dir.clone(),
+            source,
+        })?;
+        let path = spec.dir.join(FILE_NAME);
+        let db = match open_checked(&path) {
+            Ok(db) => db,
+            Err(Error::Corrupt { reason, .. }) if spec.on_corrupt == OnCorrupt::Fresh => {
+                let aside = set_aside(&path)?;
+                tracing::error!(store = %path.display(), moved_to = %aside.display(), %reason, "THE STATE STORE CANNOT BE READ: starting with no state (state_on_corrupt: fresh); every object is delivered as added and the queues and dead letters of the last run are not restored");
+                open_checked(&path)?
+            }
+            Err(e) => return Err(e),
+        };
+        let db = Arc::new(db);
+        let stats = Arc::new(Stats::default());
+        let (tx, rx) = std::sync::mpsc::channel();
+        let writer = {
+            let (db, stats) = (db.clone(), stats.clone());
+            std::thread::Builder::new()
+                .name("state-writer".into())
+                .spawn(move || writer::run(db, rx, stats, observe))
+                .map_err(|source| Error::Dir {
+                    path: spec.dir.clone(),
+                    source,
+                })?
+        };
+        Ok(Self {
+            inner: Arc::new(Inner {
+                path,
+                db,
+                tx: Mutex::new(Some(tx)),
+                stats,
+                writer: Mutex::new(Some(writer)),
+            }),
+        })
+    }
+
+    fn send(&self, op: Op) {
+        if let Some(tx) = &*lock(&self.inner.tx) {
+            self.inner.stats.pending.fetch_add(1, Ordering::Relaxed);
+            if tx.send(op).is_err() {
+                self.inner.stats.pending.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Records that `route` delivered `object` (JSON) under `key`.
+    pub fn delivered(&self, route: &Arc<str>, key: &str, object: Arc<str>) {
+        self.send(Op::Delivered {
+            route: route.clone(),
+            key: key.to_string(),
+            object,
+        });
+    }
+
+    /// Records that `route` delivered the deletion of the object under `key`.
+    pub fn forgot(&self, route: &Arc<str>, key: &str) {
+        self.send(Op::Forgot {
+            route: route.clone(),
+            key: key.to_string(),
+        });
+    }
+
+    /// Records what `handler` owes the key `route`/`object` now (`None`: nothing) and, when
+    /// `in_flight` is given, the event a worker is handling for it (`Some(None)`: none).
+    pub fn queued(
+        &self,
+        handler: &Arc<str>,
+        route: &str,
+        object: &str,
+        in_flight: Option<Option<StoredEvent>>,
+        owed: Option<StoredOwed>,
+    ) {
+        self.send(Op::Queue {
+            handler: handler.clone(),
+            key: format!("{route}\0{object}"),
+            in_flight,
+            owed,
+        });
+    }
+
+    /// Records (or, with `None`, removes) the dead letter `id` of `handler`.
+    pub fn dead_letter(&self, handler: &Arc<str>, id: &str, letter: Option<StoredDeadLetter>) {
+        self.send(Op::DeadLetter {
+            handler: handler.clone(),
+            id: id.to_string(),
+            letter,
+        });
+    }
+
+    /// Records whether `handler` is paused.
+    pub fn paused(&self, handler: &Arc<str>, paused: bool) {
+        self.send(Op::Paused {
+            handler: handler.clone(),
+            paused,
+        });
+    }
+
+    /// Forgets everything about the route `name`.
+    pub fn drop_route(&self, name: &str) {
+        self.send(Op::DropRoute(name.to_string()));
+    }
+
+    /// Forgets everything about the handler `name`.
+    pub fn drop_handler(&self, name: &str) {
+        self.send(Op::DropHandler(name.to_string()));
+    }
+
+    /// Waits until every change sent so far is committed (or failed).
+    pub async fn flush(&self) {
+        let (reply, done) = tokio::sync::oneshot::channel();
+        self.send(Op::Flush(reply));
+        let _ = done.await;
+    }
+
+    /// Stops the writer once it has committed every change sent; later changes are dropped.
+    pub fn close(&self) {
+        lock(&self.inner.tx).take();
+        if let Some(writer) = lock(&self.inner.writer).take() {
+            let _ = writer.join();
+        }
+    }
+
+    /// Drops the records of routes and handlers not named here (removed from the config
+    /// while the daemon was down).
+    pub fn retain(&self, routes: &HashSet<&str>, handlers: &HashSet<&str>) -> Result<()> {
+        let read = |e: redb::Error| self.read_error(e);
+        let txn = self.inner.db.begin_read().map_err(|e| read(e.into()))?;
+        let mut dropped_routes = Vec::new();
+        let mut dropped_handlers = HashSet::new();
+        for table in txn.list_tables().map_err(|e| read(e.into()))? {
+            let name = table.name();
+            if let Some(route) = name.strip_prefix("route/") {
+                if !routes.contains(route) {
+                    dropped_routes.push(route.to_string());
+                }
+            } else if let Some((_, handler)) = name.split_once('/')
+                && !handlers.contains(handler)
+            {
+                dropped_handlers.insert(handler.to_string());
+            }
+        }
+        for route in dropped_routes {
+            tracing::info!(
+                route,
+                "dropping the stored state of a route no longer configured"
+            );
+            self.drop_route(&route);
+        }
+        for handler in dropped_handlers {
+            tracing::info!(
+                handler,
+                "dropping the stored state of a handler no longer configured"
+            );
+            self.drop_handler(&handler);
+        }
+        Ok(())
+    }
+
+    /// What `route` last delivered, by object key.
+    pub fn route_records(&self, route: &str) -> Result<HashMap<String, RouteRecord>> {
+        self.read_table(&tables::route(route))
+            .map(|rows| rows.into_iter().collect())
+    }
+
+    /// Everything kept for the handler `name`.
+    pub fn handler(&self, name: &str) -> Result<HandlerSnapshot> {
+        let paused = self
+            .read_table::<bool>(tables::PAUSED)?
+            .into_iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v);
+        let mut keys: HashMap<String, StoredKey> = HashMap::new();
+        let entry = |key: String| {
+            let (route, object) = key.split_once('\0').unwrap_or((&key, ""));
+            StoredKey {
+                route: route.to_string(),
+                object: object.to_string(),
+                in_flight: None,
+                owed: None,
+            }
+        };
+        for (key, event) in self.read_table::<StoredEvent>(&tables::in_flight(name))? {
+            keys.entry(key.clone())
+                .or_insert_with(|| entry(key))
+                .in_flight = Some(event);
+        }
+        for (key, owed) in self.read_table::<StoredOwed>(&tables::owed(name))? {
+            keys.entry(key.clone()).or_insert_with(|| entry(key)).owed = Some(owed);
+        }
+        let mut keys: Vec<StoredKey> = keys.into_values().collect();
+        keys.sort_by(|a, b| (&a.route, &a.object).cmp(&(&b.route, &b.object)));
+        let dead_letters = self
+            .read_table::<StoredDeadLetter>(&tables::dead(name))?
+            .into_iter()
+            .map(|(_, l)| l)
+            .collect();
+        Ok(HandlerSnapshot {
+            paused,
+            keys,
+            dead_letters,
+        })
+    }
+
+    /// The store for /status.
+    pub fn status(&self) -> StateStatus {
+        let stats = &self.inner.stats;
+        StateStatus {
+            path: self.inner.path.display().to_string(),
+            size_bytes: std::fs::metadata(&self.inner.path).map_or(0, |m| m.len()),
+            commits: stats.commits.load(Ordering::Relaxed),
+            failures: stats.failures.load(Ordering::Relaxed),
+            last_commit: lock(&stats.last_commit).map(crate::util::rfc3339),
+            pending_writes: stats.pending.load(Ordering::Relaxed),
+            last_error: lock(&stats.last_error).clone(),
+        }
+    }
+
+    /// The store's file.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// Every row of a table, decoded; a missing table has none. A row that does not decode
+    /// is corruption.
+    fn read_table<T: serde::de::DeserializeOwned>(&self, name: &str) -> Result<Vec<(String, T)>> {
+        read_rows(&self.inner.db, name).map_err(|e| match e {
+            RowError::Db(e) => self.read_error(e),
+            RowError::Decode(reason) => Error::Corrupt {
+                path: self.inner.path.clone(),
+                reason,
+            },
+        })
+    }
+
+    fn read_error(&self, source: redb::Error) -> Error {
+        Error::Read {
+            path: self.inner.path.clone(),
+            source,
+        }
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        lock(&self.tx).take();
+        if let Some(writer) = lock(&self.writer).take() {
+            let _ = writer.join();
+        }
+    }
+}
+
+enum RowError {
+    Db(redb::Error),
+    Decode(String),
+}
+
+fn read_rows<T: serde::de::DeserializeOwned>(
+    db: &Database,
+    name: &str,
+) -> Result<Vec<(String, T)>, RowError> {
+    let db_err = |e: redb::Error| RowError::Db(e);
+    let txn = db.begin_read().map_err(|e| db_err(e.into()))?;
+    let table = match txn.open_table(writer::def(name)) {
+        Ok(table) => table,
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
+        Err(e) => return Err(db_err(e.into())),
+    };
+    let mut rows = Vec::new();
+    for row in table.iter().map_err(|e| db_err(e.into()))? {
+        let (key, value) = row.map_err(|e| db_err(e.into()))?;
+        let decoded = serde_json::from_slice(value.value())
+            .map_err(|e| RowError::Decode(format!("table {name:?}, key {:?}: {e}", key.value())))?;
+        rows.push((key.value().to_string(), decoded));
+    }
+    Ok(rows)
+}
+
+/// Opens the store at `path`, checks its integrity and layout version, and decodes every
+/// row; any failure but "in use" is [`Error::Corrupt`]. A panic inside the store library on
+/// a damaged file is caught and reported the same way.
+fn open_checked(path: &Path) -> Result<Database> {
+    let corrupt = |reason: String| Error::Corrupt {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let attempt = || -> Result<Database> {
+        let mut db = match Database::create(path) {
+            Ok(db) => db,
+            Err(redb::DatabaseError::DatabaseAlreadyOpen) => {
+                return Err(Error::InUse {
+                    path: path.to_path_buf(),
+                });
+            }
+            Err(e) => return Err(corrupt(e.to_string())),
+        };
+        match db.check_integrity() {
+            Ok(true) => {}
+            Ok(false) => return Err(corrupt("the integrity check failed".into())),
+            Err(e) => return Err(corrupt(e.to_string())),
+        }
+        check_format(&db).map_err(corrupt)?;
+        Ok(db)
+    };
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(attempt));
+    std::panic::set_hook(previous);
+    result.unwrap_or_else(|panic| {
+        let what = panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "the store library failed on it".into());
+        Err(corrupt(what))
+    })
+}
+
+/// Checks (or, in a new store, writes) the layout version, and that every row decodes.
+fn check_format(db: &Database) -> Result<(), String> {
+    let rows: Vec<(String, u64)> = read_rows(db, tables::META).map_err(row_reason)?;
+    match rows.iter().find(|(k, _)| k == "format") {
+        Some((_, v)) if *v == FORMAT => {}
+        Some((_, v)) => return Err(format!("layout version {v}, this daemon reads {FORMAT}")),
+        None => {
+            let txn = db.begin_write().map_err(|e| e.to_string())?;
+            {
+                let mut meta = txn
+                    .open_table(writer::def(tables::META))
+                    .map_err(|e| e.to_string())?;
+                let bytes = serde_json::to_vec(&FORMAT).expect("a number serializes");
+                meta.insert("format", bytes.as_slice())
+                    .map_err(|e| e.to_string())?;
+            }
+            txn.commit().map_err(|e| e.to_string())?;
+        }
+    }
+    let names: Vec<String> = {
+        let txn = db.begin_read().map_err(|e| e.to_string())?;
+        txn.list_tables()
+            .map_err(|e| e.to_string())?
+            .map(|t| t.name().to_string())
+            .collect()
+    };
+    for name in names {
+        let _: Vec<(String, serde_json::Value)> = read_rows(db, &name).map_err(row_reason)?;
+    }
+    Ok(())
+}
+
+fn row_reason(e: RowError) -> String {
+    match e {
+        RowError::Db(e) => e.to_string(),
+        RowError::Decode(reason) => reason,
+    }
+}
+
+/// Moves an unreadable store aside (`switchyard.redb.corrupt-UNIXTIME`); returns where.
+fn set_aside(path: &Path) -> Result<PathBuf> {
+    let stamp = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let aside = path.with_extension(format!("redb.corrupt-{stamp}"));
+    std::fs::rename(path, &aside).map_err(|source| Error::Dir {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    Ok(aside)
+}
+
+#[cfg(test)]
+mod tests;

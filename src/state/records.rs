@@ -1,0 +1,187 @@
+//! What the store keeps, as plain serde types: the stages above turn their own types into
+//! these (the store imports none of them). Values are JSON, so a store can be read with
+//! any redb tool and a field added later reads old records with its default.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+/// What a route last delivered of one object: enough to tell, after a restart, whether the
+/// object is the same, changed, replaced (another uid) or gone, and to describe it in a
+/// `deleted` event. The object itself is not kept.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RouteRecord {
+    /// `metadata.uid`.
+    pub uid: String,
+    /// `metadata.resourceVersion`.
+    pub resource_version: String,
+    /// FNV-1a 64 of the object's JSON as delivered.
+    pub hash: u64,
+    /// `apiVersion`.
+    pub api_version: String,
+    /// `kind`.
+    pub kind: String,
+}
+
+/// The fields of an object a [`RouteRecord`] keeps; the rest of the JSON is skipped.
+#[derive(Deserialize)]
+struct Head {
+    #[serde(rename = "apiVersion", default)]
+    api_version: String,
+    #[serde(default)]
+    kind: String,
+    #[serde(default)]
+    metadata: HeadMeta,
+}
+
+#[derive(Deserialize, Default)]
+struct HeadMeta {
+    #[serde(default)]
+    uid: Option<String>,
+    #[serde(rename = "resourceVersion", default)]
+    resource_version: Option<String>,
+}
+
+impl RouteRecord {
+    /// The record of an object given as JSON; `None` if it is not a JSON object.
+    pub fn of_json(json: &str) -> Option<Self> {
+        let head: Head = serde_json::from_str(json).ok()?;
+        Some(Self {
+            uid: head.metadata.uid.unwrap_or_default(),
+            resource_version: head.metadata.resource_version.unwrap_or_default(),
+            hash: fnv1a(json.as_bytes()),
+            api_version: head.api_version,
+            kind: head.kind,
+        })
+    }
+
+    /// The last state kept of the object under `key` (`namespace/name` or `name`), as JSON:
+    /// its apiVersion, kind, name, namespace, uid and resourceVersion.
+    pub fn stub_json(&self, key: &str) -> String {
+        let (namespace, name) = match key.split_once('/') {
+            Some((ns, name)) => (Some(ns), name),
+            None => (None, key),
+        };
+        let mut metadata = serde_json::json!({
+            "name": name,
+            "uid": self.uid,
+            "resourceVersion": self.resource_version,
+        });
+        if let Some(ns) = namespace {
+            metadata["namespace"] = ns.into();
+        }
+        serde_json::json!({
+            "apiVersion": self.api_version,
+            "kind": self.kind,
+            "metadata": metadata,
+        })
+        .to_string()
+    }
+}
+
+/// FNV-1a 64: a fast, stable content hash (the same in every build, unlike std's hasher).
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in bytes {
+        hash ^= u64::from(*b);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    hash
+}
+
+/// One event a handler owes, as stored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredEvent {
+    /// `added`, `updated`, `deleted` or `sync`.
+    pub kind: String,
+    /// The object's JSON (for deletions, the last known state).
+    pub object: Arc<str>,
+    /// The state before, for updates.
+    #[serde(default)]
+    pub old: Option<Arc<str>>,
+    /// For deletions inferred from a relist.
+    #[serde(default)]
+    pub final_state_unknown: bool,
+    /// When delivering it first failed, in milliseconds since the Unix epoch.
+    #[serde(default)]
+    pub first_failure_ms: Option<u64>,
+}
+
+/// What a handler owes one key, as stored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredOwed {
+    /// The backlog of `every` delivery; `None` for `latest`.
+    #[serde(default)]
+    pub every: Option<usize>,
+    /// The events, oldest first.
+    pub events: Vec<StoredEvent>,
+}
+
+/// A dead letter, as stored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredDeadLetter {
+    /// The route that delivered it.
+    pub route: String,
+    /// The object's key.
+    pub object: String,
+    /// The backlog of `every` delivery; `None` for `latest`.
+    #[serde(default)]
+    pub every: Option<usize>,
+    /// The event given up on.
+    pub event: StoredEvent,
+    /// The last error.
+    pub last_error: String,
+    /// Attempts made.
+    pub attempts: u32,
+    /// When the first attempt failed, in milliseconds since the Unix epoch.
+    pub first_failure_ms: u64,
+    /// When the last attempt failed, in milliseconds since the Unix epoch.
+    pub last_failure_ms: u64,
+}
+
+/// One queued key of a handler as the store had it: the event a worker was handling when
+/// the daemon stopped (delivered again first), then what the key still owed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredKey {
+    /// The route that delivered it.
+    pub route: String,
+    /// The object's key.
+    pub object: String,
+    /// The event in flight, if any.
+    pub in_flight: Option<StoredEvent>,
+    /// What the key owed besides.
+    pub owed: Option<StoredOwed>,
+}
+
+/// Everything the store holds for one handler.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct HandlerSnapshot {
+    /// Whether it was paused through the admin API; `None` if never recorded.
+    pub paused: Option<bool>,
+    /// Its queued keys.
+    pub keys: Vec<StoredKey>,
+    /// Its dead letters.
+    pub dead_letters: Vec<StoredDeadLetter>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_keeps_identity_and_a_hash_that_changes_with_the_content() {
+        let a = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"d","uid":"u1","resourceVersion":"5"},"data":{"x":"1"}}"#;
+        let b = a.replace("\"1\"}", "\"2\"}");
+        let (ra, rb) = (
+            RouteRecord::of_json(a).unwrap(),
+            RouteRecord::of_json(&b).unwrap(),
+        );
+        assert_eq!((ra.uid.as_str(), ra.resource_version.as_str()), ("u1", "5"));
+        assert_ne!(ra.hash, rb.hash);
+        let stub: serde_json::Value = serde_json::from_str(&ra.stub_json("d/a")).unwrap();
+        assert_eq!(stub["metadata"]["namespace"], "d");
+        assert_eq!(stub["metadata"]["name"], "a");
+        assert_eq!(stub["kind"], "ConfigMap");
+        assert!(RouteRecord::of_json("[1]").is_none());
+    }
+}

@@ -1,0 +1,117 @@
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use super::*;
+
+fn spec(dir: &Path, on_corrupt: OnCorrupt) -> StateSpec {
+    StateSpec {
+        dir: dir.to_path_buf(),
+        on_corrupt,
+    }
+}
+
+fn event(kind: &str, rv: &str) -> StoredEvent {
+    StoredEvent {
+        kind: kind.into(),
+        object: format!(r#"{{"metadata":{{"name":"a","resourceVersion":"{rv}"}}}}"#).into(),
+        old: None,
+        final_state_unknown: false,
+        first_failure_ms: None,
+    }
+}
+
+#[tokio::test]
+async fn changes_sent_are_read_back_after_reopening() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = State::open(&spec(dir.path(), OnCorrupt::Refuse), None).unwrap();
+    let (route, handler): (Arc<str>, Arc<str>) = ("r".into(), "h".into());
+    let object: Arc<str> =
+        r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","uid":"u","resourceVersion":"3"}}"#.into();
+    state.delivered(&route, "d/a", object.clone());
+    state.delivered(&route, "d/b", object);
+    state.forgot(&route, "d/b");
+    let owed = StoredOwed {
+        every: None,
+        events: vec![event("updated", "4")],
+    };
+    state.queued(
+        &handler,
+        "r",
+        "d/a",
+        Some(Some(event("added", "3"))),
+        Some(owed.clone()),
+    );
+    state.paused(&handler, true);
+    state.flush().await;
+    state.close();
+    drop(state);
+
+    let state = State::open(&spec(dir.path(), OnCorrupt::Refuse), None).unwrap();
+    let records = state.route_records("r").unwrap();
+    assert_eq!(records.len(), 1);
+    assert_eq!(records["d/a"].resource_version, "3");
+    let snapshot = state.handler("h").unwrap();
+    assert_eq!(snapshot.paused, Some(true));
+    assert_eq!(snapshot.keys.len(), 1);
+    assert_eq!(snapshot.keys[0].object, "d/a");
+    assert_eq!(snapshot.keys[0].in_flight, Some(event("added", "3")));
+    assert_eq!(snapshot.keys[0].owed, Some(owed));
+
+    state
+        .retain(&HashSet::from(["other"]), &HashSet::new())
+        .unwrap();
+    state.flush().await;
+    assert!(state.route_records("r").unwrap().is_empty());
+    assert!(state.handler("h").unwrap().keys.is_empty());
+    assert_eq!(state.handler("h").unwrap().paused, None);
+}
+
+#[test]
+fn an_unreadable_store_is_refused_with_its_path_or_set_aside() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join(FILE_NAME);
+    std::fs::write(
+        &file,
+        b"this is not a database, just some bytes".repeat(200),
+    )
+    .unwrap();
+    let Err(error) = State::open(&spec(dir.path(), OnCorrupt::Refuse), None) else {
+        panic!("a garbage file opened");
+    };
+    let text = error.to_string();
+    assert!(text.contains(&file.display().to_string()), "{text}");
+    assert!(text.contains("state_on_corrupt: fresh"), "{text}");
+
+    let state = State::open(&spec(dir.path(), OnCorrupt::Fresh), None).unwrap();
+    assert!(state.route_records("r").unwrap().is_empty());
+    let aside: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().contains("corrupt-"))
+        .collect();
+    assert_eq!(aside.len(), 1, "the unreadable file is kept aside");
+}
+
+#[test]
+fn a_row_that_does_not_decode_is_corruption() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join(FILE_NAME);
+    {
+        let db = Database::create(&file).unwrap();
+        let txn = db.begin_write().unwrap();
+        txn.open_table(writer::def("route/r"))
+            .unwrap()
+            .insert("d/a", b"{not json".as_slice())
+            .unwrap();
+        txn.commit().unwrap();
+    }
+    let Err(Error::Corrupt { reason, .. }) =
+        State::open(&spec(dir.path(), OnCorrupt::Refuse), None)
+    else {
+        panic!("a bad row was read");
+    };
+    assert!(
+        reason.contains("route/r") && reason.contains("d/a"),
+        "{reason}"
+    );
+}
