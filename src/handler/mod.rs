@@ -17,8 +17,8 @@
 pub mod dead_letter;
 mod lifecycle;
 pub mod pending;
-mod quarantine;
 mod persist;
+mod quarantine;
 mod slot;
 pub mod status;
 mod worker;
@@ -40,8 +40,8 @@ use crate::util::lock;
 
 pub use dead_letter::{DeadLetter, DeadLetterView, DeadLetters};
 pub use pending::{ChangeKind, Owed, PendingEvent};
-pub use quarantine::QuarantineView;
 pub use persist::cached_object;
+pub use quarantine::QuarantineView;
 pub use status::{HandlerDetail, HandlerStatus, Latency, RecentError};
 
 use slot::Slot;
