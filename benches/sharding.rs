@@ -193,10 +193,12 @@ fn median(mut values: Vec<f64>) -> f64 {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
+    // `cargo test --all-targets` runs this without `--bench`: then a quick smoke run only.
+    let measuring = std::env::args().any(|a| a == "--bench");
     let objects: usize = std::env::var("SWITCHYARD_BENCH_OBJECTS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(20_000);
+        .unwrap_or(if measuring { 20_000 } else { 300 });
     let updated = objects / 4;
     let server_side = Simulator::start(SimOptions {
         sharded_list_and_watch: true,
