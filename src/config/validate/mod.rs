@@ -161,6 +161,13 @@ fn build(file: &Path, top: ConfigFile, errors: &mut Errors) -> Config {
             dir,
             on_corrupt: top.state_on_corrupt.unwrap_or_default(),
         });
+    if state.is_some() && ha.mode == crate::config::HaMode::Sharded {
+        // A restart's difference would take objects another replica owns now for deleted.
+        errors.at(
+            "state_dir",
+            "state_dir cannot be used with ha.mode sharded in this version (after a restart, objects another replica owns now would be delivered as deleted): use ha.mode single or leader with state_dir",
+        );
+    }
     Config {
         state,
         source: file.to_path_buf(),
