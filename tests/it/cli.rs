@@ -1,25 +1,7 @@
 //! The `switchyard` binary: `check` on good and bad configs and plugins.
 
-use std::process::Command;
-
 use crate::support;
-
-fn switchyard(args: &[&str]) -> (i32, String, String) {
-    switchyard_with_env(args, &[])
-}
-
-fn switchyard_with_env(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_switchyard"))
-        .args(args)
-        .envs(env.iter().copied())
-        .output()
-        .expect("run switchyard");
-    (
-        output.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
-}
+use crate::support::process::{switchyard, switchyard_with_env};
 
 #[test]
 fn check_accepts_the_demo_config_with_its_built_plugin() {

@@ -8,21 +8,9 @@ use std::process::Command;
 use serde_json::Value;
 use switchyard::config::HaMode;
 
+use crate::support::process::switchyard;
 use crate::support::sim::{Kubectl, blocking};
 use crate::support::{self, start_sim};
-
-/// Runs the switchyard binary; returns its exit code, stdout and stderr.
-fn switchyard(args: &[&str]) -> (i32, String, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_switchyard"))
-        .args(args)
-        .output()
-        .expect("run switchyard");
-    (
-        output.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
-}
 
 fn base() -> PathBuf {
     support::root().join("deploy/kustomize/base")

@@ -15,15 +15,7 @@ const WAIT: Duration = Duration::from_secs(30);
 
 /// `switchyard push FILE REFERENCE`: exit code, stdout, stderr.
 fn push(file: &str, reference: &str) -> (i32, String, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_switchyard"))
-        .args(["push", file, reference])
-        .output()
-        .expect("run switchyard push");
-    (
-        output.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
+    crate::support::process::switchyard(&["push", file, reference])
 }
 
 fn sha256_hex(bytes: &[u8]) -> String {

@@ -9,21 +9,9 @@ use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 
 use crate::support;
+use crate::support::process::switchyard;
 
 const WAIT: std::time::Duration = std::time::Duration::from_secs(20);
-
-/// Runs the switchyard binary to the end: exit code, stdout, stderr.
-fn switchyard(args: &[&str]) -> (i32, String, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_switchyard"))
-        .args(args)
-        .output()
-        .expect("run switchyard");
-    (
-        output.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
-}
 
 fn text(path: &Path) -> &str {
     path.to_str().unwrap()

@@ -1,5 +1,6 @@
 //! `switchyard run` as a child process, its standard error read line by line, killed when
-//! dropped: for what only the binary does (flags, environment, the log it writes).
+//! dropped: for what only the binary does (flags, environment, the log it writes); and any
+//! other switchyard command run to the end.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -83,4 +84,23 @@ impl Drop for Process {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Runs the switchyard binary to the end: exit code, stdout, stderr.
+pub fn switchyard(args: &[&str]) -> (i32, String, String) {
+    switchyard_with_env(args, &[])
+}
+
+/// Like [`switchyard`], with `env` added to the environment.
+pub fn switchyard_with_env(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_switchyard"))
+        .args(args)
+        .envs(env.iter().copied())
+        .output()
+        .expect("run switchyard");
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
 }
