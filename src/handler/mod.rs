@@ -159,7 +159,10 @@ impl Handler {
         let overflowed = {
             let mut pending = lock(&self.pending);
             let overflowed = match pending.get_mut(&key) {
-                Some((_, owed)) => owed.push(delivery, event),
+                Some((mode, owed)) => {
+                    *mode = delivery;
+                    owed.push(delivery, event)
+                }
                 None => {
                     pending.insert(key.clone(), (delivery, Owed::new(delivery, event)));
                     false

@@ -119,8 +119,13 @@ impl Owed {
     }
 
     /// Adds a later event. Returns true when an `every` backlog was full and its two oldest
-    /// events were coalesced.
+    /// events were coalesced. A coalesced event owed while the delivery is `every` now (a
+    /// key restored with only its event in flight, or a reload that changed the mode) is
+    /// kept as the first of the backlog, not merged with what follows.
     pub fn push(&mut self, delivery: Delivery, event: PendingEvent) -> bool {
+        if let (Owed::Latest(current), Delivery::Every { .. }) = (&*self, delivery) {
+            *self = Owed::Every(VecDeque::from([current.clone()]));
+        }
         match self {
             Owed::Latest(current) => {
                 let earlier = current.clone();
@@ -267,6 +272,20 @@ mod tests {
                 (ChangeKind::Updated, "4".to_string()),
             ]
         );
+    }
+
+    #[test]
+    fn a_coalesced_event_is_not_merged_into_once_the_delivery_is_every() {
+        let mut owed = Owed::new(Delivery::Latest, ev(Delta::Added(obj("1"))));
+        let deleted = ev(Delta::Deleted {
+            last_known: obj("1"),
+            final_state_unknown: true,
+        });
+        assert!(!owed.push(Delivery::Every { backlog: 10 }, deleted));
+        let kinds: Vec<ChangeKind> = std::iter::from_fn(|| owed.take_next())
+            .map(|e| e.kind)
+            .collect();
+        assert_eq!(kinds, [ChangeKind::Added, ChangeKind::Deleted]);
     }
 
     #[test]

@@ -345,10 +345,55 @@ impl State {
         Ok(())
     }
 
-    /// What `route` last delivered, by object key.
+    /// What `route` last delivered, by object key: its records, brought up to date with the
+    /// events handlers still hold from it. A route queues an event before it records the
+    /// object, so a crash between the two commits leaves the queue the newer of the two.
     pub fn route_records(&self, route: &str) -> Result<HashMap<String, RouteRecord>> {
-        self.read_table(&tables::route(route))
-            .map(|rows| rows.into_iter().collect())
+        let mut records: HashMap<String, RouteRecord> = self
+            .read_table(&tables::route(route))?
+            .into_iter()
+            .collect();
+        let prefix = format!("{route}\0");
+        for handler in self.handler_names()? {
+            // Per object, what is in flight, then what is owed: oldest first.
+            let mut held: HashMap<String, Vec<StoredEvent>> = HashMap::new();
+            for (key, event) in self.read_table::<StoredEvent>(&tables::in_flight(&handler))? {
+                if let Some(object) = key.strip_prefix(&prefix) {
+                    held.entry(object.to_string()).or_default().push(event);
+                }
+            }
+            for (key, owed) in self.read_table::<StoredOwed>(&tables::owed(&handler))? {
+                if let Some(object) = key.strip_prefix(&prefix) {
+                    held.entry(object.to_string())
+                        .or_default()
+                        .extend(owed.events);
+                }
+            }
+            for (object, events) in held {
+                let Some(last) = events.last() else { continue };
+                if last.kind == "deleted" {
+                    records.remove(&object);
+                } else if let Some(record) = RouteRecord::of_json(&last.object) {
+                    records.insert(object, record);
+                }
+            }
+        }
+        Ok(records)
+    }
+
+    /// The handlers that have queued keys in the store.
+    fn handler_names(&self) -> Result<HashSet<String>> {
+        let read = |e: redb::Error| self.read_error(e);
+        let txn = self.inner.db.begin_read().map_err(|e| read(e.into()))?;
+        let tables = txn.list_tables().map_err(|e| read(e.into()))?;
+        Ok(tables
+            .filter_map(|t| {
+                let name = t.name();
+                name.strip_prefix("inflight/")
+                    .or_else(|| name.strip_prefix("owed/"))
+                    .map(str::to_string)
+            })
+            .collect())
     }
 
     /// Everything kept for the handler `name`.

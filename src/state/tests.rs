@@ -49,7 +49,8 @@ async fn changes_sent_are_read_back_after_reopening() {
     let state = State::open(&spec(dir.path(), OnCorrupt::Refuse), None).unwrap();
     let records = state.route_records("r").unwrap();
     assert_eq!(records.len(), 1);
-    assert_eq!(records["d/a"].resource_version, "3");
+    // The owed update is newer than the record.
+    assert_eq!(records["d/a"].resource_version, "4");
     let snapshot = state.handler("h").unwrap();
     assert_eq!(snapshot.paused, Some(true));
     assert_eq!(snapshot.keys.len(), 1);
@@ -114,4 +115,38 @@ fn a_row_that_does_not_decode_is_corruption() {
         reason.contains("route/r") && reason.contains("d/a"),
         "{reason}"
     );
+}
+
+#[tokio::test]
+async fn a_route_s_records_are_brought_up_to_date_with_the_events_still_queued_from_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = State::open(&spec(dir.path(), OnCorrupt::Refuse), None).unwrap();
+    let (route, handler): (Arc<str>, Arc<str>) = ("r".into(), "h".into());
+    let object: Arc<str> = r#"{"metadata":{"name":"a","uid":"u","resourceVersion":"1"}}"#.into();
+    for key in ["d/kept", "d/gone"] {
+        state.delivered(&route, key, object.clone());
+    }
+    // Queued, the crash came before the route recorded them.
+    let owed = |kind: &str, rv: &str| StoredOwed {
+        every: Some(10),
+        events: vec![event(kind, rv)],
+    };
+    state.queued(&handler, "r", "d/new", None, Some(owed("added", "5")));
+    state.queued(&handler, "r", "d/gone", None, Some(owed("deleted", "6")));
+    state.queued(
+        &handler,
+        "other",
+        "d/kept",
+        Some(Some(event("deleted", "7"))),
+        None,
+    );
+    state.flush().await;
+
+    let records = state.route_records("r").unwrap();
+    let mut keys: Vec<&str> = records.keys().map(String::as_str).collect();
+    keys.sort_unstable();
+    assert_eq!(keys, ["d/kept", "d/new"]);
+    assert_eq!(records["d/new"].resource_version, "5");
+    assert_eq!(records["d/kept"].resource_version, "1");
+    state.close();
 }

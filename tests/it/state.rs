@@ -357,8 +357,15 @@ struct View {
     /// that run whose `done` was not committed yet may come again (at-least-once).
     previous_run: HashMap<String, Vec<Logged>>,
     replaying: HashMap<String, bool>,
+    /// Per key, the states the store may have kept of the run before the last restart:
+    /// before its first event there and after each (a kill loses what was not committed).
+    rollback: HashMap<String, Vec<Option<u64>>>,
+    /// The same, for the current run.
+    run_states: HashMap<String, Vec<Option<u64>>>,
     replays: usize,
     violations: Vec<String>,
+    /// Every event seen, with its run, for the messages.
+    history: HashMap<String, Vec<String>>,
 }
 
 impl View {
@@ -375,27 +382,53 @@ impl View {
             .keys()
             .map(|k| (k.clone(), true))
             .collect();
+        self.rollback = std::mem::take(&mut self.run_states);
+    }
+
+    fn note(&mut self, e: &Logged, run: usize, how: &str) {
+        self.history
+            .entry(e.key.clone())
+            .or_default()
+            .push(format!("run {run}{how}: {} rv={}", e.kind, e.rv));
     }
 
     fn see(&mut self, e: &Logged, run: usize) {
         let replaying = self.replaying.get(&e.key).copied().unwrap_or(false);
         if replaying && self.previous_run[&e.key].contains(e) {
             self.replays += 1;
+            self.note(e, run, " again");
             return;
         }
         self.replaying.insert(e.key.clone(), false);
         let present = self.objects.get(&e.key).copied();
-        let ok = match e.kind.as_str() {
-            "added" => present.is_none(),
-            "updated" => present.is_some_and(|rv| rv < e.rv),
-            "deleted" => present.is_some(),
+        let fits = |state: Option<u64>| match e.kind.as_str() {
+            "added" => state.is_none(),
+            "updated" => state.is_some_and(|rv| rv < e.rv),
+            "deleted" => state.is_some(),
             _ => true,
         };
-        if !ok {
+        let ok = fits(present);
+        // The first event after a restart may follow an earlier state of the last run: its
+        // later events were handled but not committed (at-least-once).
+        let rolled_back = !ok
+            && replaying
+            && self
+                .rollback
+                .get(&e.key)
+                .is_some_and(|states| states.iter().any(|s| fits(*s)));
+        if rolled_back {
+            self.replays += 1;
+        } else if !ok {
             self.violations.push(format!(
-                "run {run}: {e:?} while the handler had {present:?}"
+                "run {run}: {e:?} while the handler had {present:?}; before: {:?}",
+                self.history.get(&e.key)
             ));
         }
+        self.note(e, run, "");
+        let states = self
+            .run_states
+            .entry(e.key.clone())
+            .or_insert_with(|| vec![present]);
         match e.kind.as_str() {
             "deleted" => {
                 self.objects.remove(&e.key);
@@ -404,6 +437,7 @@ impl View {
                 self.objects.insert(e.key.clone(), e.rv);
             }
         }
+        states.push(self.objects.get(&e.key).copied());
     }
 }
 
@@ -494,6 +528,7 @@ async fn converge(child: &Child, api: &Api<ConfigMap>, view: &mut View, round: u
                 objects: view.objects.clone(),
                 previous_run: view.previous_run.clone(),
                 replaying: view.replaying.clone(),
+                rollback: view.rollback.clone(),
                 ..View::default()
             };
             for e in child.events() {

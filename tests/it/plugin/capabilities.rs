@@ -282,7 +282,7 @@ async fn create_pod(t: &TestDaemon, name: &str, node: &str) {
 async fn pods_per_node_reads_the_cache_by_index_and_exports_a_gauge_per_node() {
     let yaml = "
 handlers:
-  pods-per-node: {}
+  pods-per-node: {concurrency: 1}
 routes:
   - name: pods
     resource: pods
