@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use switchyard::plugin::host::SlotReset;
 use switchyard::plugin::{
     CallLimits, Event, EventKind, HostOptions, Outcome, Plugin, PluginHost, PluginLogs,
     PoolOptions, loader,
@@ -74,22 +75,45 @@ fn noop_on(rt: &Runtime, options: HostOptions) -> (Arc<PluginHost>, Plugin) {
     (host, plugin)
 }
 
+/// The pooling engines compared: wasmtime's default reset, and slots kept resident (as the
+/// daemon has them) with the initial memory mapped copy-on-write or copied in.
+const RESETS: [(&str, SlotReset); 3] = [
+    ("pooling", SlotReset::Decommit),
+    (
+        "pooling_resident",
+        switchyard::plugin::host::DAEMON_SLOT_RESET,
+    ),
+    (
+        "pooling_resident_copied",
+        SlotReset::KeepResident {
+            bytes: 16 << 20,
+            copy_on_write: false,
+        },
+    ),
+];
+
+fn pool(reset: SlotReset) -> Option<PoolOptions> {
+    Some(PoolOptions {
+        instances: 16,
+        max_memory: MEMORY,
+        reset,
+    })
+}
+
 fn engines(rt: &Runtime) -> Vec<(&'static str, Arc<PluginHost>, Plugin)> {
     let (on_demand_host, on_demand) = noop_on(rt, HostOptions::default());
-    let (pooling_host, pooling) = noop_on(
-        rt,
-        HostOptions {
-            cache_dir: None,
-            pool: Some(PoolOptions {
-                instances: 16,
-                max_memory: MEMORY,
-            }),
-        },
-    );
-    vec![
-        ("on_demand", on_demand_host, on_demand),
-        ("pooling", pooling_host, pooling),
-    ]
+    let mut engines = vec![("on_demand", on_demand_host, on_demand)];
+    for (name, reset) in RESETS {
+        let (host, plugin) = noop_on(
+            rt,
+            HostOptions {
+                cache_dir: None,
+                pool: pool(reset),
+            },
+        );
+        engines.push((name, host, plugin));
+    }
+    engines
 }
 
 fn per_call(c: &mut Criterion) {
@@ -161,18 +185,18 @@ fn interpreted_call(c: &mut Criterion, group: &str, name: &str) {
         cache_dir: cache_dir.clone(),
         pool: None,
     };
-    let pooling = HostOptions {
-        cache_dir,
-        pool: Some(PoolOptions {
-            instances: 16,
-            max_memory: MEMORY,
-        }),
-    };
+    let pooled = RESETS.iter().map(|(engine, reset)| {
+        let options = HostOptions {
+            cache_dir: cache_dir.clone(),
+            pool: pool(*reset),
+        };
+        (*engine, options)
+    });
     let event = event();
     let logs = PluginLogs::default();
     let handler: Arc<str> = Arc::from("bench");
     let mut group = c.benchmark_group(group);
-    for (engine, options) in [("on_demand", on_demand), ("pooling", pooling)] {
+    for (engine, options) in std::iter::once(("on_demand", on_demand)).chain(pooled) {
         let host = PluginHost::with_options(options).expect("a plugin host");
         let plugin = rt
             .block_on(loader::load(&host, &dir, name))

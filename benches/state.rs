@@ -74,6 +74,7 @@ fn pipeline(rt: &Runtime, state: Option<&State>) -> (Arc<Route>, Arc<Handler>) {
         pool: Some(PoolOptions {
             instances: 8,
             max_memory: 64 << 20,
+            reset: switchyard::plugin::host::DAEMON_SLOT_RESET,
         }),
         ..HostOptions::default()
     })

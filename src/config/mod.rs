@@ -32,7 +32,7 @@ pub use error::{ConfigError, ConfigErrors};
 pub use field_path::FieldPath;
 pub use pointer::validate_pointer;
 pub use resource::ResourceName;
-pub use schema::OnCorrupt;
+pub use schema::{InstanceMode, OnCorrupt};
 pub use selector::Selector;
 pub use spec::{
     Condition, Config, Delivery, EventFilter, HaMode, HaSpec, HandlerSpec, InformerSpec,

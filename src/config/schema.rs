@@ -59,6 +59,20 @@ pub enum OnCorrupt {
     Fresh,
 }
 
+/// A handler's `instance:` — how many events one plugin instance sees.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum InstanceMode {
+    /// A fresh instance for every event: nothing one event leaves in memory reaches the
+    /// next.
+    #[default]
+    PerEvent,
+    /// Each worker keeps its instance across events, until a call fails or the plugin, its
+    /// settings or the handler's caches change: faster, with the isolation that gives up
+    /// spelled out in the README.
+    Reuse,
+}
+
 /// `admin:` — where the admin API listens.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -175,6 +189,10 @@ pub struct HandlerFile {
     /// try, up to 10 minutes. Default `30s`.
     #[serde(default)]
     pub quarantine_backoff: Option<HumanDuration>,
+    /// A fresh plugin instance per event (`per-event`, the default) or one kept by each
+    /// worker across its events (`reuse`).
+    #[serde(default)]
+    pub instance: Option<InstanceMode>,
     /// Free-form settings passed to the plugin's `init` as JSON.
     #[serde(default)]
     pub config: Option<serde_json::Value>,

@@ -117,6 +117,8 @@ pub struct HandlerSpec {
     pub capabilities: Capabilities,
     /// When a failing plugin is quarantined, and how it is tried again.
     pub quarantine: QuarantineSpec,
+    /// A fresh plugin instance per event, or one per worker reused across events.
+    pub instance: super::schema::InstanceMode,
 }
 
 /// When a handler whose plugin keeps failing is quarantined: its events wait in the queue

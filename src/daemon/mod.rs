@@ -23,7 +23,7 @@ use crate::election::{Election, ElectionStatus, ReplicaStatus};
 use crate::handler::{Handler, HandlerStatus};
 use crate::informer::{Informer, InformerFactory, WatchHealth};
 use crate::metrics::Metrics;
-use crate::plugin::host::{default_cache_dir, pool_instances};
+use crate::plugin::host::{DAEMON_SLOT_RESET, default_cache_dir, pool_instances};
 use crate::plugin::{
     HostOptions, PluginHost, PluginLogs, PluginMetrics, PluginRegistry, PluginWatcher, PoolOptions,
 };
@@ -793,6 +793,7 @@ fn host_options(config: &Config) -> HostOptions {
                 .map(|h| h.memory.div_ceil(WASM_PAGE) * WASM_PAGE)
                 .max()
                 .unwrap_or(WASM_PAGE),
+            reset: DAEMON_SLOT_RESET,
         }),
     }
 }

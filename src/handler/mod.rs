@@ -15,6 +15,7 @@
 //! delivery modes stay in one place.
 
 pub mod dead_letter;
+mod instance;
 mod lifecycle;
 pub mod pending;
 mod persist;

@@ -9,6 +9,7 @@ use std::time::{Duration, SystemTime};
 use tracing::Instrument;
 
 use super::ChangeKind;
+use super::instance::Instances;
 use super::quarantine::Gate;
 use super::{DeadLetter, Delivery, Handler, PendingEvent, RecentError, WorkKey};
 use crate::plugin::{CallLimits, Event, EventKind, Outcome, Plugin};
@@ -18,6 +19,7 @@ impl Handler {
     /// One worker: runs until the handler shuts down.
     pub(super) async fn work(self: Arc<Self>) {
         let mut plugin_rx = self.slot.subscribe();
+        let mut instances = Instances::new(self.spec.instance);
         loop {
             // Wait for a plugin before taking work, so events queue up meanwhile. Biased: at
             // shutdown, a worker that can call the plugin drains the queue (for the grace).
@@ -67,7 +69,7 @@ impl Handler {
                 // Inside the worker's span (handler, worker): what the call logs names the
                 // route and object it is about.
                 let span = tracing::info_span!("event", route = %key.route, object = %key.object);
-                self.handle(&plugin, &key, delivery, event)
+                self.handle(&mut instances, &plugin, &key, delivery, event)
                     .instrument(span)
                     .await;
                 self.persist_call_ended(&key);
@@ -105,7 +107,8 @@ impl Handler {
     /// Calls the plugin with one event and acts on the outcome.
     async fn handle(
         &self,
-        plugin: &Plugin,
+        instances: &mut Instances,
+        plugin: &Arc<Plugin>,
         key: &WorkKey,
         delivery: Delivery,
         event: PendingEvent,
@@ -118,8 +121,8 @@ impl Handler {
         };
         let context = lock(&self.host_context).clone();
         let started = std::time::Instant::now();
-        let result = plugin
-            .call_in(&context, &limits, &self.config_json, &call)
+        let result = instances
+            .call(plugin, &context, &limits, &self.config_json, &call)
             .await;
         let failure = result.as_ref().err().map(|e| RecentError {
             at: rfc3339(SystemTime::now()),

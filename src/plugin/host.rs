@@ -138,7 +138,34 @@ pub struct PoolOptions {
     /// The largest linear memory an instance may have, in bytes; at least the largest
     /// `memory` of any handler.
     pub max_memory: u64,
+    /// How a slot is made ready for the next instance.
+    pub reset: SlotReset,
 }
+
+/// How a pool slot is made ready for the next instance when one ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SlotReset {
+    /// wasmtime's default: the slot's pages are given back to the kernel (`madvise`), and
+    /// the next instance faults them in again, copy-on-write from the plugin's initial
+    /// memory image.
+    Decommit,
+    /// Up to `bytes` of each memory and table stay resident and are reset in place (only
+    /// the pages the instance touched, found with the kernel's `PAGEMAP_SCAN` where it has
+    /// it), so the next instance takes no page faults there.
+    KeepResident {
+        /// Bytes of each memory and table kept resident.
+        bytes: usize,
+        /// Whether the plugin's initial memory image is still mapped copy-on-write (each
+        /// page the instance writes then faults once), rather than copied in.
+        copy_on_write: bool,
+    },
+}
+
+/// The reset the daemon uses: see BENCHMARKS.md, "Plugin call cost", for the measurement.
+pub const DAEMON_SLOT_RESET: SlotReset = SlotReset::KeepResident {
+    bytes: 16 << 20,
+    copy_on_write: true,
+};
 
 /// The fewest instances [`pool_instances`] sizes the pool for: room to raise concurrency
 /// on reload in a small config. An instance slot costs address space (reserved, not
@@ -213,6 +240,17 @@ impl PluginHost {
                 .max_memories_per_component(POOL_MEMORIES_PER_COMPONENT)
                 .max_tables_per_component(POOL_TABLES_PER_COMPONENT)
                 .max_memory_size(usize::try_from(pool.max_memory).unwrap_or(usize::MAX));
+            if let SlotReset::KeepResident {
+                bytes,
+                copy_on_write,
+            } = pool.reset
+            {
+                pooling
+                    .linear_memory_keep_resident(bytes)
+                    .table_keep_resident(bytes)
+                    .pagemap_scan(wasmtime::Enabled::Auto);
+                config.memory_init_cow(copy_on_write);
+            }
             config.allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pooling));
             Arc::new(Semaphore::new(n as usize))
         });

@@ -48,6 +48,7 @@ mod plugin {
     mod limits;
     mod python;
     mod reload;
+    mod reuse;
 }
 
 mod sim {

@@ -64,6 +64,7 @@ pub(super) fn build_handler(name: String, h: HandlerFile, errors: &mut Errors) -
         backoff_cap,
         config: h.config.unwrap_or(Value::Null),
         quarantine,
+        instance: h.instance.unwrap_or_default(),
         name,
     }
 }

@@ -11,9 +11,13 @@
 //! - `faulty/index: INDEX` lists the object's own resource (by its kind) by the index INDEX
 //!   and the value `x`, and returns the host's error, if any;
 //! - `faulty/requeue-ms: N` asks to be called again after N ms whenever the attempt number
-//!   is 1 (a requeue is not a retry, so that is every call).
+//!   is 1 (a requeue is not a retry, so that is every call);
+//! - `faulty/count: "true"` logs `call N of this instance`, N counting the calls the
+//!   instance has had (1 in a fresh instance).
 //!
 //! Every call that gets past those logs `handled KIND NAMESPACE/NAME rv=RV attempt=N`.
+
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use serde_json::Value;
 use switchyard_sdk::{
@@ -22,13 +26,20 @@ use switchyard_sdk::{
 
 struct Faulty;
 
+/// Calls this instance has had.
+static CALLS: AtomicU32 = AtomicU32::new(0);
+
 fn annotation<'a>(object: &'a Value, name: &str) -> Option<&'a str> {
     object["metadata"]["annotations"][name].as_str()
 }
 
 impl Handler for Faulty {
     fn handle(event: Event) -> Result<Outcome, String> {
+        let calls = CALLS.fetch_add(1, Ordering::Relaxed) + 1;
         let object: Value = serde_json::from_str(&event.object).map_err(|e| e.to_string())?;
+        if annotation(&object, "faulty/count") == Some("true") {
+            log(Level::Info, &format!("call {calls} of this instance"));
+        }
         if let Some(message) = annotation(&object, "faulty/error") {
             return Err(message.to_string());
         }
