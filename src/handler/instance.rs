@@ -7,7 +7,8 @@
 //!   next event, skipping instantiation and `init` (see BENCHMARKS.md, "Plugin call cost").
 //!   The instance is dropped, and the next event gets a fresh one, when a call fails (an
 //!   error, a trap, a timeout: whatever state the plugin was in is not trusted), and when
-//!   the plugin version or the handler's host context (caches, writes) changes. What it
+//!   the plugin version or the handler's host context (caches, writes: set anew by every
+//!   config reload) changes. What it
 //!   gives up: the plugin may carry state from one event to the next (differently per
 //!   worker, and lost on restart), memory a call grew stays charged to later calls, and
 //!   each worker holds its pool slot while it lives.
