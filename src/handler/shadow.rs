@@ -391,15 +391,15 @@ mod tests {
             differences(&done(vec![patch("a")]), &done(vec![patch("b")])),
             ["writes"]
         );
-        assert_eq!(differences(&done(vec![patch("a")]), &done(vec![])), ["writes"]);
+        assert_eq!(
+            differences(&done(vec![patch("a")]), &done(vec![])),
+            ["writes"]
+        );
     }
 
     #[test]
     fn a_failing_shadow_differs_by_errors_not_by_outcome() {
-        let failed = CallResult::of(
-            &Err(plugin::Error::Handler("boom".into())),
-            Vec::new(),
-        );
+        let failed = CallResult::of(&Err(plugin::Error::Handler("boom".into())), Vec::new());
         assert_eq!(differences(&done(vec![]), &failed), ["errors"]);
         let other = CallResult::of(&Err(plugin::Error::Handler("bang".into())), Vec::new());
         assert_eq!(differences(&failed, &other), ["errors"]);

@@ -95,7 +95,8 @@ async fn a_shadow_writing_something_else_is_shown_as_a_write_difference_and_neve
     assert_eq!(first["object"], "default/a", "{view:#}");
     assert!(first["resource_version"].is_string(), "{view:#}");
     assert_eq!(first["differs"], json!(["writes"]), "{view:#}");
-    let label = |side: &str| first[side]["writes"][0]["body"]["metadata"]["labels"]["owner"].clone();
+    let label =
+        |side: &str| first[side]["writes"][0]["body"]["metadata"]["labels"]["owner"].clone();
     assert_eq!(label("primary"), "team-a", "{view:#}");
     assert_eq!(label("shadow"), "team-b", "{view:#}");
     assert_eq!(first["shadow"]["writes"][0]["action"], "merge-patch");
@@ -107,7 +108,10 @@ async fn a_shadow_writing_something_else_is_shown_as_a_write_difference_and_neve
     assert_eq!(owner(&t, "a").await.as_deref(), Some("team-a"));
     let status = guard_status(&t).await;
     assert_eq!(status["shadow"]["plugin"], "faulty", "{status:#}");
-    assert!(status["shadow"]["differing_writes"].as_u64() >= Some(1), "{status:#}");
+    assert!(
+        status["shadow"]["differing_writes"].as_u64() >= Some(1),
+        "{status:#}"
+    );
     let metrics = t
         .request(reqwest::Method::GET, "/metrics")
         .send()
@@ -118,7 +122,9 @@ async fn a_shadow_writing_something_else_is_shown_as_a_write_difference_and_neve
         .unwrap();
     let series = metrics
         .lines()
-        .find(|l| l.starts_with("switchyard_shadow_differences_total{handler=\"guard\",kind=\"writes\"}"))
+        .find(|l| {
+            l.starts_with("switchyard_shadow_differences_total{handler=\"guard\",kind=\"writes\"}")
+        })
         .unwrap_or_else(|| panic!("no shadow differences series in:\n{metrics}"));
     assert_ne!(series.rsplit(' ').next(), Some("0"), "{series}");
 
@@ -128,7 +134,10 @@ async fn a_shadow_writing_something_else_is_shown_as_a_write_difference_and_neve
     let (code, body) = t.get("/handlers/plain/shadow").await;
     assert_eq!(code, 404, "{body}");
     assert!(
-        body["error"].as_str().unwrap().contains("handler \"plain\" has no shadow"),
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("handler \"plain\" has no shadow"),
         "{body}"
     );
     t.stop().await;
@@ -146,12 +155,16 @@ async fn a_failing_shadow_is_only_recorded_while_the_primary_succeeds() {
     t.create_configmap(json!({"metadata": {"name": "slow",
         "annotations": {"faulty/loop": "true"}}}))
         .await;
+    // Its cache reads see the daemon's caches (an empty stand-in would have any index).
+    t.create_configmap(json!({"metadata": {"name": "index",
+        "annotations": {"faulty/index": "by-nothing"}}}))
+        .await;
     // Two calls per object (added, then the update the primary's patch makes).
-    let view = shadow_when(&t, "six failed shadow calls", |v| {
-        v["shadow_errors"].as_u64() >= Some(6)
+    let view = shadow_when(&t, "eight failed shadow calls", |v| {
+        v["shadow_errors"].as_u64() >= Some(8)
     })
     .await;
-    for name in ["err", "trap", "slow"] {
+    for name in ["err", "trap", "slow", "index"] {
         assert_eq!(owner(&t, name).await.as_deref(), Some("team-a"), "{name}");
     }
     assert_eq!(view["differing_errors"], view["shadow_errors"], "{view:#}");
@@ -167,7 +180,16 @@ async fn a_failing_shadow_is_only_recorded_while_the_primary_succeeds() {
         .collect();
     assert!(errors.contains(&"the new version broke"), "{errors:?}");
     assert!(errors.iter().any(|e| e.contains("trapped")), "{errors:?}");
-    assert!(errors.iter().any(|e| e.contains("deadline of 1s exceeded")), "{errors:?}");
+    assert!(
+        errors.iter().any(|e| e.contains("deadline of 1s exceeded")),
+        "{errors:?}"
+    );
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains("has no index \"by-nothing\"")),
+        "{errors:?}"
+    );
 
     // The primary's record is clean: nothing failed, retried, dead-lettered or quarantined.
     let status = guard_status(&t).await;
@@ -175,7 +197,7 @@ async fn a_failing_shadow_is_only_recorded_while_the_primary_succeeds() {
     assert_eq!(status["retries"], 0, "{status:#}");
     assert_eq!(status["dead_letters"], 0, "{status:#}");
     assert_eq!(status["quarantines"], 0, "{status:#}");
-    assert!(status["processed"].as_u64() >= Some(6), "{status:#}");
+    assert!(status["processed"].as_u64() >= Some(8), "{status:#}");
     let (_, letters) = t.get("/handlers/guard/dead-letters").await;
     assert_eq!(letters["dead_letters"], json!([]), "{letters:#}");
     t.stop().await;
@@ -185,12 +207,18 @@ async fn a_failing_shadow_is_only_recorded_while_the_primary_succeeds() {
 async fn an_identical_shadow_shows_no_differences() {
     let t = start("label-guard-v2").await;
     for name in ["a", "b", "c"] {
-        t.create_configmap(json!({"metadata": {"name": name}})).await;
+        t.create_configmap(json!({"metadata": {"name": name}}))
+            .await;
     }
     // Per object: added (both patch), then the update the patch makes (neither writes).
     let view = shadow_when(&t, "six comparisons", |v| v["compared"].as_u64() >= Some(6)).await;
     assert_eq!(view["same"], view["compared"], "{view:#}");
-    for kind in ["differing_outcome", "differing_writes", "differing_errors", "shadow_errors"] {
+    for kind in [
+        "differing_outcome",
+        "differing_writes",
+        "differing_errors",
+        "shadow_errors",
+    ] {
         assert_eq!(view[kind], 0, "{kind}: {view:#}");
     }
     assert_eq!(view["recent_differences"], json!([]), "{view:#}");
@@ -215,7 +243,8 @@ async fn a_reload_adds_and_removes_a_shadow_without_losing_the_queue() {
     // Events queued while the handler is paused survive the reload that adds the shadow.
     let (code, _) = t.post("/handlers/guard/pause").await;
     assert_eq!(code, 200);
-    t.create_configmap(json!({"metadata": {"name": "queued"}})).await;
+    t.create_configmap(json!({"metadata": {"name": "queued"}}))
+        .await;
     support::eventually("the event to queue", WAIT, async || {
         (guard_status(&t).await["queue_depth"].as_u64() >= Some(1)).then_some(())
     })
@@ -244,7 +273,10 @@ async fn a_reload_adds_and_removes_a_shadow_without_losing_the_queue() {
     assert_eq!(error["path"], "handlers.guard.shadow", "{body:#}");
     assert!(error["line"].as_u64() > Some(0), "{body:#}");
     assert!(
-        error["message"].as_str().unwrap().contains("shadow plugin \"label-guard-v3\" not found"),
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("shadow plugin \"label-guard-v3\" not found"),
         "{body:#}"
     );
     t.stop().await;

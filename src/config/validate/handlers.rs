@@ -278,9 +278,17 @@ routes:
             ],
             "{all}"
         );
-        assert!(all.contains("shadow \"guard\" is the handler's own plugin"), "{all}");
-        assert!(all.contains("shadow plugin \"guard-v3\" not found"), "{all}");
-        let fixed = text.replace("guard-v3", "guard-v2").replace("shadow: guard\n", "");
+        assert!(
+            all.contains("shadow \"guard\" is the handler's own plugin"),
+            "{all}"
+        );
+        assert!(
+            all.contains("shadow plugin \"guard-v3\" not found"),
+            "{all}"
+        );
+        let fixed = text
+            .replace("guard-v3", "guard-v2")
+            .replace("shadow: guard\n", "");
         let config = validate(&file, &fixed).unwrap();
         assert_eq!(config.handlers[2].shadow.as_deref(), Some("guard-v2"));
         assert_eq!(config.handlers[1].shadow, None);

@@ -29,7 +29,12 @@ pub fn field_manager(handler: &str) -> String {
 impl HostContext {
     /// The informer of `resource` if the handler may `verb` it; the refusal otherwise.
     /// `action` names the write in the message (`merge-patch`).
-    pub(super) fn writable(&self, resource: &str, verb: Verb, action: &str) -> Result<&Arc<Informer>, String> {
+    pub(super) fn writable(
+        &self,
+        resource: &str,
+        verb: Verb,
+        action: &str,
+    ) -> Result<&Arc<Informer>, String> {
         let informers = self.resolve(resource).map_err(|_| {
             format!(
                 "capability denied: handler {:?} may write only resources its routes watch, and none watches {resource:?}",
