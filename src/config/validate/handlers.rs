@@ -87,7 +87,12 @@ fn checked_plugin(at: &str, p: String, errors: &mut Errors) -> String {
 pub(super) fn check_shadows(handlers: &[HandlerSpec], plugins_dir: &Path, errors: &mut Errors) {
     for h in handlers {
         let Some(shadow) = &h.shadow else { continue };
-        if crate::config::oci::Reference::is_oci(shadow) || !is_valid_name(shadow) {
+        // An `oci://` reference is pulled at load; a bad name or the handler's own plugin
+        // is reported already.
+        if crate::config::oci::Reference::is_oci(shadow)
+            || !is_valid_name(shadow)
+            || *shadow == h.plugin
+        {
             continue;
         }
         let file = plugins_dir.join(format!("{shadow}.wasm"));
@@ -288,7 +293,7 @@ routes:
         );
         let fixed = text
             .replace("guard-v3", "guard-v2")
-            .replace("shadow: guard\n", "");
+            .replace("    shadow: guard\n", "");
         let config = validate(&file, &fixed).unwrap();
         assert_eq!(config.handlers[2].shadow.as_deref(), Some("guard-v2"));
         assert_eq!(config.handlers[1].shadow, None);
