@@ -100,6 +100,8 @@ pub struct StageFamilies {
     pub handler_dead_letters: Family<NameLabel, Gauge>,
     /// 1 while the handler is quarantined.
     pub handler_quarantined: Family<NameLabel, Gauge>,
+    /// Events on which a handler's shadow plugin did not do what its plugin did, by kind.
+    pub shadow_differences: Family<ShadowLabel, Counter>,
     /// 1 while this replica leads (always in single mode).
     pub leader: Gauge,
     /// Successful renewals of the Lease by this replica.
@@ -114,6 +116,15 @@ pub struct StageFamilies {
     pub shard_members: Gauge,
     /// Hash ranges owned, labelled `[start, end)` (sharded mode).
     pub shard_owned: Family<RangeLabel, Gauge>,
+}
+
+/// The labels of `switchyard_shadow_differences_total`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ShadowLabel {
+    /// The handler.
+    pub handler: String,
+    /// `outcome`, `writes` or `errors`.
+    pub kind: String,
 }
 
 /// The labels of `switchyard_replica_info`.
@@ -329,6 +340,11 @@ fn register_stages(registry: &mut Registry, st: &StageFamilies) {
         "switchyard_handler_dead_letters",
         "Events given up on, waiting for a retry or purge",
         st.handler_dead_letters.clone(),
+    );
+    registry.register(
+        "switchyard_shadow_differences",
+        "Events on which the handler's shadow plugin did not do what its plugin did, by kind (outcome, writes, errors)",
+        st.shadow_differences.clone(),
     );
     registry.register(
         "switchyard_handler_quarantined",

@@ -67,6 +67,7 @@ fn routes<B: Backend>(shared: Arc<B>) -> axum::Router {
         .route("/handlers/{name}/pause", post(pause_handler::<B>))
         .route("/handlers/{name}/resume", post(resume_handler::<B>))
         .route("/handlers/{name}/dead-letters", get(dead_letters::<B>))
+        .route("/handlers/{name}/shadow", get(shadow::<B>))
         .route(
             "/handlers/{name}/dead-letters/retry",
             post(retry_dead_letters::<B>),
@@ -251,6 +252,25 @@ async fn dead_letters<B: Backend>(
     Ok(Json(
         json!({"handler": name, "dead_letters": handler.dead_letters()}),
     ))
+}
+
+/// The handler's shadow plugin: its version, the comparison counts and the recent
+/// differences. 404 for an unknown handler or one without a shadow.
+async fn shadow<B: Backend>(
+    State(shared): State<Arc<B>>,
+    Path(name): Path<String>,
+) -> Result<impl IntoResponse, ApiError> {
+    let handler = find_handler(shared.as_ref(), &name)?;
+    let mut view = handler.shadow_view().ok_or_else(|| {
+        ApiError::not_found(format!(
+            "handler {name:?} has no shadow (set handlers.{name}.shadow to a plugin in the config)"
+        ))
+    })?;
+    if let Some(plugin) = shared.plugins().view(&view.status.plugin) {
+        view.sha256 = plugin.sha256;
+        view.loaded_at = plugin.loaded_at;
+    }
+    Ok(Json(view))
 }
 
 /// Which dead letters a retry or purge applies to: `{"ids": [...]}`, or all without a body.

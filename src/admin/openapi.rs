@@ -135,6 +135,12 @@ pub const ENDPOINTS: &[Endpoint] = &[
         summary: "Drop dead letters: body {\"ids\": [...]} or empty for all",
         returns: JSON,
     },
+    Endpoint {
+        method: "get",
+        path: "/handlers/{name}/shadow",
+        summary: "The handler's shadow plugin: version, comparison counts, recent differences",
+        returns: JSON,
+    },
 ];
 
 /// The OpenAPI 3.0 document.

@@ -126,14 +126,18 @@ pub async fn check(path: &Path, cluster: Option<kube::Client>) -> anyhow::Result
     })
 }
 
-/// Each handler whose plugin does not load (missing, not a component, not our contract).
+/// Each handler whose plugin, or shadow plugin, does not load (missing, not a component, not
+/// our contract).
 async fn plugins(checked: &Checked, config: &Config) -> anyhow::Result<Vec<Finding>> {
     let host: Arc<PluginHost> = PluginHost::new()?;
     let mut findings = Vec::new();
     for handler in &config.handlers {
-        if let Err(e) = loader::load(&host, &config.plugins_dir, &handler.plugin).await {
-            let path = format!("handlers.{}.plugin", handler.name);
-            findings.push(Finding::new(Severity::Error, checked.problem_at(&path, e)));
+        let shadow = handler.shadow.as_ref().map(|s| ("shadow", s));
+        for (field, plugin) in [("plugin", &handler.plugin)].into_iter().chain(shadow) {
+            if let Err(e) = loader::load(&host, &config.plugins_dir, plugin).await {
+                let path = format!("handlers.{}.{field}", handler.name);
+                findings.push(Finding::new(Severity::Error, checked.problem_at(&path, e)));
+            }
         }
     }
     Ok(findings)

@@ -149,6 +149,12 @@ pub struct HandlerFile {
     /// Plugin name: the file `NAME.wasm` in the plugins folder. Default: the handler's name.
     #[serde(default)]
     pub plugin: Option<String>,
+    /// A second plugin (a name in the plugins folder, or an `oci://` reference) that gets
+    /// every event the handler's plugin handles, with the same config, capabilities and
+    /// limits, whose writes are recorded and never sent, compared with the plugin's.
+    /// Default: none.
+    #[serde(default)]
+    pub shadow: Option<String>,
     /// Workers calling the plugin at once, 1 to [`limits::MAX_WORKERS`]. Default 2.
     #[serde(default, deserialize_with = "concurrency")]
     pub concurrency: Option<usize>,

@@ -93,6 +93,9 @@ pub struct HandlerSpec {
     pub name: String,
     /// Plugin name (`NAME.wasm` in the plugins folder).
     pub plugin: String,
+    /// The plugin run beside it on every event, its writes captured and compared (a name in
+    /// the plugins folder or an `oci://` reference); `None` for no shadow.
+    pub shadow: Option<String>,
     /// Workers calling the plugin at once.
     pub concurrency: usize,
     /// Deadline for one call.

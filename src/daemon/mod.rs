@@ -357,6 +357,16 @@ impl Shared {
             st.handler_quarantined
                 .get_or_create(&label)
                 .set(i64::from(h.quarantine.is_some()));
+            if let Some(shadow) = &h.shadow {
+                for kind in crate::handler::shadow::DIFFERENCE_KINDS {
+                    let label = crate::metrics::ShadowLabel {
+                        handler: h.name.clone(),
+                        kind: kind.to_string(),
+                    };
+                    let count = shadow.counts.differing(kind);
+                    set_counter(&st.shadow_differences.get_or_create(&label), count);
+                }
+            }
         }
         self.metrics.encode()
     }

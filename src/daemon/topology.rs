@@ -329,7 +329,8 @@ impl Topology {
         let users: Vec<Arc<dyn PluginUser>> = changes
             .all
             .iter()
-            .map(|h| h.clone() as Arc<dyn PluginUser>)
+            .flat_map(|h| [Some(h.clone() as Arc<dyn PluginUser>), h.shadow_user()])
+            .flatten()
             .collect();
         for name in stages.plugins.set_users(&users) {
             // A plugin that fails to load is reported in /status; its events wait.

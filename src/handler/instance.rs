@@ -8,7 +8,8 @@
 //!   The instance is dropped, and the next event gets a fresh one, when a call fails (an
 //!   error, a trap, a timeout: whatever state the plugin was in is not trusted), and when
 //!   the plugin version or the handler's host context (caches, writes: set anew by every
-//!   config reload) changes. What it
+//!   config reload) changes. A handler with a `shadow:` records the plugin's writes per
+//!   call, in a context of the call's own, so its workers get a fresh instance every time. What it
 //!   gives up: the plugin may carry state from one event to the next (differently per
 //!   worker, and lost on restart), memory a call grew stays charged to later calls, and
 //!   each worker holds its pool slot while it lives.

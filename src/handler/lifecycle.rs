@@ -45,7 +45,8 @@ impl Handler {
     /// no new call starts here, calls in flight finish (for up to `grace`), the workers
     /// stop, and every event still owed, every dead letter and the counters move to
     /// `successor`. Events it owes a key are delivered before those the key already owes
-    /// `successor`. Retry counts start again from the first attempt.
+    /// `successor`. Retry counts start again from the first attempt. A shadow's counts and
+    /// differences move too when the successor's shadow runs the same plugin.
     pub async fn hand_over(&self, successor: &Handler, grace: Duration) {
         self.hold();
         let deadline = tokio::time::Instant::now() + grace;
@@ -71,6 +72,12 @@ impl Handler {
             errors.pop_front();
         }
         theirs.errors = errors;
+        drop(theirs);
+        if let (Some(mine), Some(theirs)) = (&self.shadow, &successor.shadow)
+            && mine.plugin() == theirs.plugin()
+        {
+            theirs.take_record(mine);
+        }
     }
 
     /// Moves every event still owed to `successor`, ahead of what it already owes the key.

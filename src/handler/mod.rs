@@ -8,6 +8,8 @@
 //! - [`dead_letter`]: events given up on, for an operator to retry or purge;
 //! - `lifecycle`: pause, resume, hand-over to a successor on reload, shutdown;
 //! - `slot`: the plugin version the workers call, swapped in by the plugin registry;
+//! - [`shadow`]: a second plugin called with the same events, its writes captured and
+//!   compared with the plugin's;
 //! - [`status`]: counters and the views /status and /handlers/{name} show.
 //!
 //! The handler owns the per-key buffer beside the queue rather than in it: the queue only
@@ -20,6 +22,7 @@ mod lifecycle;
 pub mod pending;
 mod persist;
 mod quarantine;
+pub mod shadow;
 mod slot;
 pub mod status;
 mod worker;
@@ -43,6 +46,7 @@ pub use dead_letter::{DeadLetter, DeadLetterView, DeadLetters};
 pub use pending::{ChangeKind, Owed, PendingEvent};
 pub use persist::cached_object;
 pub use quarantine::QuarantineView;
+pub use shadow::{ShadowStatus, ShadowView};
 pub use status::{HandlerDetail, HandlerStatus, Latency, RecentError};
 
 use slot::Slot;
@@ -84,6 +88,8 @@ pub struct Handler {
     recent: Mutex<Recent>,
     /// The state store keeping its work across restarts, if the daemon has one.
     state: OnceLock<crate::state::State>,
+    /// The plugin compared with the handler's on every event, if `shadow:` names one.
+    shadow: Option<Arc<shadow::Shadow>>,
 }
 
 impl Handler {
@@ -104,6 +110,10 @@ impl Handler {
             burst: spec.burst,
         };
         let spec_quarantine = spec.quarantine;
+        let shadow = spec
+            .shadow
+            .clone()
+            .map(|plugin| Arc::new(shadow::Shadow::new(spec.name.as_str().into(), plugin)));
         let handler = Arc::new(Self {
             name: spec.name.as_str().into(),
             config_json: spec.config.to_string(),
@@ -121,6 +131,7 @@ impl Handler {
             breaker: Mutex::new(quarantine::Breaker::new(spec_quarantine)),
             recent: Mutex::new(Recent::default()),
             state: OnceLock::new(),
+            shadow,
         });
         let workers = (0..handler.spec.concurrency)
             .map(|worker| {
@@ -178,6 +189,19 @@ impl Handler {
                 .fetch_add(1, Ordering::Relaxed);
         }
         self.queue.add(key);
+    }
+
+    /// The shadow as the plugin registry sees it (a user of the shadow plugin), if the
+    /// handler has one.
+    pub fn shadow_user(&self) -> Option<Arc<dyn crate::plugin::PluginUser>> {
+        self.shadow
+            .clone()
+            .map(|s| s as Arc<dyn crate::plugin::PluginUser>)
+    }
+
+    /// The shadow's counts and recent differences, if the handler has one.
+    pub fn shadow_view(&self) -> Option<ShadowView> {
+        self.shadow.as_ref().map(|s| s.view(&self.spec.plugin))
     }
 
     /// Puts an event back in front of what the key owes now.

@@ -41,6 +41,22 @@ impl Slot {
     pub(super) fn error(&self) -> Option<String> {
         lock(&self.error).clone()
     }
+
+    /// The running version, if any.
+    pub(super) fn current(&self) -> Option<Arc<Plugin>> {
+        self.plugin.borrow().clone()
+    }
+
+    /// Swaps `plugin` in and clears any recorded problem.
+    pub(super) fn install(&self, plugin: Arc<Plugin>) {
+        *lock(&self.error) = None;
+        self.plugin.send_replace(Some(plugin));
+    }
+
+    /// Records why loading a new version failed.
+    pub(super) fn report(&self, problem: String) {
+        *lock(&self.error) = Some(problem);
+    }
 }
 
 impl Handler {
@@ -56,8 +72,7 @@ impl Handler {
     /// Swaps `plugin` in and clears any recorded problem. Calls already running finish on
     /// the version they started with; every call that starts afterwards uses `plugin`.
     pub fn install_plugin(&self, plugin: Arc<Plugin>) {
-        *lock(&self.slot.error) = None;
-        self.slot.plugin.send_replace(Some(plugin));
+        self.slot.install(plugin);
         if lock(&self.breaker).lift() {
             tracing::info!(handler = %self.name, "quarantine lifted: a new plugin version");
         }
@@ -67,7 +82,7 @@ impl Handler {
     /// plugin running now, if any, stays in place.
     pub fn report_plugin_problem(&self, problem: String) {
         tracing::error!(handler = %self.name, error = %problem, "plugin problem");
-        *lock(&self.slot.error) = Some(problem);
+        self.slot.report(problem);
     }
 }
 

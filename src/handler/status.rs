@@ -59,6 +59,9 @@ pub struct HandlerStatus {
     /// Events left undelivered when the handler stopped (queued, waiting for a retry or a
     /// requested delay, or cut off by the shutdown grace): lost, and logged at warn level.
     pub undelivered: u64,
+    /// The shadow plugin and its comparison counts, if the handler has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shadow: Option<super::ShadowStatus>,
 }
 
 /// How many recent errors and call durations a handler remembers.
@@ -158,6 +161,7 @@ impl Handler {
             quarantine,
             quarantines,
             undelivered: c.undelivered.load(Ordering::Relaxed),
+            shadow: self.shadow.as_ref().map(|s| s.status()),
         }
     }
 

@@ -11,7 +11,9 @@ use tracing::Instrument;
 use super::ChangeKind;
 use super::instance::Instances;
 use super::quarantine::Gate;
+use super::shadow::{CallResult, Compared};
 use super::{DeadLetter, Delivery, Handler, PendingEvent, RecentError, WorkKey};
+use crate::plugin::imports::capture::Capture;
 use crate::plugin::{CallLimits, Event, EventKind, Outcome, Plugin};
 use crate::util::{lock, rfc3339};
 
@@ -104,7 +106,8 @@ impl Handler {
         event.map(|e| (delivery, e))
     }
 
-    /// Calls the plugin with one event and acts on the outcome.
+    /// Calls the plugin with one event and acts on the outcome; then, if the handler has a
+    /// shadow, calls it with the same event and compares (see [`super::shadow`]).
     async fn handle(
         &self,
         instances: &mut Instances,
@@ -120,10 +123,19 @@ impl Handler {
             memory: self.spec.memory,
         };
         let context = lock(&self.host_context).clone();
+        // With a shadow, the primary's writes are recorded as they are sent.
+        let recorded = self.shadow.as_ref().map(|_| Arc::new(Capture::recording()));
+        let primary_context = match &recorded {
+            Some(capture) => Arc::new((*context).clone().with_capture(capture.clone())),
+            None => context.clone(),
+        };
         let started = std::time::Instant::now();
+        // With a shadow, each call records into a capture of its own, so a kept instance
+        // (`instance: reuse`) is not reused: see `super::instance`.
         let result = instances
-            .call(plugin, &context, &limits, &self.config_json, &call)
+            .call(plugin, &primary_context, &limits, &self.config_json, &call)
             .await;
+        let compared = recorded.map(|c| CallResult::of(&result, c.writes()));
         let failure = result.as_ref().err().map(|e| RecentError {
             at: rfc3339(SystemTime::now()),
             object: format!("{}/{}", key.route, key.object),
@@ -147,6 +159,16 @@ impl Handler {
                     .add_after_rate_limited(key.clone(), Duration::from_millis(ms));
             }
             Err(error) => self.failed(key, delivery, event, attempt, &error),
+        }
+        if let (Some(shadow), Some(primary)) = (&self.shadow, compared) {
+            let event = Compared {
+                route: &key.route,
+                object: key.object.to_string(),
+                call: &call,
+            };
+            shadow
+                .run(&context, &limits, &self.config_json, event, primary)
+                .await;
         }
     }
 

@@ -29,6 +29,7 @@ mod quarantine;
 mod queue;
 mod replay;
 mod scaffold;
+mod shadow;
 mod sharded;
 mod state;
 mod unserved;

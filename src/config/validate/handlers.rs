@@ -1,6 +1,7 @@
 //! `handlers.NAME:`: a plugin and how it is run (workers, limits, retries, resync, the
 //! settings passed to `init`, capabilities), with every default filled in.
 
+use std::path::Path;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -17,24 +18,18 @@ pub(super) fn build_handler(name: String, h: HandlerFile, errors: &mut Errors) -
     let at = |field: &str| format!("handlers.{name}.{field}");
     let quarantine = quarantine(&h, &at, errors);
     let plugin = match h.plugin {
-        Some(p) if crate::config::oci::Reference::is_oci(&p) => {
-            if let Err(reason) = crate::config::oci::Reference::parse(&p) {
-                errors.at(at("plugin"), format!("invalid plugin reference: {reason}"));
-            }
-            p
-        }
-        Some(p) if !is_valid_name(&p) => {
-            errors.at(
-                at("plugin"),
-                format!(
-                    "invalid plugin name {p:?}: name the file NAME.wasm in the plugins folder by NAME (lower case letters, digits and '-'), or a registry artifact by oci://HOST/REPOSITORY:TAG"
-                ),
-            );
-            p
-        }
-        Some(p) => p,
+        Some(p) => checked_plugin(&at("plugin"), p, errors),
         None => name.clone(),
     };
+    let shadow = h.shadow.map(|s| checked_plugin(&at("shadow"), s, errors));
+    if shadow.as_ref() == Some(&plugin) {
+        errors.at(
+            at("shadow"),
+            format!(
+                "shadow {plugin:?} is the handler's own plugin: a shadow runs another plugin (put the new version in the plugins folder under another name)"
+            ),
+        );
+    }
     let backoff_base = h.backoff_base.map_or(Duration::from_millis(100), |d| d.0);
     let backoff_cap = h.backoff_cap.map_or(Duration::from_secs(30), |d| d.0);
     if backoff_cap < backoff_base {
@@ -56,6 +51,7 @@ pub(super) fn build_handler(name: String, h: HandlerFile, errors: &mut Errors) -
         qps,
         burst: h.burst.unwrap_or(100).max(1),
         plugin,
+        shadow,
         concurrency: h.concurrency.unwrap_or(2),
         timeout: h.timeout.map_or(Duration::from_secs(5), |d| d.0),
         memory: h.memory.map_or(64 << 20, |m| m.0),
@@ -66,6 +62,51 @@ pub(super) fn build_handler(name: String, h: HandlerFile, errors: &mut Errors) -
         quarantine,
         instance: h.instance.unwrap_or_default(),
         name,
+    }
+}
+
+/// A plugin reference written at `at` (`plugin:` or `shadow:`): a name in the plugins
+/// folder or an `oci://` reference; what is wrong with it is recorded at its place.
+fn checked_plugin(at: &str, p: String, errors: &mut Errors) -> String {
+    if crate::config::oci::Reference::is_oci(&p) {
+        if let Err(reason) = crate::config::oci::Reference::parse(&p) {
+            errors.at(at, format!("invalid plugin reference: {reason}"));
+        }
+    } else if !is_valid_name(&p) {
+        errors.at(
+            at,
+            format!(
+                "invalid plugin name {p:?}: name the file NAME.wasm in the plugins folder by NAME (lower case letters, digits and '-'), or a registry artifact by oci://HOST/REPOSITORY:TAG"
+            ),
+        );
+    }
+    p
+}
+
+/// Every handler's shadow that names a plugin in the plugins folder names a file that is
+/// there (an `oci://` reference is pulled when the daemon loads it).
+pub(super) fn check_shadows(handlers: &[HandlerSpec], plugins_dir: &Path, errors: &mut Errors) {
+    for h in handlers {
+        let Some(shadow) = &h.shadow else { continue };
+        // An `oci://` reference is pulled at load; a bad name or the handler's own plugin
+        // is reported already.
+        if crate::config::oci::Reference::is_oci(shadow)
+            || !is_valid_name(shadow)
+            || *shadow == h.plugin
+        {
+            continue;
+        }
+        let file = plugins_dir.join(format!("{shadow}.wasm"));
+        if !file.is_file() {
+            errors.at(
+                format!("handlers.{}.shadow", h.name),
+                format!(
+                    "shadow plugin {shadow:?} not found: there is no {} (plugins_dir is {})",
+                    file.display(),
+                    plugins_dir.display()
+                ),
+            );
+        }
     }
 }
 
@@ -207,5 +248,55 @@ handlers:
         assert!(all.contains("adds up to 1200 workers"), "{all}");
         let fits = text.replace("600}", "512}");
         assert!(validate(Path::new("c.yaml"), &fits).is_ok());
+    }
+
+    #[test]
+    fn a_shadow_naming_a_missing_plugin_or_the_handlers_own_is_refused_where_it_is() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("plugins")).unwrap();
+        std::fs::write(dir.path().join("plugins/guard-v2.wasm"), b"").unwrap();
+        let file = dir.path().join("c.yaml");
+        let text = "\
+handlers:
+  a:
+    plugin: guard
+    shadow: guard-v3
+  b:
+    plugin: guard
+    shadow: guard
+  c:
+    plugin: guard
+    shadow: guard-v2
+routes:
+  - {name: a, resource: configmaps, handler: a}
+";
+        let errors = validate(&file, text).unwrap_err().0;
+        let found: Vec<(u64, u64, String)> = errors
+            .iter()
+            .map(|e| (e.line, e.column, e.path.clone()))
+            .collect();
+        let all: String = errors.iter().map(|e| format!("{e}\n")).collect();
+        assert_eq!(
+            found,
+            [
+                (4, 13, "handlers.a.shadow".to_string()),
+                (7, 13, "handlers.b.shadow".to_string()),
+            ],
+            "{all}"
+        );
+        assert!(
+            all.contains("shadow \"guard\" is the handler's own plugin"),
+            "{all}"
+        );
+        assert!(
+            all.contains("shadow plugin \"guard-v3\" not found"),
+            "{all}"
+        );
+        let fixed = text
+            .replace("guard-v3", "guard-v2")
+            .replace("    shadow: guard\n", "");
+        let config = validate(&file, &fixed).unwrap();
+        assert_eq!(config.handlers[2].shadow.as_deref(), Some("guard-v2"));
+        assert_eq!(config.handlers[1].shadow, None);
     }
 }

@@ -168,13 +168,15 @@ fn build(file: &Path, top: ConfigFile, errors: &mut Errors) -> Config {
             "state_dir cannot be used with ha.mode sharded in this version (after a restart, objects another replica owns now would be delivered as deleted): use ha.mode single or leader with state_dir",
         );
     }
+    let plugins_dir = expand_at(&plugins_dir, "plugins_dir", base, errors)
+        .unwrap_or_else(|| base.join(plugins_dir));
+    handlers::check_shadows(&handlers, &plugins_dir, errors);
     Config {
         state,
         source: file.to_path_buf(),
         admin_token: admin.token,
         kubeconfig,
-        plugins_dir: expand_at(&plugins_dir, "plugins_dir", base, errors)
-            .unwrap_or_else(|| base.join(plugins_dir)),
+        plugins_dir,
         admin_listen: admin.listen,
         probes_listen: admin.probes_listen,
         ha,

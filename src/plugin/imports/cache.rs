@@ -21,7 +21,7 @@ impl HostContext {
         namespace: Option<&str>,
         name: &str,
     ) -> Result<Option<String>, String> {
-        if let Some(capture) = &self.capture {
+        if let Some(capture) = self.offline() {
             return capture.known(&self.handler, resource).map(|()| None);
         }
         let key = ObjectKey::new(namespace, name);
@@ -38,7 +38,7 @@ impl HostContext {
         resource: &str,
         namespace: Option<&str>,
     ) -> Result<Vec<String>, String> {
-        if let Some(capture) = &self.capture {
+        if let Some(capture) = self.offline() {
             return capture.known(&self.handler, resource).map(|()| Vec::new());
         }
         let informers = self.resolve(resource)?;
@@ -61,7 +61,7 @@ impl HostContext {
         index: &str,
         value: &str,
     ) -> Result<Vec<String>, String> {
-        if let Some(capture) = &self.capture {
+        if let Some(capture) = self.offline() {
             return capture.known(&self.handler, resource).map(|()| Vec::new());
         }
         let informers = self.resolve(resource)?;

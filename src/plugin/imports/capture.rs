@@ -1,7 +1,14 @@
-//! Capture mode for the `kube` and `cache` imports, for `switchyard replay`: no API server.
+//! Capture mode for the `kube` and `cache` imports, in three kinds ([`CaptureMode`]):
 //!
-//! A write the handler's capabilities allow is recorded, never sent, and answered as the
-//! API server would answer a successful one:
+//! - offline, for `switchyard replay`: no API server, cache reads see an empty cache;
+//! - shadow, for a handler's shadow plugin in the daemon: writes are never sent, but cache
+//!   reads see the daemon's live caches and writes are checked exactly as the daemon checks
+//!   them (so a refusal reads the same as the primary's);
+//! - record, for the primary plugin of a handler with a shadow: writes are sent as usual and
+//!   also recorded, so the two can be compared.
+//!
+//! In offline and shadow mode, a write the handler's capabilities allow is recorded, never
+//! sent, and answered as the API server would answer a successful one:
 //!
 //! - `apply` returns the body, with `apiVersion`, `kind`, `metadata.name` and
 //!   `metadata.namespace` filled in as the host fills them before sending;
@@ -52,10 +59,22 @@ pub struct CapturedMetric {
     pub labels: Vec<(String, String)>,
 }
 
+/// What a capture does with writes and cache reads (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CaptureMode {
+    /// Writes recorded, not sent; cache reads see an empty cache.
+    Offline,
+    /// Writes recorded, not sent; cache reads see the live caches.
+    Shadow,
+    /// Writes sent and recorded; cache reads see the live caches.
+    Record,
+}
+
 /// What a handler's calls in capture mode may name, and the writes and metrics they asked
 /// for.
 #[derive(Debug)]
 pub struct Capture {
+    mode: CaptureMode,
     /// Every name the watched resources go by (plural, kind, `v1/configmaps`).
     names: Vec<String>,
     /// The object of the event being replayed.
@@ -65,14 +84,37 @@ pub struct Capture {
 }
 
 impl Capture {
-    /// Capture for one event about `object`, of resources going by `names`.
+    /// Offline capture for one event about `object`, of resources going by `names`.
     pub fn new(names: Vec<String>, object: Value) -> Self {
         Self {
+            mode: CaptureMode::Offline,
             names,
             object,
             writes: Mutex::new(Vec::new()),
             metrics: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Shadow capture for one event about `object`: writes recorded and answered, never
+    /// sent; cache reads and write checks as in the daemon.
+    pub fn shadow(object: Value) -> Self {
+        Self {
+            mode: CaptureMode::Shadow,
+            ..Self::new(Vec::new(), object)
+        }
+    }
+
+    /// Recording of the writes a call sends (they are sent as usual).
+    pub fn recording() -> Self {
+        Self {
+            mode: CaptureMode::Record,
+            ..Self::new(Vec::new(), Value::Null)
+        }
+    }
+
+    /// What this capture does with writes and cache reads.
+    pub fn mode(&self) -> CaptureMode {
+        self.mode
     }
 
     /// The writes captured so far, in order.
@@ -113,7 +155,7 @@ impl Capture {
         }
     }
 
-    fn record(&self, write: CapturedWrite) {
+    pub(super) fn record(&self, write: CapturedWrite) {
         lock(&self.writes).push(write);
     }
 
@@ -123,6 +165,31 @@ impl Capture {
 }
 
 impl HostContext {
+    /// The capture that stands in for the API server's writes (offline or shadow), if any.
+    pub(super) fn capturing(&self) -> Option<&Capture> {
+        self.capture
+            .as_deref()
+            .filter(|c| c.mode != CaptureMode::Record)
+    }
+
+    /// The capture that stands in for the caches (offline only), if any.
+    pub(super) fn offline(&self) -> Option<&Capture> {
+        self.capture
+            .as_deref()
+            .filter(|c| c.mode == CaptureMode::Offline)
+    }
+
+    /// Records a write about to be sent, when the call records its writes.
+    pub(super) fn record_sent(&self, write: impl FnOnce() -> CapturedWrite) {
+        if let Some(capture) = self
+            .capture
+            .as_deref()
+            .filter(|c| c.mode == CaptureMode::Record)
+        {
+            capture.record(write());
+        }
+    }
+
     /// Checks a write in capture mode as [`HostContext`] checks a real one.
     fn capture_allowed(
         &self,
@@ -131,6 +198,13 @@ impl HostContext {
         verb: Verb,
         action: &str,
     ) -> Result<(), String> {
+        if capture.mode == CaptureMode::Shadow {
+            let action = match action {
+                "create-event" => "record events about",
+                other => other,
+            };
+            return self.writable(resource, verb, action).map(|_| ());
+        }
         capture.known(&self.handler, resource).map_err(|_| {
             format!(
                 "capability denied: handler {:?} may write only resources its routes watch, and none watches {resource:?}",

@@ -29,7 +29,12 @@ pub fn field_manager(handler: &str) -> String {
 impl HostContext {
     /// The informer of `resource` if the handler may `verb` it; the refusal otherwise.
     /// `action` names the write in the message (`merge-patch`).
-    fn writable(&self, resource: &str, verb: Verb, action: &str) -> Result<&Arc<Informer>, String> {
+    pub(super) fn writable(
+        &self,
+        resource: &str,
+        verb: Verb,
+        action: &str,
+    ) -> Result<&Arc<Informer>, String> {
         let informers = self.resolve(resource).map_err(|_| {
             format!(
                 "capability denied: handler {:?} may write only resources its routes watch, and none watches {resource:?}",
@@ -76,7 +81,7 @@ impl HostContext {
         name: &str,
         body: &str,
     ) -> Result<String, String> {
-        if let Some(capture) = &self.capture {
+        if let Some(capture) = self.capturing() {
             let body: Value = serde_json::from_str(body)
                 .map_err(|e| format!("apply: the body is not JSON: {e}"))?;
             let write = captured("apply", resource, namespace, name, body);
@@ -85,6 +90,7 @@ impl HostContext {
         let informer = self.writable(resource, Verb::Apply, "apply")?;
         let mut body: Value =
             serde_json::from_str(body).map_err(|e| format!("apply: the body is not JSON: {e}"))?;
+        self.record_sent(|| captured("apply", resource, namespace, name, body.clone()));
         let Some(object) = body.as_object_mut() else {
             return Err("apply: the body must be a JSON object".into());
         };
@@ -130,7 +136,7 @@ impl HostContext {
         name: &str,
         patch: &str,
     ) -> Result<String, String> {
-        if let Some(capture) = &self.capture {
+        if let Some(capture) = self.capturing() {
             let patch: Value = serde_json::from_str(patch)
                 .map_err(|e| format!("merge-patch: the patch is not JSON: {e}"))?;
             let write = captured("merge-patch", resource, namespace, name, patch);
@@ -139,6 +145,7 @@ impl HostContext {
         let informer = self.writable(resource, Verb::Patch, "merge-patch")?;
         let patch: Value = serde_json::from_str(patch)
             .map_err(|e| format!("merge-patch: the patch is not JSON: {e}"))?;
+        self.record_sent(|| captured("merge-patch", resource, namespace, name, patch.clone()));
         let patched = self
             .api(informer, namespace)?
             .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
@@ -154,11 +161,12 @@ impl HostContext {
         namespace: Option<&str>,
         name: &str,
     ) -> Result<(), String> {
-        if let Some(capture) = &self.capture {
+        if let Some(capture) = self.capturing() {
             let write = captured("delete", resource, namespace, name, Value::Null);
             return self.capture_write(capture, Verb::Delete, write).map(|_| ());
         }
         let informer = self.writable(resource, Verb::Delete, "delete")?;
+        self.record_sent(|| captured("delete", resource, namespace, name, Value::Null));
         match self
             .api(informer, namespace)?
             .delete(name, &DeleteParams::default())
@@ -204,7 +212,7 @@ impl HostContext {
         if reason.is_empty() {
             return Err("create-event: give a reason (UpperCamelCase, such as LabelAdded)".into());
         }
-        if let Some(capture) = &self.capture {
+        if let Some(capture) = self.capturing() {
             let body = json!({"type": event_type, "reason": reason, "message": message});
             let namespace = field("namespace");
             let write = captured("create-event", kind, namespace.as_deref(), &name, body);
@@ -223,6 +231,10 @@ impl HostContext {
         let plural = informer.key().resource.plural.clone();
         self.writable(&plural, Verb::Event, "record events about")?;
         let namespace = field("namespace");
+        self.record_sent(|| {
+            let body = json!({"type": event_type, "reason": reason, "message": message});
+            captured("create-event", kind, namespace.as_deref(), &name, body)
+        });
         let event_namespace = namespace.clone().unwrap_or_else(|| "default".into());
         let now = crate::util::rfc3339(SystemTime::now());
         let suffix = uuid::Uuid::new_v4().simple().to_string();

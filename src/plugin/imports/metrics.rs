@@ -268,7 +268,7 @@ impl CallState {
         labels: Vec<(String, String)>,
     ) -> Result<(), String> {
         let ctx = self.context();
-        let captured = ctx.capture.as_ref().map(|c| (c, labels.clone()));
+        let captured = ctx.capturing().map(|c| (c, labels.clone()));
         match ctx.metrics.as_ref() {
             Some(metrics) => metrics.record(ctx.handler(), kind, name, value, labels)?,
             None => return Err("metrics are not available to this plugin call".into()),

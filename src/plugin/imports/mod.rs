@@ -4,7 +4,8 @@
 //!
 //! - [`metrics`]: counters, gauges and histograms a plugin records, exposed on `/metrics`;
 //! - [`cache`]: read-only access to the informer caches of the handler's routes;
-//! - [`capture`]: writes recorded instead of sent, for `switchyard replay`;
+//! - [`capture`]: writes recorded instead of sent (for `switchyard replay` and a handler's
+//!   shadow plugin) or as they are sent (for the plugin a shadow is compared with);
 //! - [`kube_writes`]: server-side apply, merge patch, delete and Events, each allowed only
 //!   where the handler's `capabilities:` grant it.
 //!
@@ -27,7 +28,9 @@ pub use metrics::{MAX_SERIES_PER_HANDLER, MetricType, PluginMetrics};
 
 /// Everything a handler's plugin calls reach through the host imports: who is calling, what
 /// it may read and write, and the client and registry the imports use. Built once per
-/// handler and shared by every call.
+/// handler and shared by every call; a call that captures its writes gets a copy with a
+/// [`capture::Capture`] of its own.
+#[derive(Clone)]
 pub struct HostContext {
     handler: Arc<str>,
     logs: PluginLogs,
@@ -73,6 +76,13 @@ impl HostContext {
         }
     }
 
+    /// Sends the plugin's log lines to `logs` instead.
+    #[must_use]
+    pub fn with_logs(mut self, logs: PluginLogs) -> Self {
+        self.logs = logs;
+        self
+    }
+
     /// Grants these writes.
     #[must_use]
     pub fn with_capabilities(mut self, capabilities: Capabilities) -> Self {
@@ -104,8 +114,8 @@ impl HostContext {
         self
     }
 
-    /// Records writes in `capture` instead of sending them, and answers cache reads from an
-    /// empty cache (see [`capture`]).
+    /// Records writes in `capture`: instead of sending them (offline and shadow mode) or as
+    /// they are sent (record mode); offline, cache reads see an empty cache (see [`capture`]).
     #[must_use]
     pub fn with_capture(mut self, capture: Arc<capture::Capture>) -> Self {
         self.capture = Some(capture);

@@ -10,6 +10,8 @@
 //!   any;
 //! - `faulty/index: INDEX` lists the object's own resource (by its kind) by the index INDEX
 //!   and the value `x`, and returns the host's error, if any;
+//! - `faulty/label: KEY=VALUE` merge-patches the label KEY=VALUE onto the object (through
+//!   the resource named by its kind) and returns the host's error, if any;
 //! - `faulty/requeue-ms: N` asks to be called again after N ms whenever the attempt number
 //!   is 1 (a requeue is not a retry, so that is every call);
 //! - `faulty/count: "true"` logs `call N of this instance`, N counting the calls the
@@ -21,7 +23,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use serde_json::Value;
 use switchyard_sdk::{
-    Event, EventKind, Handler, Level, Outcome, cache, export_handler, log, metrics,
+    Event, EventKind, Handler, Level, Outcome, cache, export_handler, kube, log, metrics,
 };
 
 struct Faulty;
@@ -58,6 +60,15 @@ impl Handler for Faulty {
         if let Some(index) = annotation(&object, "faulty/index") {
             let kind = object["kind"].as_str().unwrap_or_default();
             cache::list_by_index(kind, index, "x")?;
+        }
+        if let Some((key, value)) =
+            annotation(&object, "faulty/label").and_then(|l| l.split_once('='))
+        {
+            let meta = &object["metadata"];
+            let kind = object["kind"].as_str().unwrap_or_default();
+            let name = meta["name"].as_str().unwrap_or_default();
+            let patch = serde_json::json!({"metadata": {"labels": {key: value}}});
+            kube::merge_patch(kind, meta["namespace"].as_str(), name, &patch)?;
         }
         if annotation(&object, "faulty/trap") == Some("true") {
             panic!("faulty plugin asked to trap");
