@@ -1,32 +1,37 @@
 //! The wasmtime host: one engine for every plugin, a ticker that drives call deadlines, and
 //! compilation of plugin files into pre-instantiated [`Plugin`]s.
 //!
-//! # Decision: a fresh instance per call, from a pooling allocator
+//! # Decision: a fresh instance per call, from a pooling allocator with resident slots
 //!
 //! Measured with `cargo bench --bench plugin` (benches/plugin.rs; numbers and machine in
 //! BENCHMARKS.md), calling the `noop` test plugin, medians:
 //!
-//! | per call | on-demand allocator | pooling allocator |
-//! |---|---|---|
-//! | fresh instance (instantiate, `init`, `handle`) | 59.5 µs | 32.3 µs |
-//! | reused instance (`handle` only) | 2.1 µs | 2.3 µs |
-//! | native async fn doing the same work | 0.37 µs | |
+//! | per call | on demand | pooling, decommit | pooling, resident |
+//! |---|---|---|---|
+//! | fresh instance (instantiate, `init`, `handle`) | 50.3 µs | 16.8 µs | 7.2 µs |
+//! | reused instance (`handle` only) | 1.05 µs | 0.80 µs | 0.94 µs |
+//! | native async fn doing the same work | 0.14 µs | | |
 //!
-//! **Fresh instance per call.** Reusing an instance would save about 30 µs a call, but an
-//! instance carries whatever the previous event left in its memory and globals: a plugin
-//! could keep state between events (which the contract says it cannot, and which would
-//! behave differently with more workers or after a restart), a trap or a timeout would leave
-//! the instance poisoned and need a new one anyway, and memory a call grew would stay
-//! charged to later calls. 32 µs is about 30,000 calls a second per core, far above the rate
-//! at which an informer delivers changes and small next to one API round trip (milliseconds)
-//! that a handler's work usually involves. Isolation is worth more than that saving.
+//! **Fresh instance per call, by default.** An instance carries whatever the previous event
+//! left in its memory and globals: a plugin could keep state between events (which would
+//! behave differently with more workers or after a restart), a trap or a timeout leaves the
+//! instance poisoned, and memory a call grew would stay charged to later calls. At 7 µs a
+//! call a core makes about 140,000 fresh instances a second, far above the rate at which an
+//! informer delivers changes. A handler that accepts those costs can opt in to
+//! `instance: reuse` (see `handler::instance`), which saves the instantiation.
 //!
-//! **Pooling allocator on.** It halves the cost of a fresh instance (instantiation with
-//! `init` goes from 51.8 µs to 19.1 µs) because memories, tables and stacks come from
-//! preallocated slots that are reset rather than mapped and unmapped each time. Its cost is
-//! sizing: the pool holds a fixed number of instances, each memory slot reserves address
-//! space for the largest memory allowed (the largest handler `memory` at start), and
-//! neither can grow while the daemon runs. A
+//! **Pooling allocator on, slots kept resident.** Memories, tables and stacks come from
+//! preallocated slots instead of being mapped and unmapped per instance ([`SlotReset`]).
+//! wasmtime's default gives a slot's pages back to the kernel when its instance ends, so
+//! the next instance page-faults them in again (and on a multi-threaded process each
+//! `madvise` shoots down the other cores' TLBs); keeping up to 16 MiB resident and resetting
+//! only the pages touched (found with `PAGEMAP_SCAN`) cuts a fresh `noop` call from 16.8 to
+//! 7.2 µs and a JavaScript one from 1.0 to 0.45 ms. The initial memory image stays mapped
+//! copy-on-write: copying it in is no faster for a small Rust image and copies a whole
+//! interpreter heap per event for Python and JavaScript. The pool's cost is sizing: it holds
+//! a fixed number of instances, each memory slot reserves address space for the largest
+//! memory allowed (the largest handler `memory` at start), neither can grow while the daemon
+//! runs, and each slot used keeps the pages its instances touched (up to 16 MiB) resident. A
 //! semaphore makes a call wait for a free slot rather than fail.
 //!
 //! # Decision: every handler owns its share of the pool; the pool has headroom
