@@ -679,10 +679,10 @@ fn print_table(n: usize, results: &[(Row, Vec<Measured>)]) {
                 .then(|| m.churn_handled / m.churn_wall)),
             cell(rounds, 1, |m| Some(m.peak_rss / f64::from(1 << 20))),
             cell(rounds, 2, |m| Some(m.peak_rss / 1024.0 / n as f64)),
-            cell(rounds, 1, |m| ms(m.wait_list, 0)),
-            cell(rounds, 1, |m| ms(m.wait_list, 1)),
-            cell(rounds, 1, |m| ms(m.wait_churn, 0)),
-            cell(rounds, 1, |m| ms(m.wait_churn, 1)),
+            cell(rounds, 2, |m| ms(m.wait_list, 0)),
+            cell(rounds, 2, |m| ms(m.wait_list, 1)),
+            cell(rounds, 2, |m| ms(m.wait_churn, 0)),
+            cell(rounds, 2, |m| ms(m.wait_churn, 1)),
             ratio(
                 median_of(rounds, list_cpu_per_event),
                 median_of(kube, list_cpu_per_event)
