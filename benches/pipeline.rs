@@ -218,6 +218,12 @@ async fn start_sim(plan: &Plan, n: usize, rate: f64, dir: &Path) -> (Running, St
         .args(["--churn-size", &OBJECT_SIZE.to_string()])
         .args(["--churn-rate", &rate.to_string()])
         .args(["--churn-objects", &CHURN_OBJECTS.to_string()])
+        // Two minutes of changes, so the continue tokens of a long paged list stay valid
+        // (the default, 10,000, is five seconds at 2,000 changes a second).
+        .args([
+            "--history",
+            &((rate * 120.0) as usize).max(10_000).to_string(),
+        ])
         .arg("--kubeconfig-out")
         .arg(dir.join("kubeconfig"))
         .stderr(Stdio::null());
