@@ -186,6 +186,11 @@ enum Command {
         /// data each) before serving, for load and memory tests.
         #[arg(long, default_value_t = 0)]
         prefill: usize,
+        /// How many changes the simulator keeps for watches to resume from and continue
+        /// tokens to page through; older ones answer 410 Expired (etcd's compaction).
+        #[arg(long, default_value_t = switchyard::sim::cluster::DEFAULT_HISTORY,
+              value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+        history: usize,
         /// Simulator config (YAML): custom resources (CRDs) and objects to start with.
         #[arg(long)]
         config: Option<PathBuf>,
@@ -299,6 +304,7 @@ fn main() -> ExitCode {
                 churn_kinds,
                 config,
                 prefill,
+                history,
                 token,
                 token_file,
                 tls,
@@ -319,7 +325,8 @@ fn main() -> ExitCode {
                     kinds: churn_kinds,
                     ..ChurnConfig::default()
                 };
-                sim(listen, kubeconfig_out, churn, config, prefill, access).await
+                let load = SimLoad { prefill, history };
+                sim(listen, kubeconfig_out, churn, config, load, access).await
             }
         }
     });
@@ -586,6 +593,12 @@ async fn replay(path: &Path, events: &Path, handler: Option<&str>, json: bool) -
     Ok(ExitCode::SUCCESS)
 }
 
+/// What `switchyard sim` holds: ConfigMaps made at start, and changes kept.
+struct SimLoad {
+    prefill: usize,
+    history: usize,
+}
+
 /// Who may reach `switchyard sim`, and how.
 struct SimAccess {
     token: Option<String>,
@@ -636,7 +649,7 @@ async fn sim(
     kubeconfig: Option<PathBuf>,
     churn: ChurnConfig,
     config: Option<PathBuf>,
-    prefill: usize,
+    load: SimLoad,
     access: SimAccess,
 ) -> Result<ExitCode> {
     init_logging(&format!("info,{QUIET_DEPENDENCIES}"));
@@ -663,12 +676,13 @@ async fn sim(
         token,
         tls: access.tls,
         sharded_list_and_watch: access.feature_gates.sharded_list_and_watch,
+        history: load.history,
         ..SimOptions::default()
     };
     let sim = Simulator::start(options)
         .await
         .with_context(|| format!("cannot start the simulator on {listen}"))?;
-    prefill_configmaps(&sim, prefill, churn.object_size)?;
+    prefill_configmaps(&sim, load.prefill, churn.object_size)?;
     println!("simulator: {}", sim.url());
     println!("faults:    {}/_switchyard/faults", sim.url());
     if let (Some(path), Some(pem)) = (&access.ca_out, sim.ca_pem()) {

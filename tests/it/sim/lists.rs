@@ -8,7 +8,7 @@ use kube::api::{Api, ListParams, VersionMatch};
 use serde_json::{Value, json};
 use switchyard::sim::{ObjectRef, SimOptions, Simulator, resources};
 
-use crate::support::sim::{Kubectl, blocking, get_json, start_with_config};
+use crate::support::sim::{Kubectl, Lines, blocking, get_json, start_with_config};
 
 fn configmaps() -> usize {
     resources::find("", "v1", "configmaps").unwrap()
@@ -360,4 +360,51 @@ async fn a_table_list_carries_the_continue_token() {
     assert_eq!(table["rows"].as_array().unwrap().len(), 2);
     assert!(table["metadata"]["continue"].is_string(), "{table}");
     assert_eq!(table["metadata"]["remainingItemCount"], 1);
+}
+
+/// `switchyard sim --prefill 20 --history H` and the first version of the ConfigMaps
+/// listed exactly: the answer's status code.
+async fn exact_list_of_the_first_version(history: &str) -> (u16, Value) {
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_switchyard"))
+        .args(["sim", "--prefill", "20", "--history", history])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start switchyard sim");
+    let (line, _running) = blocking(move || {
+        let mut lines = Lines::follow(child);
+        let line = lines.wait_for(Duration::from_secs(20), |l| l.starts_with("simulator: "));
+        (line, lines)
+    })
+    .await;
+    let base = line.trim_start_matches("simulator: ").trim();
+    let (_, list) = get_json(&format!("{base}/api/v1/namespaces/default/configmaps")).await;
+    let first = list["items"][0]["metadata"]["resourceVersion"]
+        .as_str()
+        .expect("a version")
+        .to_string();
+    get_json(&format!(
+        "{base}/api/v1/namespaces/default/configmaps?resourceVersion={first}&resourceVersionMatch=Exact"
+    ))
+    .await
+}
+
+#[tokio::test]
+async fn switchyard_sim_keeps_as_many_changes_as_its_history_flag_says() {
+    let (code, list) = exact_list_of_the_first_version("25").await;
+    assert_eq!(code, 200, "{list}");
+    let (code, status) = exact_list_of_the_first_version("5").await;
+    assert_eq!(
+        (code, status["reason"].as_str()),
+        (410, Some("Expired")),
+        "{status}"
+    );
+
+    let refused = std::process::Command::new(env!("CARGO_BIN_EXE_switchyard"))
+        .args(["sim", "--history", "0"])
+        .output()
+        .expect("run switchyard sim");
+    assert_eq!(refused.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("--history"), "{stderr}");
 }

@@ -1,0 +1,747 @@
+//! End to end: the whole daemon beside a kube-rs controller, each in a process of its own,
+//! against a `switchyard sim` process prefilled with N ConfigMaps of about 1.1 KB and
+//! churning 2,000 changes per second (1,000 objects, 1,100 bytes each) in `default`.
+//!
+//! Rows, each a child process so that its CPU time (utime + stime from /proc/PID/stat) and
+//! peak RSS (VmHWM) are its own:
+//! - (a) `switchyard run`, one route of every ConfigMap in `default` to the `noop` plugin;
+//! - (b) the same with a `when:` condition no object meets: listed, decoded, skipped, no call;
+//! - (c) a kube-rs `Controller` on ConfigMaps in `default` with a reconcile that does
+//!   nothing (this bench binary run again as a child, reporting its reconciles on stdout);
+//! - (d) serde_json decoding the same list, fetched once in pages of 500 before the clock
+//!   starts (no watch, no churn: its simulator does not churn).
+//!
+//! Each row gets a fresh simulator. The churn starts with the simulator, so the initial
+//! list phase overlaps it; that phase ends when the row has handled N objects (handler
+//! calls for (a), skipped deltas for (b), reconciles for (c)). The churn phase is the next
+//! `SWITCHYARD_PIPELINE_CHURN_SECS` seconds; its CPU time is divided by the changes the
+//! simulator made in that time (rate times duration). Queue wait quantiles are interpolated
+//! within the buckets of `workqueue_queue_duration_seconds`, as Prometheus's
+//! `histogram_quantile` does. Rows run interleaved (a, b, c, d, a, b, ...), three rounds.
+//!
+//! Run: `scripts/build-plugins.sh && cargo bench --bench pipeline`. Environment:
+//! `SWITCHYARD_PIPELINE_SIZES` (N, comma-separated, default `20000,100000`),
+//! `SWITCHYARD_PIPELINE_CHURN_SECS` (default 30), `SWITCHYARD_PIPELINE_ROUNDS` (default 3).
+//! Without `--bench` (as `cargo test --all-targets` runs it) a smoke run with 300 objects.
+
+#![allow(missing_docs)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::watcher;
+use serde_json::Value;
+
+/// The variable that makes this binary a child row instead of the bench.
+const ROLE: &str = "SWITCHYARD_PIPELINE_ROLE";
+/// The simulator's URL, for the decode row.
+const URL: &str = "SWITCHYARD_PIPELINE_URL";
+const TOKEN: &str = "pipeline-bench-token";
+const CHURN_OBJECTS: usize = 1_000;
+const OBJECT_SIZE: usize = 1_100;
+
+/// What one run is made of.
+struct Plan {
+    sizes: Vec<usize>,
+    churn: Duration,
+    rate: f64,
+    rounds: usize,
+    binary: PathBuf,
+    plugins: PathBuf,
+}
+
+fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(default)
+}
+
+impl Plan {
+    fn from_env() -> Self {
+        // `cargo test --all-targets` runs this without `--bench`: then a quick smoke run.
+        let measuring = std::env::args().any(|a| a == "--bench");
+        let sizes = match std::env::var("SWITCHYARD_PIPELINE_SIZES") {
+            Ok(list) if measuring => list
+                .split(',')
+                .map(|n| {
+                    n.trim()
+                        .parse()
+                        .expect("SWITCHYARD_PIPELINE_SIZES: numbers")
+                })
+                .collect(),
+            _ if measuring => vec![20_000, 100_000],
+            _ => vec![300],
+        };
+        let plugins = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("plugins");
+        assert!(
+            plugins.join("noop.wasm").exists(),
+            "plugins/noop.wasm is missing: run scripts/build-plugins.sh first"
+        );
+        Plan {
+            sizes,
+            churn: Duration::from_secs_f64(if measuring {
+                env_or("SWITCHYARD_PIPELINE_CHURN_SECS", 30.0)
+            } else {
+                1.0
+            }),
+            rate: if measuring { 2_000.0 } else { 200.0 },
+            rounds: if measuring {
+                env_or("SWITCHYARD_PIPELINE_ROUNDS", 3)
+            } else {
+                1
+            },
+            binary: PathBuf::from(env!("CARGO_BIN_EXE_switchyard")),
+            plugins,
+        }
+    }
+}
+
+/// The rows, in the order they take turns.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Row {
+    Noop,
+    Skip,
+    KubeRs,
+    Decode,
+}
+
+impl Row {
+    const ALL: [Row; 4] = [Row::Noop, Row::Skip, Row::KubeRs, Row::Decode];
+
+    fn label(self) -> &'static str {
+        match self {
+            Row::Noop => "(a) switchyard, noop plugin",
+            Row::Skip => "(b) switchyard, route skips all",
+            Row::KubeRs => "(c) kube-rs Controller, no-op reconcile",
+            Row::Decode => "(d) serde_json decode of the list",
+        }
+    }
+}
+
+/// CPU time (user + system) of process `pid` so far, from /proc/PID/stat.
+fn process_cpu(pid: &str) -> Duration {
+    static TICK: OnceLock<f64> = OnceLock::new();
+    let tick = *TICK.get_or_init(|| {
+        let out = Command::new("getconf").arg("CLK_TCK").output();
+        out.ok()
+            .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
+            .unwrap_or(100.0)
+    });
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let Some(end) = stat.rfind(')') else {
+        return Duration::ZERO;
+    };
+    // The fields after the command name (which may hold spaces) in parentheses.
+    let fields: Vec<&str> = stat[end + 2..].split(' ').collect();
+    let field = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok());
+    let ticks = field(11).unwrap_or(0.0) + field(12).unwrap_or(0.0);
+    Duration::from_secs_f64(ticks / tick)
+}
+
+/// Peak resident set size (VmHWM) of process `pid`, in bytes.
+fn peak_rss(pid: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kib| kib * 1024)
+}
+
+/// The last of `lines` starting with `prefix`, without it.
+fn last_line(lines: &Mutex<Vec<String>>, prefix: &str) -> Option<String> {
+    let lines = lines.lock().unwrap();
+    lines
+        .iter()
+        .rev()
+        .find_map(|l| l.strip_prefix(prefix).map(str::to_string))
+}
+
+/// A child process, killed when dropped, its stdout lines kept.
+struct Running {
+    child: Child,
+    lines: Arc<Mutex<Vec<String>>>,
+}
+
+impl Running {
+    fn start(mut command: Command) -> Self {
+        command.stdin(Stdio::null()).stdout(Stdio::piped());
+        let mut child = command.spawn().expect("start a child process");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let sink = lines.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                sink.lock().unwrap().push(line);
+            }
+        });
+        Running { child, lines }
+    }
+
+    fn pid(&self) -> String {
+        self.child.id().to_string()
+    }
+
+    /// The last line starting with `prefix`, without it.
+    fn last(&self, prefix: &str) -> Option<String> {
+        last_line(&self.lines, prefix)
+    }
+
+    /// Panics if the process has exited.
+    fn check_alive(&mut self, what: &str) {
+        if let Ok(Some(status)) = self.child.try_wait() {
+            panic!("{what} exited early: {status}");
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A simulator with `n` ConfigMaps, churning at `rate`; returns it and its URL.
+async fn start_sim(plan: &Plan, n: usize, rate: f64, dir: &Path) -> (Running, String) {
+    let mut command = Command::new(&plan.binary);
+    command
+        .args(["sim", "--prefill", &n.to_string()])
+        .args(["--churn-size", &OBJECT_SIZE.to_string()])
+        .args(["--churn-rate", &rate.to_string()])
+        .args(["--churn-objects", &CHURN_OBJECTS.to_string()])
+        // Two minutes of changes, so the continue tokens of a long paged list stay valid
+        // (the default, 10,000, is five seconds at 2,000 changes a second).
+        .args([
+            "--history",
+            &((rate * 120.0) as usize).max(10_000).to_string(),
+        ])
+        .arg("--kubeconfig-out")
+        .arg(dir.join("kubeconfig"))
+        .stderr(Stdio::null());
+    let mut sim = Running::start(command);
+    let deadline = Instant::now() + Duration::from_secs(600);
+    while sim.last("kubeconfig:").is_none() {
+        sim.check_alive("switchyard sim");
+        assert!(Instant::now() < deadline, "the simulator did not start");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let url = sim.last("simulator: ").expect("the simulator's URL");
+    (sim, url)
+}
+
+/// A free port on 127.0.0.1.
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    listener.local_addr().expect("addr").port()
+}
+
+/// `switchyard run` for row (a) or (b), with its admin API on `port`.
+fn start_daemon(plan: &Plan, row: Row, dir: &Path, port: u16) -> Running {
+    std::fs::write(dir.join("token"), TOKEN).expect("write the token");
+    let skip = if row == Row::Skip {
+        "    when:\n      - path: metadata.annotations.pipeline-bench-never\n        exists: true\n"
+    } else {
+        ""
+    };
+    let config = format!(
+        "plugins_dir: {}\nadmin:\n  listen: 127.0.0.1:{port}\n  token_file: token\n\
+         handlers:\n  noop:\n    plugin: noop\n    concurrency: 2\n\
+         routes:\n  - name: all\n    resource: configmaps\n    namespaces: [default]\n    handler: noop\n{skip}",
+        plan.plugins.display()
+    );
+    std::fs::write(dir.join("switchyard.yaml"), config).expect("write the config");
+    let mut command = Command::new(&plan.binary);
+    command
+        .current_dir(dir)
+        .args([
+            "run",
+            "--config",
+            "switchyard.yaml",
+            "--kubeconfig",
+            "kubeconfig",
+        ])
+        .stderr(std::fs::File::create(dir.join("daemon.log")).expect("a log file"));
+    Running::start(command)
+}
+
+/// This bench binary again, as the child for `role`.
+fn start_self(role: &str, dir: &Path, url: &str) -> Running {
+    let mut command = Command::new(std::env::current_exe().expect("this binary"));
+    command
+        .env(ROLE, role)
+        .env("KUBECONFIG", dir.join("kubeconfig"))
+        .env(URL, url)
+        .stderr(Stdio::inherit());
+    Running::start(command)
+}
+
+/// The daemon's status and metrics, through its admin API.
+struct Admin {
+    client: reqwest::Client,
+    base: String,
+}
+
+impl Admin {
+    async fn get(&self, path: &str) -> Option<String> {
+        let response = self
+            .client
+            .get(format!("{}{path}", self.base))
+            .bearer_auth(TOKEN)
+            .send()
+            .await
+            .ok()?;
+        response.error_for_status().ok()?.text().await.ok()
+    }
+
+    /// Objects handled: handler calls done for (a), deltas skipped for (b).
+    async fn handled(&self, row: Row) -> Option<u64> {
+        let status: Value = serde_json::from_str(&self.get("/status").await?).ok()?;
+        match row {
+            Row::Skip => status["routes"][0]["skipped"].as_u64(),
+            _ => status["handlers"][0]["processed"].as_u64(),
+        }
+    }
+
+    /// The queue wait histogram's cumulative buckets: (upper bound, count).
+    async fn queue_buckets(&self) -> Vec<(f64, f64)> {
+        let text = self.get("/metrics").await.unwrap_or_default();
+        text.lines()
+            .filter(|l| l.starts_with("workqueue_queue_duration_seconds_bucket"))
+            .filter_map(|l| {
+                let le = l.split("le=\"").nth(1)?.split('"').next()?;
+                let bound = if le == "+Inf" {
+                    f64::INFINITY
+                } else {
+                    le.parse().ok()?
+                };
+                Some((bound, l.rsplit(' ').next()?.parse().ok()?))
+            })
+            .collect()
+    }
+}
+
+/// The `q` quantile of cumulative `buckets`, interpolated linearly within its bucket.
+fn quantile(buckets: &[(f64, f64)], q: f64) -> Option<f64> {
+    let total = buckets.last()?.1;
+    if total <= 0.0 {
+        return None;
+    }
+    let rank = q * total;
+    let (mut lower, mut below) = (0.0, 0.0);
+    for &(bound, count) in buckets {
+        if count >= rank {
+            if bound.is_infinite() {
+                return Some(lower);
+            }
+            let share = if count > below {
+                (rank - below) / (count - below)
+            } else {
+                0.0
+            };
+            return Some(lower + (bound - lower) * share);
+        }
+        (lower, below) = (bound, count);
+    }
+    Some(lower)
+}
+
+/// `later` minus `earlier`, bucket by bucket.
+fn bucket_difference(later: &[(f64, f64)], earlier: &[(f64, f64)]) -> Vec<(f64, f64)> {
+    later
+        .iter()
+        .zip(earlier.iter().map(|e| e.1).chain(std::iter::repeat(0.0)))
+        .map(|(&(bound, count), before)| (bound, count - before))
+        .collect()
+}
+
+/// What one row measured in one round.
+#[derive(Default, Clone)]
+struct Measured {
+    list_wall: f64,
+    list_cpu: f64,
+    list_handled: f64,
+    churn_cpu: f64,
+    churn_changes: f64,
+    churn_handled: f64,
+    churn_wall: f64,
+    peak_rss: f64,
+    wait_list: Option<(f64, f64)>,
+    wait_churn: Option<(f64, f64)>,
+}
+
+/// How a row's handled count is read.
+enum Source<'a> {
+    Admin(&'a Admin, Row),
+    Lines(Arc<Mutex<Vec<String>>>),
+}
+
+impl Source<'_> {
+    async fn handled(&self) -> Option<u64> {
+        match self {
+            Source::Admin(admin, row) => admin.handled(*row).await,
+            Source::Lines(lines) => last_line(lines, "reconciled ")?.parse().ok(),
+        }
+    }
+
+    async fn buckets(&self) -> Vec<(f64, f64)> {
+        match self {
+            Source::Admin(admin, Row::Noop) => admin.queue_buckets().await,
+            _ => Vec::new(),
+        }
+    }
+}
+
+fn quantiles(buckets: &[(f64, f64)]) -> Option<(f64, f64)> {
+    Some((quantile(buckets, 0.5)?, quantile(buckets, 0.99)?))
+}
+
+/// Times a started row (a, b or c) through the list phase and the churn phase.
+async fn measure(
+    plan: &Plan,
+    n: usize,
+    child: &mut Running,
+    source: Source<'_>,
+    started: Instant,
+) -> Measured {
+    let pid = child.pid();
+    let deadline = started + Duration::from_secs(1_800);
+    let handled = loop {
+        child.check_alive("the row's process");
+        assert!(Instant::now() < deadline, "{n} objects not handled in time");
+        match source.handled().await {
+            Some(h) if h >= n as u64 => break h,
+            _ => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    };
+    let list_wall = started.elapsed().as_secs_f64();
+    let list_cpu = process_cpu(&pid);
+    let list_buckets = source.buckets().await;
+    let churn_started = Instant::now();
+    tokio::time::sleep(plan.churn).await;
+    child.check_alive("the row's process");
+    let churn_cpu = process_cpu(&pid) - list_cpu;
+    let churn_wall = churn_started.elapsed().as_secs_f64();
+    let after = source.handled().await.unwrap_or(handled);
+    let churn_buckets = bucket_difference(&source.buckets().await, &list_buckets);
+    Measured {
+        list_wall,
+        list_cpu: list_cpu.as_secs_f64(),
+        list_handled: handled as f64,
+        churn_cpu: churn_cpu.as_secs_f64(),
+        churn_changes: plan.rate * churn_wall,
+        churn_handled: (after - handled) as f64,
+        churn_wall,
+        peak_rss: peak_rss(&pid) as f64,
+        wait_list: quantiles(&list_buckets),
+        wait_churn: quantiles(&churn_buckets),
+    }
+}
+
+/// One row at `n` objects, on a fresh simulator.
+async fn run_row(plan: &Plan, row: Row, n: usize) -> Measured {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let rate = if row == Row::Decode { 0.0 } else { plan.rate };
+    let (_sim, url) = start_sim(plan, n, rate, dir.path()).await;
+    let started = Instant::now();
+    match row {
+        Row::Noop | Row::Skip => {
+            let port = free_port();
+            let mut daemon = start_daemon(plan, row, dir.path(), port);
+            let admin = Admin {
+                client: reqwest::Client::new(),
+                base: format!("http://127.0.0.1:{port}"),
+            };
+            let measured = measure(plan, n, &mut daemon, Source::Admin(&admin, row), started).await;
+            drop(daemon);
+            measured
+        }
+        Row::KubeRs => {
+            let mut child = start_self("controller", dir.path(), &url);
+            let source = Source::Lines(child.lines.clone());
+            measure(plan, n, &mut child, source, started).await
+        }
+        Row::Decode => decode_row(dir.path(), &url).await,
+    }
+}
+
+/// Row (d): the child fetches the list, decodes it, and reports what that took.
+async fn decode_row(dir: &Path, url: &str) -> Measured {
+    let mut child = start_self("decode", dir, url);
+    let line = loop {
+        if let Some(line) = child.last("decoded ") {
+            break line;
+        }
+        child.check_alive("the decode row");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let numbers: Vec<f64> = line
+        .split(' ')
+        .map(|v| v.parse().expect("a number"))
+        .collect();
+    let [objects, cpu, wall, rss] = numbers[..] else {
+        panic!("unexpected report {line:?}")
+    };
+    Measured {
+        list_wall: wall,
+        list_cpu: cpu,
+        list_handled: objects,
+        peak_rss: rss,
+        ..Measured::default()
+    }
+}
+
+/// CPU time the calling thread has run, from /proc/thread-self/schedstat (nanoseconds).
+fn thread_cpu() -> Duration {
+    let stat = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap_or_default();
+    let nanos = stat.split(' ').next().and_then(|v| v.parse().ok());
+    Duration::from_nanos(nanos.unwrap_or(0))
+}
+
+/// The decode row's child: fetches the ConfigMaps of `default` in pages of 500, then
+/// decodes every page on this thread as kube-rs decodes a list, keeping the objects, and
+/// prints `decoded OBJECTS CPU_SECONDS WALL_SECONDS PEAK_RSS_BYTES`.
+fn decode_child() {
+    let url = std::env::var(URL).expect("the simulator's URL");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let pages = runtime.block_on(fetch_pages(&url));
+    let (cpu, started) = (thread_cpu(), Instant::now());
+    let mut objects: Vec<ConfigMap> = Vec::new();
+    for page in &pages {
+        let list: kube::core::ObjectList<ConfigMap> =
+            serde_json::from_slice(page).expect("a ConfigMap list");
+        objects.extend(list.items);
+    }
+    let wall = started.elapsed().as_secs_f64();
+    let cpu = (thread_cpu() - cpu).as_secs_f64();
+    println!(
+        "decoded {} {cpu} {wall} {}",
+        objects.len(),
+        peak_rss("self")
+    );
+}
+
+/// A list page's continue token.
+#[derive(serde::Deserialize)]
+struct PageMeta {
+    metadata: PageContinue,
+}
+
+#[derive(serde::Deserialize)]
+struct PageContinue {
+    #[serde(rename = "continue", default)]
+    token: Option<String>,
+}
+
+/// Every page of the ConfigMaps in `default`, as sent.
+async fn fetch_pages(url: &str) -> Vec<bytes::Bytes> {
+    let client = reqwest::Client::new();
+    let mut pages = Vec::new();
+    let mut token = String::new();
+    loop {
+        let mut request = client
+            .get(format!("{url}/api/v1/namespaces/default/configmaps"))
+            .query(&[("limit", "500")]);
+        if !token.is_empty() {
+            request = request.query(&[("continue", &token)]);
+        }
+        let response = request.send().await.expect("list ConfigMaps");
+        let body = response
+            .error_for_status()
+            .expect("the list succeeds")
+            .bytes()
+            .await
+            .expect("the list's body");
+        let meta: PageMeta = serde_json::from_slice(&body).expect("a list");
+        pages.push(body);
+        match meta.metadata.token {
+            Some(next) if !next.is_empty() => token = next,
+            _ => return pages,
+        }
+    }
+}
+
+/// The controller row's child: a kube-rs `Controller` on the ConfigMaps of `default`
+/// whose reconcile only counts; prints `reconciled COUNT` whenever the count changed
+/// (checked every 20 ms).
+async fn controller_child() {
+    let client = kube::Client::try_default()
+        .await
+        .expect("a client from KUBECONFIG");
+    let api: kube::Api<ConfigMap> = kube::Api::namespaced(client, "default");
+    let count = Arc::new(AtomicU64::new(0));
+    let reported = count.clone();
+    tokio::spawn(async move {
+        let mut last = u64::MAX;
+        loop {
+            let now = reported.load(Ordering::Relaxed);
+            if now != last {
+                println!("reconciled {now}");
+                last = now;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+    Controller::new(api, watcher::Config::default())
+        .run(reconcile, error_policy, count)
+        .for_each(|_| async {})
+        .await;
+}
+
+async fn reconcile(
+    _object: Arc<ConfigMap>,
+    count: Arc<AtomicU64>,
+) -> Result<Action, std::convert::Infallible> {
+    count.fetch_add(1, Ordering::Relaxed);
+    Ok(Action::await_change())
+}
+
+fn error_policy(
+    _object: Arc<ConfigMap>,
+    _error: &std::convert::Infallible,
+    _count: Arc<AtomicU64>,
+) -> Action {
+    Action::await_change()
+}
+
+/// Median, minimum and maximum.
+fn spread(mut values: Vec<f64>) -> Option<(f64, f64, f64)> {
+    values.retain(|v| v.is_finite());
+    values.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    Some((
+        *values.get(values.len() / 2)?,
+        *values.first()?,
+        *values.last()?,
+    ))
+}
+
+/// `median (min–max)` of `value` over the rounds, with `digits` decimals; `—` if none.
+fn cell(rounds: &[Measured], digits: usize, value: impl Fn(&Measured) -> Option<f64>) -> String {
+    match spread(rounds.iter().filter_map(value).collect()) {
+        Some((median, min, max)) if rounds.len() > 1 => {
+            format!("{median:.digits$} ({min:.digits$}–{max:.digits$})")
+        }
+        Some((median, _, _)) => format!("{median:.digits$}"),
+        None => "—".into(),
+    }
+}
+
+fn median_of(rounds: &[Measured], value: impl Fn(&Measured) -> Option<f64>) -> Option<f64> {
+    spread(rounds.iter().filter_map(value).collect()).map(|s| s.0)
+}
+
+fn list_cpu_per_event(m: &Measured) -> Option<f64> {
+    Some(m.list_cpu / m.list_handled * 1e6)
+}
+
+fn churn_cpu_per_change(m: &Measured) -> Option<f64> {
+    (m.churn_changes > 0.0).then(|| m.churn_cpu / m.churn_changes * 1e6)
+}
+
+/// A ratio of medians, or `—`.
+fn ratio(mine: Option<f64>, theirs: Option<f64>) -> String {
+    match (mine, theirs) {
+        (Some(a), Some(b)) if b > 0.0 => format!("{:.2}", a / b),
+        _ => "—".into(),
+    }
+}
+
+/// The markdown table for `n` objects.
+fn print_table(n: usize, results: &[(Row, Vec<Measured>)]) {
+    let of = |row: Row| &results.iter().find(|r| r.0 == row).expect("every row").1;
+    let (kube, decode) = (of(Row::KubeRs), of(Row::Decode));
+    println!(
+        "\n**{n} ConfigMaps** (median (min–max) of {} rounds)\n",
+        kube.len()
+    );
+    println!(
+        "| row | list: wall s | list: objects/s | list: CPU µs/object | churn: CPU µs/change | churn: handled/s | peak RSS MiB | RSS KiB/object | queue wait p50 / p99 ms, list | queue wait p50 / p99 ms, churn | list CPU vs (c) | list CPU vs (d) | churn CPU vs (c) | RSS vs (c) |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    for (row, rounds) in results {
+        let ms = |pair: Option<(f64, f64)>, which: usize| {
+            pair.map(|p| if which == 0 { p.0 } else { p.1 } * 1e3)
+        };
+        let rss = |m: &Measured| Some(m.peak_rss);
+        println!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} / {} | {} / {} | {} | {} | {} | {} |",
+            row.label(),
+            cell(rounds, 2, |m| Some(m.list_wall)),
+            cell(rounds, 0, |m| Some(m.list_handled / m.list_wall)),
+            cell(rounds, 1, list_cpu_per_event),
+            cell(rounds, 1, churn_cpu_per_change),
+            cell(rounds, 0, |m| (m.churn_changes > 0.0)
+                .then(|| m.churn_handled / m.churn_wall)),
+            cell(rounds, 1, |m| Some(m.peak_rss / f64::from(1 << 20))),
+            cell(rounds, 2, |m| Some(m.peak_rss / 1024.0 / n as f64)),
+            cell(rounds, 2, |m| ms(m.wait_list, 0)),
+            cell(rounds, 2, |m| ms(m.wait_list, 1)),
+            cell(rounds, 2, |m| ms(m.wait_churn, 0)),
+            cell(rounds, 2, |m| ms(m.wait_churn, 1)),
+            ratio(
+                median_of(rounds, list_cpu_per_event),
+                median_of(kube, list_cpu_per_event)
+            ),
+            ratio(
+                median_of(rounds, list_cpu_per_event),
+                median_of(decode, list_cpu_per_event)
+            ),
+            ratio(
+                median_of(rounds, churn_cpu_per_change),
+                median_of(kube, churn_cpu_per_change)
+            ),
+            ratio(median_of(rounds, rss), median_of(kube, rss)),
+        );
+    }
+}
+
+fn main() {
+    match std::env::var(ROLE).as_deref() {
+        Ok("controller") => {
+            let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+            return runtime.block_on(controller_child());
+        }
+        Ok("decode") => return decode_child(),
+        _ => {}
+    }
+    let plan = Plan::from_env();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    println!(
+        "ConfigMaps of {OBJECT_SIZE} bytes of data in `default`; churn {} changes/s over {CHURN_OBJECTS} objects, {:?} after the list; {} CPUs; {}",
+        plan.rate,
+        plan.churn,
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        plan.binary.display()
+    );
+    for &n in &plan.sizes {
+        let mut results: Vec<(Row, Vec<Measured>)> =
+            Row::ALL.iter().map(|&r| (r, Vec::new())).collect();
+        for round in 1..=plan.rounds {
+            for (row, rounds) in &mut results {
+                let took = Instant::now();
+                let measured = runtime.block_on(run_row(&plan, *row, n));
+                eprintln!(
+                    "N={n} round {round} {}: {:.1} s",
+                    row.label(),
+                    took.elapsed().as_secs_f64()
+                );
+                rounds.push(measured);
+            }
+        }
+        print_table(n, &results);
+    }
+}
