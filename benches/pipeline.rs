@@ -5,6 +5,7 @@
 //! Rows, each a child process so that its CPU time (utime + stime from /proc/PID/stat) and
 //! peak RSS (VmHWM) are its own:
 //! - (a) `switchyard run`, one route of every ConfigMap in `default` to the `noop` plugin;
+//! - (a2) the same with `instance: reuse` (each worker keeps its plugin instance);
 //! - (b) the same with a `when:` condition no object meets: listed, decoded, skipped, no call;
 //! - (c) a kube-rs `Controller` on ConfigMaps in `default` with a reconcile that does
 //!   nothing (this bench binary run again as a child, reporting its reconciles on stdout);
@@ -108,17 +109,19 @@ impl Plan {
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Row {
     Noop,
+    Reuse,
     Skip,
     KubeRs,
     Decode,
 }
 
 impl Row {
-    const ALL: [Row; 4] = [Row::Noop, Row::Skip, Row::KubeRs, Row::Decode];
+    const ALL: [Row; 5] = [Row::Noop, Row::Reuse, Row::Skip, Row::KubeRs, Row::Decode];
 
     fn label(self) -> &'static str {
         match self {
             Row::Noop => "(a) switchyard, noop plugin",
+            Row::Reuse => "(a2) switchyard, noop plugin, instance: reuse",
             Row::Skip => "(b) switchyard, route skips all",
             Row::KubeRs => "(c) kube-rs Controller, no-op reconcile",
             Row::Decode => "(d) serde_json decode of the list",
@@ -252,9 +255,14 @@ fn start_daemon(plan: &Plan, row: Row, dir: &Path, port: u16) -> Running {
     } else {
         ""
     };
+    let instance = if row == Row::Reuse {
+        "reuse"
+    } else {
+        "per-event"
+    };
     let config = format!(
         "plugins_dir: {}\nadmin:\n  listen: 127.0.0.1:{port}\n  token_file: token\n\
-         handlers:\n  noop:\n    plugin: noop\n    concurrency: 2\n\
+         handlers:\n  noop:\n    plugin: noop\n    concurrency: 2\n    instance: {instance}\n\
          routes:\n  - name: all\n    resource: configmaps\n    namespaces: [default]\n    handler: noop\n{skip}",
         plan.plugins.display()
     );
@@ -394,7 +402,7 @@ impl Source<'_> {
 
     async fn buckets(&self) -> Vec<(f64, f64)> {
         match self {
-            Source::Admin(admin, Row::Noop) => admin.queue_buckets().await,
+            Source::Admin(admin, Row::Noop | Row::Reuse) => admin.queue_buckets().await,
             _ => Vec::new(),
         }
     }
@@ -453,7 +461,7 @@ async fn run_row(plan: &Plan, row: Row, n: usize) -> Measured {
     let (_sim, url) = start_sim(plan, n, rate, dir.path()).await;
     let started = Instant::now();
     match row {
-        Row::Noop | Row::Skip => {
+        Row::Noop | Row::Reuse | Row::Skip => {
             let port = free_port();
             let mut daemon = start_daemon(plan, row, dir.path(), port);
             let admin = Admin {
