@@ -41,6 +41,9 @@ pub struct PageRequest<'a> {
     pub after: Option<(&'a str, &'a str)>,
     /// At most this many items; `None` for all.
     pub limit: Option<usize>,
+    /// Count every matching object after the page; otherwise [`Page::remaining`] only says
+    /// whether there is one (kube-apiserver gives no count when the list has selectors).
+    pub count_remaining: bool,
 }
 
 /// What a page read returns.
@@ -50,7 +53,8 @@ pub struct Page {
     pub rv: u64,
     /// The matching objects, in key order.
     pub items: Vec<Arc<Value>>,
-    /// How many matching objects come after this page.
+    /// How many matching objects come after this page; without
+    /// [`PageRequest::count_remaining`], 1 if any does.
     pub remaining: usize,
 }
 
@@ -134,28 +138,15 @@ impl Cluster {
                 undone.insert(&change.at, change.previous.as_ref());
             }
         }
-        let candidates: Vec<&Arc<Value>> = if undone.is_empty() {
-            current.map(|(_, v)| v).collect()
-        } else {
-            let mut view: BTreeMap<&ObjectRef, &Arc<Value>> = current.collect();
-            for (k, v) in undone {
-                match v {
-                    Some(v) => view.insert(k, v),
-                    None => view.remove(k),
-                };
-            }
-            view.into_values().collect()
-        };
+        // Lazily, in key order: only as far as the page (and the count) needs.
+        let mut objects = at_version(current, undone).filter(|o| matches(o));
         let limit = request.limit.unwrap_or(usize::MAX);
-        let mut items = Vec::new();
-        let mut remaining = 0;
-        for object in candidates.into_iter().filter(|o| matches(o)) {
-            if items.len() < limit {
-                items.push(object.clone());
-            } else {
-                remaining += 1;
-            }
-        }
+        let items: Vec<Arc<Value>> = objects.by_ref().take(limit).cloned().collect();
+        let remaining = if request.count_remaining {
+            objects.count()
+        } else {
+            usize::from(objects.next().is_some())
+        };
         Ok(Page {
             rv,
             items,
@@ -211,6 +202,37 @@ impl Cluster {
 }
 
 /// Checks that the state at `rv` can be rebuilt from the history.
+/// The objects at a version, in key order: the current ones (`current`, in key order) with
+/// the `undone` keys' states at that version in their place (`None`: it did not exist).
+fn at_version<'a>(
+    current: impl Iterator<Item = (&'a ObjectRef, &'a Arc<Value>)>,
+    undone: BTreeMap<&'a ObjectRef, Option<&'a Arc<Value>>>,
+) -> impl Iterator<Item = &'a Arc<Value>> {
+    let mut current = current.peekable();
+    let mut undone = undone.into_iter().peekable();
+    std::iter::from_fn(move || {
+        loop {
+            let from_undone = match (current.peek(), undone.peek()) {
+                (None, None) => return None,
+                (Some(_), None) => false,
+                (None, Some(_)) => true,
+                (Some(&(c, _)), Some(&(u, _))) => {
+                    if c == u {
+                        current.next();
+                    }
+                    c >= u
+                }
+            };
+            if !from_undone {
+                return current.next().map(|(_, v)| v);
+            }
+            if let Some((_, Some(v))) = undone.next() {
+                return Some(v);
+            }
+        }
+    })
+}
+
 fn readable(state: &State, rv: u64) -> Result<u64, ReadError> {
     if rv > state.rv {
         Err(ReadError::TooLarge { current: state.rv })
@@ -264,6 +286,7 @@ mod tests {
             at,
             after,
             limit,
+            count_remaining: true,
         }
     }
 
@@ -322,6 +345,28 @@ mod tests {
             .unwrap();
         assert_eq!(names(&second), ["c", "d"]);
         assert_eq!(second.remaining, 1);
+    }
+
+    #[test]
+    fn without_a_count_a_page_only_says_whether_more_match() {
+        let cluster = Cluster::default();
+        for name in ["a", "b", "c", "d", "e"] {
+            create(&cluster, name);
+        }
+        let not_b = |o: &Value| o["metadata"]["name"] != "b";
+        let mut request = page(ReadAt::Latest, None, Some(2));
+        request.count_remaining = false;
+        let first = cluster.read_page(&request, not_b).unwrap();
+        assert_eq!(
+            (names(&first), first.remaining),
+            (vec!["a".into(), "c".into()], 1)
+        );
+        request.after = Some(("default", "c"));
+        let last = cluster.read_page(&request, not_b).unwrap();
+        assert_eq!(
+            (names(&last), last.remaining),
+            (vec!["d".into(), "e".into()], 0)
+        );
     }
 
     #[test]

@@ -186,6 +186,7 @@ pub(super) async fn list(
         at,
         after,
         limit: options.limit,
+        count_remaining: filter.is_empty(),
     };
     let read = |state: &ApiState| {
         state
