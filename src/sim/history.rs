@@ -41,8 +41,9 @@ pub struct PageRequest<'a> {
     pub after: Option<(&'a str, &'a str)>,
     /// At most this many items; `None` for all.
     pub limit: Option<usize>,
-    /// Count every matching object after the page; otherwise [`Page::remaining`] only says
-    /// whether there is one (kube-apiserver gives no count when the list has selectors).
+    /// Count every object after the page, without asking the matcher: for a list with no
+    /// selectors. Otherwise [`Page::remaining`] only says whether one more matches
+    /// (kube-apiserver gives no count when the list has selectors).
     pub count_remaining: bool,
 }
 
@@ -53,8 +54,8 @@ pub struct Page {
     pub rv: u64,
     /// The matching objects, in key order.
     pub items: Vec<Arc<Value>>,
-    /// How many matching objects come after this page; without
-    /// [`PageRequest::count_remaining`], 1 if any does.
+    /// How many objects come after this page; without [`PageRequest::count_remaining`], 1
+    /// if one more matches.
     pub remaining: usize,
 }
 
@@ -139,13 +140,18 @@ impl Cluster {
             }
         }
         // Lazily, in key order: only as far as the page (and the count) needs.
-        let mut objects = at_version(current, undone).filter(|o| matches(o));
+        let mut objects = at_version(current, undone);
         let limit = request.limit.unwrap_or(usize::MAX);
-        let items: Vec<Arc<Value>> = objects.by_ref().take(limit).cloned().collect();
+        let items: Vec<Arc<Value>> = objects
+            .by_ref()
+            .filter(|o| matches(o))
+            .take(limit)
+            .cloned()
+            .collect();
         let remaining = if request.count_remaining {
             objects.count()
         } else {
-            usize::from(objects.next().is_some())
+            usize::from(objects.any(|o| matches(o)))
         };
         Ok(Page {
             rv,
