@@ -62,14 +62,7 @@ async fn a_plugin_failing_on_every_call_is_quarantined_and_lifted_by_resume_or_a
         h["queue_depth"].as_u64().unwrap() + h["delayed"].as_u64().unwrap() >= 1,
         "{h:#}"
     );
-    let metrics = t
-        .request(reqwest::Method::GET, "/metrics")
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = t.metrics_text().await;
     assert!(
         metrics.contains("switchyard_handler_quarantined{name=\"billing\"} 1"),
         "{metrics}"

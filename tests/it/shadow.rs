@@ -112,14 +112,7 @@ async fn a_shadow_writing_something_else_is_shown_as_a_write_difference_and_neve
         status["shadow"]["differing_writes"].as_u64() >= Some(1),
         "{status:#}"
     );
-    let metrics = t
-        .request(reqwest::Method::GET, "/metrics")
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = t.metrics_text().await;
     let series = metrics
         .lines()
         .find(|l| {

@@ -209,6 +209,17 @@ impl TestDaemon {
             .bearer_auth(super::TOKEN)
     }
 
+    /// GET `/metrics` with the token: the exposition text.
+    pub async fn metrics_text(&self) -> String {
+        self.request(Method::GET, "/metrics")
+            .send()
+            .await
+            .expect("the admin API answers")
+            .text()
+            .await
+            .expect("a text body")
+    }
+
     /// GET `path` with the token; the status and the JSON body.
     pub async fn get(&self, path: &str) -> (u16, Value) {
         send(self.request(Method::GET, path)).await
