@@ -17,14 +17,17 @@
 //! is not a number the check is skipped.
 
 use super::shown;
+use super::wire::{self, Decoder, Received};
 use crate::sharding::ShardSelector;
 
 mod sharded;
 use std::collections::VecDeque;
+use std::pin::Pin;
 use std::time::Duration;
 
-use futures::stream::{BoxStream, Stream, StreamExt};
-use kube::api::{Api, DynamicObject, ListParams, WatchEvent, WatchParams};
+use futures::stream::Stream;
+use futures::{AsyncBufRead, AsyncBufReadExt};
+use kube::api::{Api, DynamicObject, ListParams, WatchParams};
 use kube::core::Status;
 
 /// Objects per list page (what kube-runtime's watcher asks for).
@@ -36,21 +39,25 @@ const WATCH_TIMEOUT: u32 = 290;
 /// How long past [`WATCH_TIMEOUT`] a watch may stay silent before it is taken for dead.
 const IDLE_MARGIN: Duration = Duration::from_secs(5);
 
+/// The longest watch line read; a longer one ends the watch with an error. An object is at
+/// most 1.5 MiB in etcd by default; this leaves room for servers that allow more.
+const MAX_LINE: usize = 64 << 20;
+
 /// What the loop reports, in the order it happens.
 #[derive(Debug)]
 pub(super) enum Event {
     /// A list begins: the first one, or a relist.
     ListStarted,
     /// One object of the list in progress.
-    Listed(DynamicObject),
+    Listed(Received),
     /// The list is complete: every object was [`Event::Listed`].
     ListDone,
     /// A watch stream is open: the watch works (again).
     Watching,
     /// The watch saw an object added or changed.
-    Applied(DynamicObject),
+    Applied(Received),
     /// The watch saw an object deleted.
-    Deleted(DynamicObject),
+    Deleted(Received),
     /// The first page of a sharded list: whether the server applied the shard selector
     /// (echoed it in `ListMeta.shardInfo`); if not, every object came and the informer
     /// filters.
@@ -168,7 +175,11 @@ impl Selectors {
     }
 }
 
-type WatchStream = BoxStream<'static, kube::Result<WatchEvent<DynamicObject>>>;
+/// An open watch's body, and the line being read from it.
+struct WatchStream {
+    body: Pin<Box<dyn AsyncBufRead + Send>>,
+    line: Vec<u8>,
+}
 
 /// Where the loop is.
 enum State {
@@ -177,7 +188,7 @@ enum State {
     /// A list in progress: the objects of the page received, the token of the next page, and
     /// the list's resourceVersion once known.
     Listing {
-        page: VecDeque<DynamicObject>,
+        page: VecDeque<Received>,
         continue_token: Option<String>,
         rv: Option<String>,
     },
@@ -193,27 +204,34 @@ enum State {
 pub(super) fn list_watch(
     api: Api<DynamicObject>,
     selectors: Selectors,
+    decoder: Decoder,
 ) -> impl Stream<Item = Result<Event, Error>> + Send {
-    futures::stream::unfold(
-        (api, selectors, State::Empty),
-        |(api, selectors, mut state)| async move {
-            loop {
-                let (reported, next) = step(&api, &selectors, state).await;
-                state = next;
-                if let Some(item) = reported {
-                    return Some((item, (api, selectors, state)));
-                }
+    let with = With {
+        api,
+        selectors,
+        decoder,
+    };
+    futures::stream::unfold((with, State::Empty), |(with, mut state)| async move {
+        loop {
+            let (reported, next) = step(&with, state).await;
+            state = next;
+            if let Some(item) = reported {
+                return Some((item, (with, state)));
             }
-        },
-    )
+        }
+    })
+}
+
+/// What every step works with.
+struct With {
+    api: Api<DynamicObject>,
+    selectors: Selectors,
+    decoder: Decoder,
 }
 
 /// Advances one step; returns what to report, if anything, and the next state.
-async fn step(
-    api: &Api<DynamicObject>,
-    selectors: &Selectors,
-    state: State,
-) -> (Option<Result<Event, Error>>, State) {
+async fn step(with: &With, state: State) -> (Option<Result<Event, Error>>, State) {
+    let (api, selectors) = (&with.api, &with.selectors);
     match state {
         State::Empty => (
             Some(Ok(Event::ListStarted)),
@@ -241,24 +259,27 @@ async fn step(
                     Some(Ok(Event::ListDone)),
                     State::Resume { rv, check: false },
                 ),
-                (token, _) => list_page(api, selectors, token).await,
+                (token, _) => list_page(with, token).await,
             }
         }
         State::Resume { rv, check } => resume(api, selectors, rv, check).await,
-        State::Watching { rv, stream } => next_change(rv, stream).await,
+        State::Watching { rv, stream } => next_change(&with.decoder, rv, stream).await,
     }
 }
 
 /// Asks for the next list page.
 async fn list_page(
-    api: &Api<DynamicObject>,
-    selectors: &Selectors,
+    with: &With,
     continue_token: Option<String>,
 ) -> (Option<Result<Event, Error>>, State) {
+    let selectors = &with.selectors;
     let mut params = selectors.list_params();
     let first = continue_token.is_none();
     params.continue_token = continue_token;
-    match sharded::list(api, &params, selectors.shard.as_ref()).await {
+    let page = sharded::list(&with.api, &params, selectors.shard.as_ref())
+        .await
+        .and_then(|text| decode_page(&with.decoder, &text).map_err(kube::Error::SerdeError));
+    match page {
         Ok(list) => {
             let applied = sharded::applied(&list.metadata, selectors.shard.as_ref());
             let rv = list.metadata.resource_version.filter(|v| !v.is_empty());
@@ -266,7 +287,7 @@ async fn list_page(
             if rv.is_none() && continue_token.is_none() {
                 return (Some(Err(Error::NoResourceVersion)), State::Empty);
             }
-            let page = list.items.into();
+            let page = list.items;
             let report = match applied {
                 Some(applied) if first => Some(Ok(Event::ShardApplied(applied))),
                 _ => None,
@@ -316,7 +337,10 @@ async fn resume(
             Some(Ok(Event::Watching)),
             State::Watching {
                 rv,
-                stream: stream.boxed(),
+                stream: WatchStream {
+                    body: Box::pin(stream),
+                    line: Vec::new(),
+                },
             },
         ),
         Err(source) => {
@@ -340,48 +364,163 @@ fn is_behind(server: &str, seen: &str) -> bool {
     }
 }
 
+/// A list page decoded: its metadata and its objects.
+struct DecodedPage {
+    metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta,
+    items: VecDeque<Received>,
+}
+
+fn decode_page(decoder: &Decoder, text: &str) -> serde_json::Result<DecodedPage> {
+    let page: wire::Page = serde_json::from_str(text)?;
+    let items = page
+        .items
+        .unwrap_or_default()
+        .into_iter()
+        .map(|item| decoder.decode(item.get()))
+        .collect::<serde_json::Result<_>>()?;
+    Ok(DecodedPage {
+        metadata: page.metadata,
+        items,
+    })
+}
+
+/// Reads the next line of a watch into `line`; false at the end of the body (a partial last
+/// line is dropped, as the server ended mid-event).
+async fn read_line(
+    body: &mut Pin<Box<dyn AsyncBufRead + Send>>,
+    line: &mut Vec<u8>,
+    max: usize,
+) -> std::io::Result<bool> {
+    line.clear();
+    loop {
+        let buf = body.fill_buf().await?;
+        if buf.is_empty() {
+            return Ok(false);
+        }
+        let (taken, done) = match buf.iter().position(|b| *b == b'\n') {
+            Some(i) => (i + 1, true),
+            None => (buf.len(), false),
+        };
+        line.extend_from_slice(&buf[..if done { taken - 1 } else { taken }]);
+        body.as_mut().consume(taken);
+        if line.len() > max {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("a watch line is longer than {max} bytes"),
+            ));
+        }
+        if done {
+            return Ok(true);
+        }
+    }
+}
+
 /// Waits for the watch's next event.
-async fn next_change(rv: String, mut stream: WatchStream) -> (Option<Result<Event, Error>>, State) {
+async fn next_change(
+    decoder: &Decoder,
+    rv: String,
+    mut stream: WatchStream,
+) -> (Option<Result<Event, Error>>, State) {
     let idle = Duration::from_secs(WATCH_TIMEOUT.into()) + IDLE_MARGIN;
-    let event = match tokio::time::timeout(idle, stream.next()).await {
+    let read = tokio::time::timeout(
+        idle,
+        read_line(&mut stream.body, &mut stream.line, MAX_LINE),
+    )
+    .await;
+    match read {
         // Ended by the server (its timeout, a restart) or silent for too long: resume.
-        Err(_) | Ok(None) => return (None, State::Resume { rv, check: true }),
-        Ok(Some(Err(source))) => {
+        Err(_) | Ok(Ok(false)) => return (None, State::Resume { rv, check: true }),
+        Ok(Err(e))
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::UnexpectedEof | std::io::ErrorKind::TimedOut
+            ) =>
+        {
+            return (None, State::Resume { rv, check: true });
+        }
+        Ok(Err(e)) => {
             let next = State::Resume { rv, check: true };
-            return (Some(Err(Error::Stream(source))), next);
+            return (Some(Err(Error::Stream(kube::Error::ReadEvents(e)))), next);
         }
-        Ok(Some(Ok(event))) => event,
-    };
-    let (reported, rv) = match event {
-        WatchEvent::Added(object) | WatchEvent::Modified(object) => {
-            let rv = version_of(&object).unwrap_or(rv);
-            (Event::Applied(object), rv)
+        Ok(Ok(true)) => {}
+    }
+    match watch_event(decoder, &stream.line) {
+        Ok(None) => (None, State::Watching { rv, stream }),
+        Ok(Some(WatchLine::Bookmark(marked))) => {
+            let rv = marked.filter(|m| !m.is_empty()).unwrap_or(rv);
+            (None, State::Watching { rv, stream })
         }
-        WatchEvent::Deleted(object) => {
-            let rv = version_of(&object).unwrap_or(rv);
-            (Event::Deleted(object), rv)
+        Ok(Some(WatchLine::Object(event))) => {
+            let (Event::Applied(object) | Event::Deleted(object)) = &event else {
+                unreachable!("a watch line carries an applied or deleted object")
+            };
+            let rv = version_of(object).unwrap_or(rv);
+            (Some(Ok(event)), State::Watching { rv, stream })
         }
-        WatchEvent::Bookmark(bookmark) => {
-            let marked = bookmark.metadata.resource_version;
-            let rv = if marked.is_empty() { rv } else { marked };
-            return (None, State::Watching { rv, stream });
-        }
-        WatchEvent::Error(status) => {
-            let error = Error::Server(status);
+        Err(error) => {
             let next = if error.relists() {
                 State::Empty
             } else {
                 State::Resume { rv, check: true }
             };
-            return (Some(Err(error)), next);
+            (Some(Err(error)), next)
         }
-    };
-    (Some(Ok(reported)), State::Watching { rv, stream })
+    }
 }
 
-fn version_of(object: &DynamicObject) -> Option<String> {
+/// What one watch line says.
+enum WatchLine {
+    /// An object added, changed or deleted.
+    Object(Event),
+    /// A bookmark, with its resourceVersion.
+    Bookmark(Option<String>),
+}
+
+/// Decodes one watch line; `None` for a blank one.
+fn watch_event(decoder: &Decoder, line: &[u8]) -> Result<Option<WatchLine>, Error> {
+    let text = std::str::from_utf8(line).map_err(|e| {
+        Error::Stream(kube::Error::ReadEvents(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            e,
+        )))
+    })?;
+    if text.trim().is_empty() {
+        return Ok(None);
+    }
+    let serde = |e| Error::Stream(kube::Error::SerdeError(e));
+    let line: wire::Line = match serde_json::from_str(text) {
+        Ok(line) => line,
+        // A bare Status instead of an event: the server's error.
+        Err(e) => {
+            return Err(match serde_json::from_str::<Status>(text) {
+                Ok(status) => Error::Stream(kube::Error::Api(Box::new(status))),
+                Err(_) => serde(e),
+            });
+        }
+    };
+    let object = line.object.get();
+    let event = match line.kind.as_str() {
+        "ADDED" | "MODIFIED" => Event::Applied(decoder.decode(object).map_err(serde)?),
+        "DELETED" => Event::Deleted(decoder.decode(object).map_err(serde)?),
+        "BOOKMARK" => {
+            let marked = wire::bookmark_version(object).map_err(serde)?;
+            return Ok(Some(WatchLine::Bookmark(marked)));
+        }
+        "ERROR" => {
+            let status: Status = serde_json::from_str(object).map_err(serde)?;
+            return Err(Error::Server(Box::new(status)));
+        }
+        other => {
+            let unknown = format!("unknown watch event type {other:?}");
+            return Err(serde(serde::de::Error::custom(unknown)));
+        }
+    };
+    Ok(Some(WatchLine::Object(event)))
+}
+
+fn version_of(object: &Received) -> Option<String> {
     object
-        .metadata
+        .meta()
         .resource_version
         .clone()
         .filter(|v| !v.is_empty())
@@ -443,6 +582,62 @@ mod tests {
         ] {
             assert!(!version_unusable(&other), "{}", other.message);
         }
+    }
+
+    #[tokio::test]
+    async fn watch_lines_are_read_across_chunks_up_to_the_limit() {
+        // Chunks of 3 bytes: every line spans several reads.
+        let text = b"{\"a\":1}\n\n{\"b\":22}\npartial".to_vec();
+        let reader = futures::io::BufReader::with_capacity(3, futures::io::Cursor::new(text));
+        let mut body: Pin<Box<dyn AsyncBufRead + Send>> = Box::pin(reader);
+        let mut line = Vec::new();
+        let mut lines = Vec::new();
+        while read_line(&mut body, &mut line, 100).await.unwrap() {
+            lines.push(String::from_utf8(line.clone()).unwrap());
+        }
+        assert_eq!(
+            lines,
+            [r#"{"a":1}"#, "", r#"{"b":22}"#],
+            "a partial last line is dropped"
+        );
+
+        let long = futures::io::Cursor::new(vec![b'x'; 50]);
+        let mut body: Pin<Box<dyn AsyncBufRead + Send>> =
+            Box::pin(futures::io::BufReader::with_capacity(8, long));
+        let error = read_line(&mut body, &mut line, 20).await.unwrap_err();
+        assert_eq!(error.to_string(), "a watch line is longer than 20 bytes");
+    }
+
+    #[test]
+    fn watch_lines_decode_to_events_bookmarks_and_errors() {
+        let ar = kube::api::ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&());
+        let decoder = Decoder::new(&ar, super::super::Transform::default());
+        let added = br#"{"type":"ADDED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a","resourceVersion":"5"}}}"#;
+        match watch_event(&decoder, added) {
+            Ok(Some(WatchLine::Object(Event::Applied(o)))) => {
+                assert_eq!(o.meta().resource_version.as_deref(), Some("5"));
+            }
+            _ => panic!("an ADDED line is an applied object"),
+        }
+        let deleted = br#"{"type":"DELETED","object":{"metadata":{"name":"a"}}}"#;
+        assert!(matches!(
+            watch_event(&decoder, deleted),
+            Ok(Some(WatchLine::Object(Event::Deleted(_))))
+        ));
+        let bookmark = br#"{"type":"BOOKMARK","object":{"kind":"ConfigMap","metadata":{"resourceVersion":"9"}}}"#;
+        assert!(matches!(
+            watch_event(&decoder, bookmark),
+            Ok(Some(WatchLine::Bookmark(Some(rv)))) if rv == "9"
+        ));
+        assert!(matches!(watch_event(&decoder, b"  "), Ok(None)));
+        let gone = br#"{"type":"ERROR","object":{"kind":"Status","code":410,"message":"too old resource version: 1 (5)"}}"#;
+        let error = watch_event(&decoder, gone).err().unwrap();
+        assert!(error.relists(), "{error}");
+        let bare = br#"{"kind":"Status","code":500,"message":"boom"}"#;
+        let error = watch_event(&decoder, bare).err().unwrap();
+        assert_eq!(error.code(), Some(500));
+        assert!(watch_event(&decoder, br#"{"type":"ODD","object":{}}"#).is_err());
+        assert!(watch_event(&decoder, b"{not json").is_err());
     }
 
     #[test]

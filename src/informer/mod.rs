@@ -12,6 +12,7 @@ mod reflector;
 mod shard;
 pub mod store;
 pub mod transform;
+pub mod wire;
 
 use std::collections::HashSet;
 use std::fmt;
@@ -20,7 +21,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use crate::util::lock;
 use std::time::{Duration, SystemTime};
 
-use kube::api::{ApiResource, DynamicObject, TypeMeta};
+use kube::api::ApiResource;
 use serde::Serialize;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -348,21 +349,20 @@ impl Informer {
         health.last_event = Some(SystemTime::now());
     }
 
-    /// Turns a received object into its cached form: kind filled in, transform applied,
-    /// index values computed, serialized once.
-    fn cache_form(&self, mut object: DynamicObject) -> Arc<CachedObject> {
-        // Lists carry no kind on their items; handlers always get one.
-        object.types.get_or_insert_with(|| TypeMeta {
-            api_version: self.resource.api_version.clone(),
-            kind: self.resource.kind.clone(),
-        });
-        self.transform.apply(&mut object);
+    /// What the list+watch loop decodes objects with: this resource's kind, this
+    /// informer's transform.
+    fn decoder(&self) -> wire::Decoder {
+        wire::Decoder::new(&self.resource, self.transform.clone())
+    }
+
+    /// Turns a received object into its cached form: index values computed.
+    fn cache_form(&self, object: wire::Received) -> Arc<CachedObject> {
         let index_values = self.store.indexers().values(&object);
-        Arc::new(CachedObject::with_index_values(object, index_values))
+        Arc::new(CachedObject::received(object, index_values))
     }
 
     /// Stores an added or changed object and delivers the delta; returns its key.
-    fn apply(&self, object: DynamicObject) -> ObjectKey {
+    fn apply(&self, object: wire::Received) -> ObjectKey {
         let new = self.cache_form(object);
         let key = new.key().clone();
         self.note_event(&new);
@@ -374,7 +374,7 @@ impl Informer {
             // with a different content come from a server that went back in time and made
             // another object under this key and version: that is a change.
             Some(old)
-                if old.resource_version() == new.resource_version() && old.json() == new.json() =>
+                if old.resource_version() == new.resource_version() && same_content(&old, &new) =>
             {
                 return key;
             }
@@ -385,7 +385,7 @@ impl Informer {
     }
 
     /// Removes a deleted object and delivers the delta.
-    fn delete(&self, object: DynamicObject) {
+    fn delete(&self, object: wire::Received) {
         let last_known = self.cache_form(object);
         self.note_event(&last_known);
         let sinks = lock(&self.sinks);
@@ -437,6 +437,15 @@ impl Drop for Informer {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// Whether two states of an object hold the same content: the same text, or text that
+/// parses to the same JSON (the same object from a server that laid it out differently).
+fn same_content(old: &CachedObject, new: &CachedObject) -> bool {
+    let (a, b) = (old.json(), new.json());
+    a == b
+        || serde_json::from_str::<serde_json::Value>(&a).ok()
+            == serde_json::from_str::<serde_json::Value>(&b).ok()
 }
 
 fn deliver(sinks: &[Subscription], delta: &Delta) {

@@ -8,6 +8,8 @@ use std::sync::Arc;
 
 use kube::api::DynamicObject;
 
+use super::wire::Received;
+
 /// `namespace/name`, or `name` for cluster-scoped objects: how client-go keys its caches.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ObjectKey(Arc<str>);
@@ -57,22 +59,20 @@ pub struct CachedObject {
 }
 
 impl CachedObject {
-    /// Serializes an object received from the API server into its cached form.
+    /// Serializes an object into its cached form.
     pub fn new(object: DynamicObject) -> Self {
-        Self::with_index_values(object, Vec::new())
+        Self::received(Received::of_object(&object), Vec::new())
     }
 
-    /// Like [`CachedObject::new`], remembering the object's index values.
-    pub fn with_index_values(object: DynamicObject, index_values: Vec<(u16, Box<str>)>) -> Self {
-        let json = serde_json::to_string(&object)
-            .expect("an object received as JSON serializes back to JSON");
+    /// The cached form of an object as received, with its index values.
+    pub fn received(object: Received, index_values: Vec<(u16, Box<str>)>) -> Self {
+        let (json, meta) = object.into_parts();
         Self {
-            key: ObjectKey::of(&object),
-            resource_version: object
-                .metadata
-                .resource_version
-                .unwrap_or_default()
-                .into_boxed_str(),
+            key: ObjectKey::new(
+                meta.namespace.as_deref(),
+                meta.name.as_deref().unwrap_or_default(),
+            ),
+            resource_version: meta.resource_version.unwrap_or_default().into_boxed_str(),
             json: json.into(),
             index_values: index_values.into_boxed_slice(),
         }

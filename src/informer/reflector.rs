@@ -48,7 +48,7 @@ async fn watch_until_ended(
     retry_delay: Option<Duration>,
     rebalance: bool,
 ) {
-    let events = listwatch::list_watch(api, selectors);
+    let events = listwatch::list_watch(api, selectors, informer.decoder());
     let mut events = match retry_delay {
         None => events.default_backoff().boxed(),
         Some(delay) => events.backoff(FixedDelay(delay)).boxed(),

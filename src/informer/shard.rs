@@ -10,7 +10,7 @@
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 
-use kube::api::DynamicObject;
+use super::wire::Received;
 use serde::Serialize;
 use tokio::sync::watch;
 
@@ -79,13 +79,13 @@ impl Shard {
 
 impl Informer {
     /// Whether `object` is this replica's to cache: always when not sharded.
-    pub(super) fn owns(&self, object: &DynamicObject) -> bool {
+    pub(super) fn owns(&self, object: &Received) -> bool {
         let Some(shard) = &self.shard else {
             return true;
         };
         let value = match shard.field {
-            ShardField::Uid => object.metadata.uid.as_deref(),
-            ShardField::Namespace => object.metadata.namespace.as_deref(),
+            ShardField::Uid => object.meta().uid.as_deref(),
+            ShardField::Namespace => object.meta().namespace.as_deref(),
         };
         shard.owns_value(value.unwrap_or_default())
     }

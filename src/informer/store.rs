@@ -4,9 +4,8 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use kube::api::DynamicObject;
-
 use super::object::{CachedObject, ObjectKey};
+use super::wire::Received;
 use crate::config::NAMESPACE_INDEX;
 
 /// How an index computes an object's values.
@@ -22,26 +21,13 @@ pub enum IndexFn {
 
 impl IndexFn {
     /// The value an object has for this index, if any.
-    pub fn value(&self, object: &DynamicObject) -> Option<String> {
+    pub fn value(&self, object: &Received) -> Option<String> {
         match self {
-            IndexFn::Namespace => object.metadata.namespace.clone(),
-            IndexFn::Label(key) => object.metadata.labels.as_ref()?.get(key).cloned(),
-            IndexFn::Field(path) => field_value(object, path),
+            IndexFn::Namespace => object.meta().namespace.clone(),
+            IndexFn::Label(key) => object.meta().labels.as_ref()?.get(key).cloned(),
+            IndexFn::Field(path) => lookup(object.value()?, path.split('.')),
         }
     }
-}
-
-fn field_value(object: &DynamicObject, path: &str) -> Option<String> {
-    let mut parts = path.split('.');
-    let first = parts.next()?;
-    let root = match first {
-        "metadata" => {
-            let meta = serde_json::to_value(&object.metadata).ok()?;
-            return lookup(&meta, parts);
-        }
-        _ => object.data.get(first)?,
-    };
-    lookup(root, parts)
 }
 
 fn lookup<'a>(
@@ -84,7 +70,7 @@ impl Indexers {
     }
 
     /// The values of every index for an object, numbered by index position.
-    pub fn values(&self, object: &DynamicObject) -> Vec<(u16, Box<str>)> {
+    pub fn values(&self, object: &Received) -> Vec<(u16, Box<str>)> {
         self.0
             .iter()
             .enumerate()
@@ -234,25 +220,26 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kube::api::ApiResource;
+    use kube::api::{ApiResource, DynamicObject};
     use serde_json::json;
 
-    fn pod(name: &str, node: &str, app: &str) -> DynamicObject {
+    fn pod(name: &str, node: &str, app: &str) -> Received {
         let ar = ApiResource::erase::<k8s_openapi::api::core::v1::Pod>(&());
         let mut o = DynamicObject::new(name, &ar).within("default");
         o.metadata.labels = Some([("app".to_string(), app.to_string())].into());
         o.data = json!({"spec": {"nodeName": node}});
-        o
+        Received::of_object(&o)
     }
 
-    fn store_with(objects: &[DynamicObject]) -> Store {
+    fn store_with(objects: Vec<Received>) -> Store {
         let indexers = Indexers::new([
             ("node".to_string(), IndexFn::Field("spec.nodeName".into())),
             ("app".to_string(), IndexFn::Label("app".into())),
         ]);
         let store = Store::new(indexers.clone());
         for o in objects {
-            let cached = CachedObject::with_index_values(o.clone(), indexers.values(o));
+            let values = indexers.values(&o);
+            let cached = CachedObject::received(o, values);
             store.write().insert(Arc::new(cached));
         }
         store
@@ -270,7 +257,7 @@ mod tests {
 
     #[test]
     fn list_by_index_finds_objects_by_field_label_and_namespace() {
-        let store = store_with(&[
+        let store = store_with(vec![
             pod("a", "n1", "web"),
             pod("b", "n2", "web"),
             pod("c", "n1", "db"),
@@ -292,12 +279,12 @@ mod tests {
 
     #[test]
     fn an_update_moves_the_object_between_index_values_and_a_delete_removes_it() {
-        let store = store_with(&[pod("a", "n1", "web")]);
+        let store = store_with(vec![pod("a", "n1", "web")]);
         let moved = pod("a", "n2", "web");
         let values = store.indexers().values(&moved);
         store
             .write()
-            .insert(Arc::new(CachedObject::with_index_values(moved, values)));
+            .insert(Arc::new(CachedObject::received(moved, values)));
         assert!(names(store.list_by_index("node", "n1")).is_empty());
         assert_eq!(names(store.list_by_index("node", "n2")), ["default/a"]);
         assert_eq!(

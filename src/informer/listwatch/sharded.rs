@@ -2,49 +2,50 @@
 //! such field, so the request kube-rs builds gets the parameter appended and is sent through
 //! the client directly; without a shard the plain calls are used.
 
-use futures::{Stream, StreamExt};
+use futures::AsyncBufRead;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta;
-use kube::api::{Api, DynamicObject, ListParams, ObjectList, WatchEvent, WatchParams};
+use kube::api::{Api, DynamicObject, ListParams, WatchParams};
 
 use crate::sharding::ShardSelector;
 
-/// One page of the list, sharded when `shard` is given.
+/// One page of the list as text, sharded when `shard` is given.
 pub(super) async fn list(
     api: &Api<DynamicObject>,
     params: &ListParams,
     shard: Option<&ShardSelector>,
-) -> kube::Result<ObjectList<DynamicObject>> {
-    let Some(shard) = shard else {
-        return api.list(params).await;
-    };
+) -> kube::Result<String> {
     let request = kube::core::Request::new(api.resource_url())
         .list(params)
         .map_err(kube::Error::BuildRequest)?;
-    api.clone()
-        .into_client()
-        .request(with_shard(request, shard))
-        .await
+    let request = match shard {
+        Some(shard) => with_shard(request, shard),
+        None => request,
+    };
+    api.clone().into_client().request_text(request).await
 }
 
-/// A watch from `rv`, sharded when `shard` is given.
+/// The body of a watch from `rv`, sharded when `shard` is given.
 pub(super) async fn watch(
     api: &Api<DynamicObject>,
     params: &WatchParams,
     rv: &str,
     shard: Option<&ShardSelector>,
-) -> kube::Result<impl Stream<Item = kube::Result<WatchEvent<DynamicObject>>> + Send + use<>> {
-    let Some(shard) = shard else {
-        return Ok(api.watch(params, rv).await?.boxed());
-    };
-    let request = kube::core::Request::new(api.resource_url())
+) -> kube::Result<impl AsyncBufRead + Send + Unpin + use<>> {
+    let mut request = kube::core::Request::new(api.resource_url())
         .watch(params, rv)
         .map_err(kube::Error::BuildRequest)?;
-    let events = api
-        .clone()
-        .into_client()
-        .request_events::<DynamicObject>(with_shard(request, shard))
-        .await?;
-    Ok(events.boxed())
+    // One gzip member per event is more than the client's decompression reads: ask for
+    // none, as kube-rs does for its watches.
+    request.headers_mut().insert(
+        axum::http::header::ACCEPT_ENCODING,
+        axum::http::HeaderValue::from_static("identity"),
+    );
+    let request = match shard {
+        Some(shard) => with_shard(request, shard),
+        None => request,
+    };
+    let body = api.clone().into_client().request_stream(request).await?;
+    Ok(Box::pin(body))
 }
 
 /// Whether the server applied `shard`: `None` when none was asked for; `Some(true)` when
