@@ -16,7 +16,8 @@
 //! list phase overlaps it; that phase ends when the row has handled N objects (handler
 //! calls for (a), skipped deltas for (b), reconciles for (c)). The churn phase is the next
 //! `SWITCHYARD_PIPELINE_CHURN_SECS` seconds; its CPU time is divided by the changes the
-//! simulator made in that time (rate times duration). Queue wait quantiles are interpolated
+//! simulator made in that time (the difference of its resourceVersion, which every change
+//! advances by one). Queue wait quantiles are interpolated
 //! within the buckets of `workqueue_queue_duration_seconds`, as Prometheus's
 //! `histogram_quantile` does. Rows run interleaved (a, b, c, d, a, b, ...), three rounds.
 //!
@@ -419,6 +420,7 @@ async fn measure(
     child: &mut Running,
     source: Source<'_>,
     started: Instant,
+    sim: &str,
 ) -> Measured {
     let pid = child.pid();
     let deadline = started + Duration::from_secs(1_800);
@@ -433,11 +435,18 @@ async fn measure(
     let list_wall = started.elapsed().as_secs_f64();
     let list_cpu = process_cpu(&pid);
     let list_buckets = source.buckets().await;
+    let version_before = sim_version(sim).await;
     let churn_started = Instant::now();
     tokio::time::sleep(plan.churn).await;
     child.check_alive("the row's process");
     let churn_cpu = process_cpu(&pid) - list_cpu;
     let churn_wall = churn_started.elapsed().as_secs_f64();
+    // Every change the simulator makes takes the next resourceVersion: the changes it made,
+    // not the ones it was asked for.
+    let made = match (version_before, sim_version(sim).await) {
+        (Some(before), Some(after)) => (after - before) as f64,
+        _ => plan.rate * churn_wall,
+    };
     let after = source.handled().await.unwrap_or(handled);
     let churn_buckets = bucket_difference(&source.buckets().await, &list_buckets);
     Measured {
@@ -445,13 +454,26 @@ async fn measure(
         list_cpu: list_cpu.as_secs_f64(),
         list_handled: handled as f64,
         churn_cpu: churn_cpu.as_secs_f64(),
-        churn_changes: plan.rate * churn_wall,
+        churn_changes: made,
         churn_handled: (after - handled) as f64,
         churn_wall,
         peak_rss: peak_rss(&pid) as f64,
         wait_list: quantiles(&list_buckets),
         wait_churn: quantiles(&churn_buckets),
     }
+}
+
+/// The simulator's current resourceVersion (a one-item list).
+async fn sim_version(url: &str) -> Option<u64> {
+    let list: Value = reqwest::get(format!(
+        "{url}/api/v1/namespaces/default/configmaps?limit=1"
+    ))
+    .await
+    .ok()?
+    .json()
+    .await
+    .ok()?;
+    list["metadata"]["resourceVersion"].as_str()?.parse().ok()
 }
 
 /// One row at `n` objects, on a fresh simulator.
@@ -468,14 +490,15 @@ async fn run_row(plan: &Plan, row: Row, n: usize) -> Measured {
                 client: reqwest::Client::new(),
                 base: format!("http://127.0.0.1:{port}"),
             };
-            let measured = measure(plan, n, &mut daemon, Source::Admin(&admin, row), started).await;
+            let source = Source::Admin(&admin, row);
+            let measured = measure(plan, n, &mut daemon, source, started, &url).await;
             drop(daemon);
             measured
         }
         Row::KubeRs => {
             let mut child = start_self("controller", dir.path(), &url);
             let source = Source::Lines(child.lines.clone());
-            measure(plan, n, &mut child, source, started).await
+            measure(plan, n, &mut child, source, started, &url).await
         }
         Row::Decode => decode_row(dir.path(), &url).await,
     }
@@ -674,21 +697,25 @@ fn print_table(n: usize, results: &[(Row, Vec<Measured>)]) {
         kube.len()
     );
     println!(
-        "| row | list: wall s | list: objects/s | list: CPU µs/object | churn: CPU µs/change | churn: handled/s | peak RSS MiB | RSS KiB/object | queue wait p50 / p99 ms, list | queue wait p50 / p99 ms, churn | list CPU vs (c) | list CPU vs (d) | churn CPU vs (c) | RSS vs (c) |"
+        "| row | list: wall s | list: objects/s | list: CPU µs/object | churn: CPU µs/change | churn: changes/s made | churn: % of a core | churn: handled/s | peak RSS MiB | RSS KiB/object | queue wait p50 / p99 ms, list | queue wait p50 / p99 ms, churn | list CPU vs (c) | list CPU vs (d) | churn CPU vs (c) | RSS vs (c) |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for (row, rounds) in results {
         let ms = |pair: Option<(f64, f64)>, which: usize| {
             pair.map(|p| if which == 0 { p.0 } else { p.1 } * 1e3)
         };
         let rss = |m: &Measured| Some(m.peak_rss);
         println!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} / {} | {} / {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} / {} | {} / {} | {} | {} | {} | {} |",
             row.label(),
             cell(rounds, 2, |m| Some(m.list_wall)),
             cell(rounds, 0, |m| Some(m.list_handled / m.list_wall)),
             cell(rounds, 1, list_cpu_per_event),
             cell(rounds, 1, churn_cpu_per_change),
+            cell(rounds, 0, |m| (m.churn_changes > 0.0)
+                .then(|| m.churn_changes / m.churn_wall)),
+            cell(rounds, 1, |m| (m.churn_changes > 0.0)
+                .then(|| m.churn_cpu / m.churn_wall * 100.0)),
             cell(rounds, 0, |m| (m.churn_changes > 0.0)
                 .then(|| m.churn_handled / m.churn_wall)),
             cell(rounds, 1, |m| Some(m.peak_rss / f64::from(1 << 20))),
