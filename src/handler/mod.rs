@@ -27,7 +27,7 @@ mod slot;
 pub mod status;
 mod worker;
 
-use std::collections::HashMap;
+use crate::util::FastMap as HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -120,7 +120,7 @@ impl Handler {
             queue: WorkQueue::with_limits(limits, Some(metrics.queue(&spec.name))),
             host_context: Mutex::new(Arc::new(HostContext::new(spec.name.as_str().into(), logs))),
             spec,
-            pending: Mutex::new(HashMap::new()),
+            pending: Mutex::new(HashMap::default()),
             dead_letters: Mutex::new(DeadLetters::default()),
             slot: Slot::default(),
             counters: Counters::default(),

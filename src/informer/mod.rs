@@ -14,7 +14,7 @@ pub mod store;
 pub mod transform;
 pub mod wire;
 
-use std::collections::HashSet;
+use crate::util::FastSet as HashSet;
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 

@@ -2,7 +2,7 @@
 //! kube-runtime's default backoff after failures, and turns what it reports into store
 //! updates and deltas.
 
-use std::collections::HashSet;
+use crate::util::FastSet as HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -89,7 +89,7 @@ async fn watch_until_ended(
         match event {
             Ok(Event::ListStarted) if keep_synced => {
                 keep_synced = false;
-                listing = Some(HashSet::new());
+                listing = Some(HashSet::default());
             }
             Ok(event) => handle(informer, &mut listing, event),
             Err(error) => failed(informer, &error),
@@ -101,7 +101,7 @@ async fn watch_until_ended(
 fn handle(informer: &Informer, listing: &mut Option<HashSet<ObjectKey>>, event: Event) {
     match event {
         Event::ListStarted => {
-            *listing = Some(HashSet::new());
+            *listing = Some(HashSet::default());
             // Until this list completes the cache is not known to match the server (a
             // relist is replacing it): say so.
             informer.mark_unsynced();

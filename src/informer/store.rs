@@ -1,7 +1,7 @@
 //! The informer's cache: the current state of every watched object, with indexes, safe for
 //! concurrent readers while the reflector writes.
 
-use std::collections::{HashMap, HashSet};
+use crate::util::{FastMap as HashMap, FastSet as HashSet};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use super::object::{CachedObject, ObjectKey};

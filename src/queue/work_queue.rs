@@ -4,7 +4,9 @@
 //! a delay, or rate-limited after a failure (per-key backoff, then a token bucket).
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
+use std::collections::{BinaryHeap, VecDeque};
+
+use crate::util::{FastMap as HashMap, FastSet as HashSet};
 use std::hash::Hash;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
@@ -99,13 +101,13 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
         let inner = Arc::new(Inner {
             state: Mutex::new(State {
                 queue: VecDeque::new(),
-                dirty: HashSet::new(),
-                processing: HashMap::new(),
-                queued_at: HashMap::new(),
-                waiting: HashMap::new(),
+                dirty: HashSet::default(),
+                processing: HashMap::default(),
+                queued_at: HashMap::default(),
+                waiting: HashMap::default(),
                 heap: BinaryHeap::new(),
                 seq: 0,
-                failures: HashMap::new(),
+                failures: HashMap::default(),
                 shutting_down: false,
             }),
             ready: Notify::new(),
