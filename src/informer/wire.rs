@@ -226,7 +226,9 @@ fn cut_member(json: &mut String, key: &str, start: usize, end: usize) -> bool {
     }
     let quoted = key.len() + 2;
     if i < quoted + 1
-        || &bytes[i - quoted..i] != format!("\"{key}\"").as_bytes()
+        || bytes[i - quoted] != b'"'
+        || bytes[i - 1] != b'"'
+        || &bytes[i - quoted + 1..i - 1] != key.as_bytes()
         || !matches!(
             bytes[i - quoted - 1],
             b'{' | b',' | b' ' | b'\t' | b'\n' | b'\r'
