@@ -6,13 +6,12 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime};
 
-use tracing::Instrument;
-
 use super::ChangeKind;
 use super::instance::Instances;
 use super::quarantine::Gate;
 use super::shadow::{CallResult, Compared};
 use super::{DeadLetter, Delivery, Handler, PendingEvent, RecentError, WorkKey};
+use crate::plugin::About;
 use crate::plugin::imports::capture::Capture;
 use crate::plugin::{CallLimits, Event, EventKind, Outcome, Plugin};
 use crate::util::{lock, rfc3339};
@@ -70,9 +69,12 @@ impl Handler {
             if let Some((delivery, event)) = self.take_next(&key) {
                 // Inside the worker's span (handler, worker): what the call logs names the
                 // route and object it is about.
-                let span = tracing::info_span!("event", route = %key.route, object = %key.object);
-                self.handle(&mut instances, &plugin, &key, delivery, event)
-                    .instrument(span)
+                let about = About {
+                    route: key.route.clone(),
+                    object: key.object.shared(),
+                };
+                about
+                    .scope(self.handle(&mut instances, &plugin, &key, delivery, event))
                     .await;
                 self.persist_call_ended(&key);
             }

@@ -60,6 +60,7 @@
 //! [`PluginHost::new`] (used by `switchyard check` and tests) allocates on demand.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -73,9 +74,13 @@ use super::imports::HostContext;
 use super::logs::PluginLogs;
 use super::{Error, Result, mib};
 
-/// How often the engine's epoch advances: the resolution of call deadlines, and how often a
-/// long-running call yields to other tasks.
-pub const EPOCH_TICK: Duration = Duration::from_millis(5);
+/// How often the engine's epoch advances while calls run: the resolution of call
+/// deadlines, and how often a long-running call yields to other tasks.
+pub const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// How long the epoch ticker keeps ticking after the last call ended before it parks (an
+/// idle daemon then has no thread waking a hundred times a second).
+const TICKER_IDLE: Duration = Duration::from_secs(1);
 
 /// The per-call state a plugin instance runs with.
 pub struct CallState {
@@ -265,27 +270,11 @@ impl PluginHost {
             .map_err(|e| Error::Engine(e.to_string()))?;
         bindings::Handler::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)
             .map_err(|e| Error::Engine(e.to_string()))?;
-        let stop_ticker = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let thread = std::thread::Builder::new()
-            .name("wasm-epoch".into())
-            .spawn({
-                let engine = engine.clone();
-                let stop = stop_ticker.clone();
-                move || {
-                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                        std::thread::sleep(EPOCH_TICK);
-                        engine.increment_epoch();
-                    }
-                }
-            })
-            .map_err(|e| Error::Engine(format!("cannot start the epoch ticker: {e}")))?;
+        let ticker = Ticker::start(engine.clone())?;
         Ok(Arc::new(Self {
             engine,
             linker,
-            ticker: Arc::new(Ticker {
-                thread,
-                stop: stop_ticker,
-            }),
+            ticker,
             slots,
         }))
     }
@@ -364,14 +353,84 @@ fn header_problem(bytes: &[u8]) -> Option<&'static str> {
 /// The epoch ticker thread, stopped once the host and every plugin and instance made from
 /// it are gone: a call still running after the host is dropped (a worker stopped late at
 /// shutdown) must still reach its deadline, or it would spin forever without yielding.
+/// It parks once no call has run for [`TICKER_IDLE`], and a call starting wakes it.
 struct Ticker {
     thread: std::thread::JoinHandle<()>,
-    stop: Arc<std::sync::atomic::AtomicBool>,
+    state: Arc<TickerState>,
+}
+
+/// What the ticker thread and the calls share.
+#[derive(Default)]
+struct TickerState {
+    stop: AtomicBool,
+    /// Calls running wasm now (instantiation and `init`, or `handle`).
+    running: AtomicUsize,
+    /// The ticker is parked, or about to park, until a call starts.
+    parked: AtomicBool,
+}
+
+impl Ticker {
+    fn start(engine: Engine) -> Result<Arc<Self>> {
+        let state = Arc::new(TickerState::default());
+        let thread = std::thread::Builder::new()
+            .name("wasm-epoch".into())
+            .spawn({
+                let state = state.clone();
+                move || tick(&engine, &state)
+            })
+            .map_err(|e| Error::Engine(format!("cannot start the epoch ticker: {e}")))?;
+        Ok(Arc::new(Self { thread, state }))
+    }
+
+    /// Counts a call as running until the returned guard is dropped, waking the ticker if
+    /// it parked.
+    fn running(&self) -> Running<'_> {
+        self.state.running.fetch_add(1, Ordering::SeqCst);
+        if self.state.parked.load(Ordering::SeqCst) {
+            self.thread.thread().unpark();
+        }
+        Running(&self.state)
+    }
+}
+
+/// A call counted as running (see [`Ticker::running`]).
+struct Running<'a>(&'a TickerState);
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.0.running.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// The ticker thread: advances the epoch every [`EPOCH_TICK`] while calls run or ran within
+/// [`TICKER_IDLE`], parks otherwise, and ends when `state.stop` is set.
+fn tick(engine: &Engine, state: &TickerState) {
+    let idle_ticks = (TICKER_IDLE.as_millis() / EPOCH_TICK.as_millis()).max(1);
+    let mut idle = 0;
+    while !state.stop.load(Ordering::Relaxed) {
+        std::thread::sleep(EPOCH_TICK);
+        engine.increment_epoch();
+        if state.running.load(Ordering::SeqCst) > 0 {
+            idle = 0;
+            continue;
+        }
+        idle += 1;
+        if idle >= idle_ticks {
+            // A call that starts after `parked` is set sees it and unparks us; one that
+            // started before is seen here, and we do not park.
+            state.parked.store(true, Ordering::SeqCst);
+            if state.running.load(Ordering::SeqCst) == 0 && !state.stop.load(Ordering::SeqCst) {
+                std::thread::park();
+            }
+            state.parked.store(false, Ordering::SeqCst);
+            idle = 0;
+        }
+    }
 }
 
 impl Drop for Ticker {
     fn drop(&mut self) {
-        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.state.stop.store(true, Ordering::SeqCst);
         self.thread.thread().unpark();
     }
 }
@@ -507,6 +566,7 @@ impl Plugin {
                 Ok(UpdateDeadline::Yield(1))
             }
         });
+        let running = self.ticker.running();
         let bindings = self
             .pre
             .instantiate_async(&mut store)
@@ -517,13 +577,14 @@ impl Plugin {
             .await
             .map_err(|e| trap(&store, limits.timeout, "init", e))?
             .map_err(Error::Init)?;
+        drop(running);
         Ok(PluginInstance {
             store,
             bindings,
             timeout: limits.timeout,
             calls: 0,
             _slot: slot,
-            _ticker: self.ticker.clone(),
+            ticker: self.ticker.clone(),
         })
     }
 }
@@ -536,7 +597,7 @@ pub struct PluginInstance {
     timeout: Duration,
     calls: u64,
     _slot: Option<OwnedSemaphorePermit>,
-    _ticker: Arc<Ticker>,
+    ticker: Arc<Ticker>,
 }
 
 impl PluginInstance {
@@ -550,6 +611,7 @@ impl PluginInstance {
             self.store.set_epoch_deadline(1);
         }
         self.calls += 1;
+        let _running = self.ticker.running();
         self.bindings
             .call_handle(&mut self.store, event)
             .await
@@ -709,6 +771,27 @@ mod tests {
             "{error}"
         );
         assert!(!error.contains('\n'), "{error}");
+    }
+
+    #[test]
+    fn the_epoch_ticker_parks_when_idle_and_a_call_wakes_it() {
+        let ticker = Ticker::start(Engine::default()).unwrap();
+        let parked = || ticker.state.parked.load(Ordering::SeqCst);
+        let wait_for = |want: bool, within: Duration| {
+            let deadline = Instant::now() + within;
+            while parked() != want {
+                assert!(Instant::now() < deadline, "parked never became {want}");
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        };
+        wait_for(true, TICKER_IDLE * 3);
+        let running = ticker.running();
+        wait_for(false, Duration::from_secs(1));
+        // While a call runs it keeps ticking, past the idle time.
+        std::thread::sleep(TICKER_IDLE + EPOCH_TICK * 10);
+        assert!(!parked(), "the ticker parked while a call ran");
+        drop(running);
+        wait_for(true, TICKER_IDLE * 3);
     }
 
     #[test]

@@ -1,8 +1,48 @@
 //! What plugins log through the host: a line per call of `log`, fanned out to whoever
 //! listens (the demo prints them, tests read them) and to the daemon's own log.
+//!
+//! A line logged during a call is about one event: in the daemon's log it sits in an
+//! `event` span naming the route and object. The span is made when the plugin logs, not
+//! for every call: most calls log nothing, and a span per call (its fields formatted by
+//! the log layer) cost a few percent of the daemon's CPU per event (BENCHMARKS.md).
+
+use std::future::Future;
+use std::sync::Arc;
 
 use serde::Serialize;
 use tokio::sync::broadcast;
+
+tokio::task_local! {
+    static ABOUT: About;
+}
+
+/// The route and object the calls of a task are about, for the `event` span of what the
+/// plugin logs meanwhile.
+#[derive(Debug, Clone)]
+pub struct About {
+    /// The route that delivered the event.
+    pub route: Arc<str>,
+    /// The object's key, `namespace/name` or `name`.
+    pub object: Arc<str>,
+}
+
+impl About {
+    /// Runs `calls` with plugin log lines placed in an `event` span naming this route and
+    /// object.
+    pub async fn scope<F: Future>(self, calls: F) -> F::Output {
+        ABOUT.scope(self, calls).await
+    }
+}
+
+/// The `event` span for a line logged now: inside an [`About::scope`], naming its route
+/// and object; otherwise none.
+fn event_span() -> tracing::Span {
+    ABOUT
+        .try_with(
+            |about| tracing::info_span!("event", route = %about.route, object = %about.object),
+        )
+        .unwrap_or_else(|_| tracing::Span::none())
+}
 
 use super::bindings::switchyard::plugin::host::Level;
 
@@ -39,6 +79,8 @@ impl PluginLogs {
 
     /// Records one line: into the daemon's log and to every subscriber.
     pub fn record(&self, handler: &str, level: Level, message: String) {
+        let span = event_span();
+        let entered = span.enter();
         let level = match level {
             Level::Trace => {
                 tracing::trace!(handler, "{message}");
@@ -61,6 +103,7 @@ impl PluginLogs {
                 "error"
             }
         };
+        drop(entered);
         // Nobody listening is fine.
         let _ = self.feed.send(PluginLog {
             handler: handler.to_string(),

@@ -73,6 +73,38 @@ async fn an_endless_loop_is_stopped_at_the_deadline() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endless_loop_is_stopped_after_the_host_sat_idle() {
+    // The epoch ticker that drives deadlines parks once no call has run for a second; a
+    // call starting must wake it, in a fresh instance and in a kept one.
+    let host = PluginHost::new().unwrap();
+    let plugin = loader::load(&host, &support::plugins_dir(), "faulty")
+        .await
+        .unwrap();
+    let logs = PluginLogs::default();
+    let handler: Arc<str> = Arc::from("faulty");
+    let mut kept = plugin
+        .instantiate(handler.clone(), &logs, &limits(), "null")
+        .await
+        .unwrap();
+    kept.handle(&event(json!({}))).await.unwrap();
+    let looping = event(json!({"faulty/loop": "true"}));
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let limits = limits();
+    let fresh = plugin.call(handler.clone(), &logs, &limits, "null", &looping);
+    let err = tokio::time::timeout(Duration::from_secs(20), fresh)
+        .await
+        .expect("the fresh call must end at its deadline")
+        .unwrap_err();
+    assert!(matches!(err, Error::Timeout(_)), "{err}");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let err = tokio::time::timeout(Duration::from_secs(20), kept.handle(&looping))
+        .await
+        .expect("the kept instance's call must end at its deadline")
+        .unwrap_err();
+    assert!(matches!(err, Error::Timeout(_)), "{err}");
+}
+
 #[tokio::test]
 async fn memory_past_the_cap_is_refused() {
     let err = call(json!({"faulty/allocate-mib": "64"}))
