@@ -488,6 +488,9 @@ fn watch_event(decoder: &Decoder, line: &[u8]) -> Result<Option<WatchLine>, Erro
         return Ok(None);
     }
     let serde = |e| Error::Stream(kube::Error::SerdeError(e));
+    if let Some(event) = object_line(decoder, text) {
+        return Ok(Some(WatchLine::Object(event)));
+    }
     let line: wire::Line = match serde_json::from_str(text) {
         Ok(line) => line,
         // A bare Status instead of an event: the server's error.
@@ -516,6 +519,22 @@ fn watch_event(decoder: &Decoder, line: &[u8]) -> Result<Option<WatchLine>, Erro
         }
     };
     Ok(Some(WatchLine::Object(event)))
+}
+
+/// An added, modified or deleted object from a line in the layout API servers write,
+/// `{"type":"T","object":{...}}`, its object decoded once: the envelope is matched as
+/// text, not parsed (parsing it would scan the object a second time). `None` for any other
+/// line, or an object that does not decode: the caller then parses the line as JSON and
+/// reports what is wrong.
+fn object_line(decoder: &Decoder, text: &str) -> Option<Event> {
+    let rest = text.trim_end().strip_prefix("{\"type\":\"")?;
+    let (kind, rest) = rest.split_once('"')?;
+    let object = rest.strip_prefix(",\"object\":")?.strip_suffix('}')?;
+    match kind {
+        "ADDED" | "MODIFIED" => decoder.decode(object).ok().map(Event::Applied),
+        "DELETED" => decoder.decode(object).ok().map(Event::Deleted),
+        _ => None,
+    }
 }
 
 fn version_of(object: &Received) -> Option<String> {
@@ -638,6 +657,33 @@ mod tests {
         assert_eq!(error.code(), Some(500));
         assert!(watch_event(&decoder, br#"{"type":"ODD","object":{}}"#).is_err());
         assert!(watch_event(&decoder, b"{not json").is_err());
+    }
+
+    #[test]
+    fn watch_lines_in_any_layout_decode_alike() {
+        let ar = kube::api::ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&());
+        let decoder = Decoder::new(&ar, super::super::Transform::default());
+        let object = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","resourceVersion":"5"},"data":{"k":"}"}}"#;
+        let applied = |line: String| match watch_event(&decoder, line.as_bytes()) {
+            Ok(Some(WatchLine::Object(Event::Applied(o)))) => o.json().to_string(),
+            _ => panic!("not an applied object: {line}"),
+        };
+        // The layout API servers write (matched as text), then others (parsed).
+        let expected = applied(format!(r#"{{"type":"MODIFIED","object":{object}}}"#));
+        assert_eq!(expected, object);
+        for line in [
+            format!("{{\"type\":\"MODIFIED\",\"object\":{object}}}\r\n"),
+            format!(r#"{{"object":{object},"type":"MODIFIED"}}"#),
+            format!(r#"{{ "type": "MODIFIED", "object": {object} }}"#),
+            format!(r#"{{"type":"MODIFIED","object":{object},"extra":{{"a":1}}}}"#),
+        ] {
+            assert_eq!(applied(line), expected);
+        }
+        // An object that does not decode is the parser's error, not a silent skip.
+        let broken = br#"{"type":"ADDED","object":{"metadata":{"name":5}}}"#;
+        assert!(watch_event(&decoder, broken).is_err());
+        let cut = br#"{"type":"ADDED","object":{"metadata":{"name":"a"}}"#;
+        assert!(watch_event(&decoder, cut).is_err());
     }
 
     #[test]
