@@ -359,3 +359,80 @@ async fn the_page_shows_dead_letters_and_errors_and_retries_purges_and_reloads()
     browser.stop().await;
     t.stop().await;
 }
+
+/// One replica in sharded mode whose handler has a shadow plugin.
+const SHARDED_WITH_SHADOW: &str = "
+ha:
+  mode: sharded
+  lease_namespace: default
+  lease_name: page
+  lease_duration: 2s
+  renew_deadline: 1500ms
+  retry_period: 300ms
+  identity: page-replica
+handlers:
+  guard:
+    plugin: label-guard
+    shadow: faulty
+    config: {label: owner, value: team-a}
+    capabilities:
+      configmaps: [patch]
+routes:
+  - {name: cms, resource: configmaps, handler: guard}
+";
+
+#[tokio::test]
+async fn the_page_shows_the_replica_its_shards_and_a_handlers_shadow() {
+    let t = TestDaemon::builder(SHARDED_WITH_SHADOW)
+        .plugin_file("label-guard", "label-guard")
+        .plugin_file("faulty", "faulty")
+        .start()
+        .await;
+    let _churn = t.sim().start_churn(ChurnConfig {
+        rate: 20.0,
+        objects: 5,
+        ..ChurnConfig::default()
+    });
+    let browser = Browser::start().await;
+    browser.open(&t.url("/")).await;
+
+    shown_eventually(&browser, "#replica [data-field=mode]", "sharded").await;
+    shown_eventually(&browser, "#replica [data-field=identity]", "page-replica").await;
+    shown_eventually(&browser, "#replica [data-field=members]", "1: page-replica").await;
+    shown_eventually(
+        &browser,
+        "#replica [data-field=owns]",
+        "(100.0% of objects)",
+    )
+    .await;
+    let status = t.status_json().await;
+    let range = status["replica"]["shards"]["ranges"][0].as_str().unwrap();
+    shown_eventually(&browser, "#replica [data-field=owns]", range).await;
+
+    shown_eventually(&browser, "#shadows tr[data-handler=guard]", "faulty").await;
+    // Columns: handler, shadow plugin, compared, same, other outcome, other writes, ...
+    let first = support::eventually("shadow comparisons on the page", WAIT, async || {
+        shadow_cell(&browser, 2).await.filter(|n| *n > 0)
+    })
+    .await;
+    let shadow = &t.status_json().await["handlers"][0]["shadow"];
+    assert!(shadow["compared"].as_u64().unwrap() >= first, "{shadow}");
+    // label-guard patches the label; faulty writes nothing: their writes differ.
+    support::eventually("write differences on the page", WAIT, async || {
+        shadow_cell(&browser, 5).await.filter(|n| *n > 0)
+    })
+    .await;
+    assert!(page_errors(&browser).await.is_empty());
+}
+
+/// The number in column `index` of the shadows table's `guard` row.
+async fn shadow_cell(browser: &Browser, index: usize) -> Option<u64> {
+    let cells = browser
+        .script(
+            "const r = document.querySelector('#shadows tr[data-handler=guard]'); return r ? [...r.cells].map(c => c.textContent) : null",
+            json!([]),
+        )
+        .await;
+    let cells: Vec<String> = serde_json::from_value(cells).ok()?;
+    cells.get(index)?.replace(',', "").parse().ok()
+}

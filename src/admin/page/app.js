@@ -119,6 +119,8 @@ function render(status) {
   renderInformers(status.informers);
   renderRoutes(status.routes);
   renderConfig(status.config);
+  renderReplica(status.replica);
+  renderShadows(status.handlers);
   renderWaiting(status.waiting);
   renderPlots(status.handlers);
 }
@@ -267,14 +269,50 @@ function planSummary(plan) {
   return parts.join("; ");
 }
 
+// A <dl> of [term, text, class] items.
+function definitions(id, items) {
+  $(id).replaceChildren(...items.flatMap(([k, v, cls]) => [el("dt", {}, k), el("dd", { "data-field": k, class: cls || "" }, v)]));
+}
+
 function renderConfig(config) {
   const items = [["file", config.file], ["reloads", config.applied + " applied, " + config.rejected + " rejected"]];
   const last = config.last;
   if (last) {
     items.push(["last reload", last.at + " (" + last.trigger + ") " + (last.applied ? "applied" : "rejected")]);
-    items.push(last.applied ? ["its plan", planSummary(last.plan)] : ["its error", last.error]);
+    items.push(last.applied ? ["its plan", planSummary(last.plan)] : ["its error", last.error, "err"]);
   }
-  $("config").replaceChildren(...items.flatMap(([k, v]) => [el("dt", {}, k), el("dd", { class: k === "its error" ? "err" : "" }, v)]));
+  definitions("config", items);
+}
+
+// This replica: its mode, whether it leads, and in sharded mode the members and its ranges.
+function renderReplica(r) {
+  const items = [["mode", r.mode], ["identity", r.identity], ["leader", r.leader ? "yes" : "no", r.leader ? "yes" : "no"]];
+  if (r.lease) {
+    items.push(["lease", r.lease + (r.holder ? ", held by " + r.holder : ", not held")]);
+    items.push(["renewals", fmt(r.renewals) + " (" + fmt(r.transitions) + " transitions, " + fmt(r.losses) + " lost)"]);
+  }
+  if (r.shards) {
+    const s = r.shards;
+    items.push(["members", s.members.length + ": " + s.members.join(", ")]);
+    items.push(["owns", (s.ranges.length ? s.ranges.join(" ") : "nothing") + " (" + fmt(100 * s.owned_fraction, 1) + "% of objects)"]);
+    items.push(["rebalances", fmt(s.rebalances)]);
+  }
+  definitions("replica", items);
+}
+
+// Each handler's shadow plugin and how its calls compare with the plugin's.
+function renderShadows(handlers) {
+  const shadowed = handlers.filter((h) => h.shadow);
+  $("shadows-section").hidden = !shadowed.length;
+  const count = (n, bad) => el("td", { class: n && bad ? "n bad" : "n" }, fmt(n));
+  fillTable("shadows", shadowed.map((h) => {
+    const s = h.shadow;
+    const plugin = s.plugin + (s.loaded ? "" : s.plugin_error ? " (" + s.plugin_error + ")" : " (not loaded)");
+    return el("tr", { "data-handler": h.name },
+      el("td", {}, h.name), el("td", { class: s.loaded ? "" : "bad" }, plugin),
+      count(s.compared), count(s.same), count(s.differing_outcome, true), count(s.differing_writes, true),
+      count(s.differing_errors, true), count(s.shadow_errors, true));
+  }));
 }
 
 function renderWaiting(waiting) {
