@@ -178,8 +178,7 @@ pub fn events_resource() -> Resource {
 
 /// The resource an informer watches, as RBAC names it. An informer named by kind has its
 /// plural found by discovery when the daemon starts; here it is guessed by the English rule
-/// most kinds follow (lower case; `Ingress` → ingresses, `Policy` → policies, `Gateway` →
-/// gateways, else `+s`), and the rule's comment says so.
+/// most kinds follow (see `guess_plural`), and the rule's comment says so.
 pub fn resource_of(informer: &InformerSpec) -> Resource {
     match &informer.resource {
         ResourceRef::Plural(name) => Resource {
@@ -193,10 +192,13 @@ pub fn resource_of(informer: &InformerSpec) -> Resource {
     }
 }
 
-/// The plural Kubernetes clients guess for a kind.
+/// The plural Kubernetes clients guess for a kind: `Endpoints` is its own plural; `-s`,
+/// `-x`, `-z`, `-ch` and `-sh` take `-es`; a consonant and `-y` take `-ies`; the rest `-s`.
 fn guess_plural(kind: &str) -> String {
     let lower = kind.to_ascii_lowercase();
-    if lower.ends_with('s') {
+    if lower == "endpoints" {
+        lower
+    } else if lower.ends_with(['s', 'x', 'z']) || lower.ends_with("ch") || lower.ends_with("sh") {
         format!("{lower}es")
     } else if let Some(stem) = lower.strip_suffix('y')
         && !stem.ends_with(['a', 'e', 'i', 'o', 'u'])

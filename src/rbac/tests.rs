@@ -164,8 +164,19 @@ routes:
         verbs(&p, &Scope::Cluster, &ingresses),
         ["get", "list", "watch"]
     );
-    assert_eq!(guess_plural("Gateway"), "gateways");
-    assert_eq!(guess_plural("Ingress"), "ingresses");
+    for (kind, plural) in [
+        ("Gateway", "gateways"),
+        ("Ingress", "ingresses"),
+        ("NetworkPolicy", "networkpolicies"),
+        ("Endpoints", "endpoints"),
+        ("EndpointSlice", "endpointslices"),
+        ("Box", "boxes"),
+        ("Patch", "patches"),
+        ("Mesh", "meshes"),
+        ("Key", "keys"),
+    ] {
+        assert_eq!(guess_plural(kind), plural);
+    }
 }
 
 #[test]
