@@ -84,7 +84,9 @@ const TICKER_IDLE: Duration = Duration::from_secs(1);
 
 /// The per-call state a plugin instance runs with.
 pub struct CallState {
-    wasi: WasiCtx,
+    /// Built the first time the plugin calls a WASI import: most calls never do, and
+    /// building one (its random generators seeded) is a few percent of a call.
+    wasi: Option<WasiCtx>,
     table: ResourceTable,
     limits: CallLimiter,
     context: Arc<HostContext>,
@@ -112,7 +114,7 @@ impl CallState {
 impl WasiView for CallState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
         WasiCtxView {
-            ctx: &mut self.wasi,
+            ctx: self.wasi.get_or_insert_with(|| WasiCtx::builder().build()),
             table: &mut self.table,
         }
     }
@@ -547,7 +549,7 @@ impl Plugin {
         let mut store = Store::new(
             &self.engine,
             CallState {
-                wasi: WasiCtx::builder().build(),
+                wasi: None,
                 table: ResourceTable::new(),
                 limits: CallLimiter::new(limits.memory),
                 context,
