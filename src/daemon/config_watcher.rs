@@ -16,6 +16,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use super::Shared;
+use crate::util::changes_content;
 
 /// How long the config file must stay unchanged before it is reloaded.
 pub const QUIET: Duration = Duration::from_millis(250);
@@ -51,7 +52,9 @@ impl ConfigWatcher {
         let watched = file.clone();
         let mut watcher =
             notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+                // Not reads: the debounce below reads the file after each change.
                 if let Ok(event) = event
+                    && changes_content(&event.kind)
                     && event.paths.contains(&watched)
                 {
                     // The receiver is gone only once the watcher is stopping.

@@ -20,12 +20,13 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use notify::{EventKind, RecursiveMode, Watcher};
+use notify::{RecursiveMode, Watcher};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::Instant;
 
 use super::{Error, PluginRegistry, Result};
+use crate::util::changes_content;
 
 /// How long a plugin file must stay unchanged before it is loaded.
 pub const QUIET: Duration = Duration::from_millis(250);
@@ -107,7 +108,7 @@ async fn debounce(
             event = events.recv() => match event {
                 None => return,
                 Some(Ok(event)) => {
-                    if !matters(&event.kind) {
+                    if !changes_content(&event.kind) {
                         continue;
                     }
                     for path in &event.paths {
@@ -148,17 +149,6 @@ async fn load_changed(registry: Arc<PluginRegistry>, name: String) {
     }
 }
 
-/// Whether an event can mean the file's content changed (reads of the file do not).
-fn matters(kind: &EventKind) -> bool {
-    match kind {
-        EventKind::Access(notify::event::AccessKind::Close(notify::event::AccessMode::Write)) => {
-            true
-        }
-        EventKind::Access(_) => false,
-        _ => true,
-    }
-}
-
 /// `NAME` for a path `.../NAME.wasm`.
 fn plugin_name(path: &Path) -> Option<&str> {
     path.file_name()?.to_str()?.strip_suffix(".wasm")
@@ -176,24 +166,5 @@ mod tests {
         );
         assert_eq!(plugin_name(Path::new("/p/.log-events.wasm.tmp")), None);
         assert_eq!(plugin_name(Path::new("/p/README.md")), None);
-    }
-
-    #[test]
-    fn reads_do_not_count_as_changes() {
-        use notify::event::{AccessKind, AccessMode, CreateKind, ModifyKind, RenameMode};
-        assert!(!matters(&EventKind::Access(AccessKind::Open(
-            AccessMode::Any
-        ))));
-        assert!(!matters(&EventKind::Access(AccessKind::Close(
-            AccessMode::Read
-        ))));
-        assert!(matters(&EventKind::Access(AccessKind::Close(
-            AccessMode::Write
-        ))));
-        assert!(matters(&EventKind::Create(CreateKind::File)));
-        assert!(matters(&EventKind::Modify(ModifyKind::Name(
-            RenameMode::To
-        ))));
-        assert!(matters(&EventKind::Remove(notify::event::RemoveKind::File)));
     }
 }

@@ -1,12 +1,14 @@
-//! Small helpers every stage uses: locks that survive a poisoned mutex, RFC 3339 times and
-//! bearer tokens.
+//! Small helpers every stage uses: locks that survive a poisoned mutex, RFC 3339 times,
+//! bearer tokens and which file events mean a change.
 //! Imports nothing else of the crate, so any stage may use it.
 
+mod file_events;
 mod kube_error;
 mod sync;
 mod time;
 mod token;
 
+pub use file_events::changes_content;
 pub use kube_error::kube_error;
 pub use sync::{lock, read, write};
 pub use time::rfc3339;
