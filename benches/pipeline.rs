@@ -6,9 +6,12 @@
 //! peak RSS (VmHWM) are its own:
 //! - (a) `switchyard run`, one route of every ConfigMap in `default` to the `noop` plugin;
 //! - (a2) the same with `instance: reuse` (each worker keeps its plugin instance);
+//! - (a3) row (a) on two runtime threads (`--threads 2`) instead of one;
 //! - (b) the same with a `when:` condition no object meets: listed, decoded, skipped, no call;
 //! - (c) a kube-rs `Controller` on ConfigMaps in `default` with a reconcile that does
-//!   nothing (this bench binary run again as a child, reporting its reconciles on stdout);
+//!   nothing (this bench binary run again as a child, reporting its reconciles on stdout),
+//!   on tokio's default runtime (`Runtime::new`, as `#[tokio::main]`: a thread per core);
+//! - (c2) the same controller on a runtime of one worker thread;
 //! - (d) serde_json decoding the same list, fetched once in pages of 500 before the clock
 //!   starts (no watch, no churn: its simulator does not churn).
 //!
@@ -111,20 +114,32 @@ impl Plan {
 enum Row {
     Noop,
     Reuse,
+    TwoThreads,
     Skip,
     KubeRs,
+    KubeRsOneThread,
     Decode,
 }
 
 impl Row {
-    const ALL: [Row; 5] = [Row::Noop, Row::Reuse, Row::Skip, Row::KubeRs, Row::Decode];
+    const ALL: [Row; 7] = [
+        Row::Noop,
+        Row::Reuse,
+        Row::TwoThreads,
+        Row::Skip,
+        Row::KubeRs,
+        Row::KubeRsOneThread,
+        Row::Decode,
+    ];
 
     fn label(self) -> &'static str {
         match self {
             Row::Noop => "(a) switchyard, noop plugin",
             Row::Reuse => "(a2) switchyard, noop plugin, instance: reuse",
+            Row::TwoThreads => "(a3) switchyard, noop plugin, --threads 2",
             Row::Skip => "(b) switchyard, route skips all",
             Row::KubeRs => "(c) kube-rs Controller, no-op reconcile",
+            Row::KubeRsOneThread => "(c2) kube-rs Controller, one runtime thread",
             Row::Decode => "(d) serde_json decode of the list",
         }
     }
@@ -248,7 +263,7 @@ fn free_port() -> u16 {
     listener.local_addr().expect("addr").port()
 }
 
-/// `switchyard run` for row (a) or (b), with its admin API on `port`.
+/// `switchyard run` for row (a), (a2), (a3) or (b), with its admin API on `port`.
 fn start_daemon(plan: &Plan, row: Row, dir: &Path, port: u16) -> Running {
     std::fs::write(dir.join("token"), TOKEN).expect("write the token");
     let skip = if row == Row::Skip {
@@ -268,15 +283,19 @@ fn start_daemon(plan: &Plan, row: Row, dir: &Path, port: u16) -> Running {
         plan.plugins.display()
     );
     std::fs::write(dir.join("switchyard.yaml"), config).expect("write the config");
+    let threads = if row == Row::TwoThreads { "2" } else { "1" };
     let mut command = Command::new(&plan.binary);
     command
         .current_dir(dir)
+        .env_remove("SWITCHYARD_THREADS")
         .args([
             "run",
             "--config",
             "switchyard.yaml",
             "--kubeconfig",
             "kubeconfig",
+            "--threads",
+            threads,
         ])
         .stderr(std::fs::File::create(dir.join("daemon.log")).expect("a log file"));
     Running::start(command)
@@ -403,7 +422,9 @@ impl Source<'_> {
 
     async fn buckets(&self) -> Vec<(f64, f64)> {
         match self {
-            Source::Admin(admin, Row::Noop | Row::Reuse) => admin.queue_buckets().await,
+            Source::Admin(admin, Row::Noop | Row::Reuse | Row::TwoThreads) => {
+                admin.queue_buckets().await
+            }
             _ => Vec::new(),
         }
     }
@@ -483,7 +504,7 @@ async fn run_row(plan: &Plan, row: Row, n: usize) -> Measured {
     let (_sim, url) = start_sim(plan, n, rate, dir.path()).await;
     let started = Instant::now();
     match row {
-        Row::Noop | Row::Reuse | Row::Skip => {
+        Row::Noop | Row::Reuse | Row::TwoThreads | Row::Skip => {
             let port = free_port();
             let mut daemon = start_daemon(plan, row, dir.path(), port);
             let admin = Admin {
@@ -495,8 +516,13 @@ async fn run_row(plan: &Plan, row: Row, n: usize) -> Measured {
             drop(daemon);
             measured
         }
-        Row::KubeRs => {
-            let mut child = start_self("controller", dir.path(), &url);
+        Row::KubeRs | Row::KubeRsOneThread => {
+            let role = if row == Row::KubeRs {
+                "controller"
+            } else {
+                "controller-one-thread"
+            };
+            let mut child = start_self(role, dir.path(), &url);
             let source = Source::Lines(child.lines.clone());
             measure(plan, n, &mut child, source, started, &url).await
         }
@@ -691,22 +717,22 @@ fn ratio(mine: Option<f64>, theirs: Option<f64>) -> String {
 /// The markdown table for `n` objects.
 fn print_table(n: usize, results: &[(Row, Vec<Measured>)]) {
     let of = |row: Row| &results.iter().find(|r| r.0 == row).expect("every row").1;
-    let (kube, decode) = (of(Row::KubeRs), of(Row::Decode));
+    let (kube, kube1, decode) = (of(Row::KubeRs), of(Row::KubeRsOneThread), of(Row::Decode));
     println!(
         "\n**{n} ConfigMaps** (median (min–max) of {} rounds)\n",
         kube.len()
     );
     println!(
-        "| row | list: wall s | list: objects/s | list: CPU µs/object | churn: CPU µs/change | churn: changes/s made | churn: % of a core | churn: handled/s | peak RSS MiB | RSS KiB/object | queue wait p50 / p99 ms, list | queue wait p50 / p99 ms, churn | list CPU vs (c) | list CPU vs (d) | churn CPU vs (c) | RSS vs (c) |"
+        "| row | list: wall s | list: objects/s | list: CPU µs/object | churn: CPU µs/change | churn: changes/s made | churn: % of a core | churn: handled/s | peak RSS MiB | RSS KiB/object | queue wait p50 / p99 ms, list | queue wait p50 / p99 ms, churn | list CPU vs (c) | list CPU vs (c2) | list CPU vs (d) | churn CPU vs (c) | churn CPU vs (c2) | RSS vs (c) |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for (row, rounds) in results {
         let ms = |pair: Option<(f64, f64)>, which: usize| {
             pair.map(|p| if which == 0 { p.0 } else { p.1 } * 1e3)
         };
         let rss = |m: &Measured| Some(m.peak_rss);
         println!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} / {} | {} / {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} / {} | {} / {} | {} | {} | {} | {} | {} | {} |",
             row.label(),
             cell(rounds, 2, |m| Some(m.list_wall)),
             cell(rounds, 0, |m| Some(m.list_handled / m.list_wall)),
@@ -730,11 +756,19 @@ fn print_table(n: usize, results: &[(Row, Vec<Measured>)]) {
             ),
             ratio(
                 median_of(rounds, list_cpu_per_event),
+                median_of(kube1, list_cpu_per_event)
+            ),
+            ratio(
+                median_of(rounds, list_cpu_per_event),
                 median_of(decode, list_cpu_per_event)
             ),
             ratio(
                 median_of(rounds, churn_cpu_per_change),
                 median_of(kube, churn_cpu_per_change)
+            ),
+            ratio(
+                median_of(rounds, churn_cpu_per_change),
+                median_of(kube1, churn_cpu_per_change)
             ),
             ratio(median_of(rounds, rss), median_of(kube, rss)),
         );
@@ -745,6 +779,14 @@ fn main() {
     match std::env::var(ROLE).as_deref() {
         Ok("controller") => {
             let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+            return runtime.block_on(controller_child());
+        }
+        Ok("controller-one-thread") => {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .enable_all()
+                .build()
+                .expect("a runtime");
             return runtime.block_on(controller_child());
         }
         Ok("decode") => return decode_child(),

@@ -4,6 +4,7 @@
 
 use std::io::Write;
 use std::net::SocketAddr;
+use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -60,6 +61,11 @@ enum Command {
         /// Log format: text or json (default: $SWITCHYARD_LOG_FORMAT, else text).
         #[arg(long, value_parser = parse_log_format)]
         log_format: Option<LogFormat>,
+        /// Threads that run informers, queues and plugin calls (default:
+        /// $SWITCHYARD_THREADS, else 1). More let CPU-bound plugins run on more cores at
+        /// once; each event then costs more CPU, in wake-ups between the threads.
+        #[arg(long, value_parser = parse_threads)]
+        threads: Option<NonZeroUsize>,
     },
     /// Validate a routing config and its plugins; exits 2 listing every problem at once.
     Check {
@@ -221,12 +227,43 @@ fn parse_log_format(text: &str) -> Result<LogFormat, String> {
         .map_err(|e: switchyard::logging::UnknownFormat| e.to_string())
 }
 
+/// The variable `run --threads` defaults to.
+const THREADS_VAR: &str = "SWITCHYARD_THREADS";
+
+fn parse_threads(text: &str) -> Result<NonZeroUsize, String> {
+    text.trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number of threads (1 or more)"))
+}
+
+/// The async runtime for `command`: `run` on the threads it was given (see [`Command::Run`]),
+/// every other command on one thread per core.
+fn runtime(command: &Command) -> Result<tokio::runtime::Runtime> {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Command::Run { threads, .. } = command {
+        let threads = match threads {
+            Some(n) => *n,
+            None => match std::env::var(THREADS_VAR) {
+                Ok(text) => {
+                    parse_threads(&text).map_err(|e| anyhow::anyhow!("{THREADS_VAR}: {e}"))?
+                }
+                Err(_) => NonZeroUsize::MIN,
+            },
+        };
+        builder.worker_threads(threads.get());
+    }
+    builder
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let runtime = match tokio::runtime::Runtime::new() {
+    let runtime = match runtime(&cli.command) {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
+            eprintln!("error: {e:#}");
             return ExitCode::FAILURE;
         }
     };
@@ -237,6 +274,7 @@ fn main() -> ExitCode {
                 kubeconfig,
                 context,
                 log_format,
+                threads: _,
             } => {
                 let options = daemon::Options {
                     watch_config: true,

@@ -652,7 +652,8 @@ impl Daemon {
             addr
         });
         let probes = probes_addr.map_or_else(|| "off".to_string(), |a| a.to_string());
-        tracing::info!(admin = %admin_addr, probes, handlers = config.handlers.len(), routes = config.routes.len(), "switchyard started");
+        let threads = tokio::runtime::Handle::current().metrics().num_workers();
+        tracing::info!(admin = %admin_addr, probes, threads, handlers = config.handlers.len(), routes = config.routes.len(), "switchyard started");
         Ok(Self {
             shared,
             config_watcher,

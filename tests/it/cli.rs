@@ -1,7 +1,9 @@
 //! The `switchyard` binary: `check` on good and bad configs and plugins.
 
+use std::time::Duration;
+
 use crate::support;
-use crate::support::process::{switchyard, switchyard_with_env};
+use crate::support::process::{Process, switchyard, switchyard_with_env};
 
 #[test]
 fn check_accepts_the_demo_config_with_its_built_plugin() {
@@ -355,4 +357,70 @@ async fn the_demo_prints_every_event_and_shows_retries_dead_letters_writes_reloa
         .and_then(|n| n.parse().ok())
         .expect("log-events' count");
     assert_eq!(printed, processed, "{out}");
+}
+
+/// `run` works on one runtime thread unless `--threads` or `SWITCHYARD_THREADS` says
+/// otherwise (the flag winning), and logs the runtime's worker count at start (read from
+/// the runtime, not the flag); it refuses one that is not a
+/// count of threads before it starts anything.
+#[tokio::test]
+async fn run_works_on_the_threads_it_is_given() {
+    let sim = support::start_sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    sim.write_kubeconfig(&kubeconfig).unwrap();
+    let config = support::write_config(
+        dir.path(),
+        "admin:\n  listen: 127.0.0.1:0\n  probes_listen: null\nhandlers:\n  log-events: {}\nroutes:\n  - name: configmaps\n    resource: configmaps\n    handler: log-events\n",
+    );
+    let run = [
+        "run",
+        "--config",
+        config.to_str().unwrap(),
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+    ];
+    let unset = ["RUST_LOG", "SWITCHYARD_LOG_FORMAT", "SWITCHYARD_THREADS"];
+    let cases: [(&[&str], &[(&str, &str)], usize); 3] = [
+        (&[], &[], 1),
+        (&[], &[("SWITCHYARD_THREADS", "3")], 3),
+        (&["--threads", "2"], &[("SWITCHYARD_THREADS", "3")], 2),
+    ];
+    for (flags, env, threads) in cases {
+        let args: Vec<&str> = run.iter().chain(flags).copied().collect();
+        let daemon = Process::start(&args, env, &unset);
+        let started = daemon
+            .wait_for_line(Duration::from_secs(60), |l| {
+                l.contains("switchyard started")
+            })
+            .await;
+        assert!(
+            started.contains(&format!("threads={threads}")),
+            "{flags:?} {env:?}: {started}"
+        );
+        drop(daemon);
+    }
+    sim.stop().await;
+
+    let (code, _, err) = switchyard(&[
+        "run",
+        "--config",
+        config.to_str().unwrap(),
+        "--threads",
+        "0",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("'0' for '--threads <THREADS>': \"0\" is not a number of threads (1 or more)"),
+        "{err}"
+    );
+    let (code, _, err) = switchyard_with_env(
+        &["run", "--config", config.to_str().unwrap()],
+        &[("SWITCHYARD_THREADS", "many")],
+    );
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("SWITCHYARD_THREADS: \"many\" is not a number of threads (1 or more)"),
+        "{err}"
+    );
 }
