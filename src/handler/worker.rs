@@ -251,9 +251,9 @@ fn plugin_event(key: &WorkKey, event: &PendingEvent, attempt: u32) -> Event {
             ChangeKind::Deleted => EventKind::Deleted,
             ChangeKind::Sync => EventKind::Sync,
         },
-        route: key.route.to_string(),
-        object: event.object.json().to_string(),
-        old_object: event.old.as_ref().map(|o| o.json().to_string()),
+        route: String::from(&*key.route),
+        object: String::from(event.object.json_str()),
+        old_object: event.old.as_ref().map(|o| String::from(o.json_str())),
         attempt,
         final_state_unknown: event.final_state_unknown,
     }

@@ -98,6 +98,11 @@ impl CachedObject {
         self.json.clone()
     }
 
+    /// The object as JSON, borrowed.
+    pub fn json_str(&self) -> &str {
+        &self.json
+    }
+
     /// The object, parsed again from its JSON.
     pub fn parse(&self) -> serde_json::Result<DynamicObject> {
         serde_json::from_str(&self.json)

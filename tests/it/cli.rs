@@ -381,7 +381,9 @@ async fn run_works_on_the_threads_it_is_given() {
         kubeconfig.to_str().unwrap(),
     ];
     let unset = ["RUST_LOG", "SWITCHYARD_LOG_FORMAT", "SWITCHYARD_THREADS"];
-    let cases: [(&[&str], &[(&str, &str)], usize); 3] = [
+    /// Flags, environment, and the threads the runtime should have.
+    type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], usize);
+    let cases: [Case; 3] = [
         (&[], &[], 1),
         (&[], &[("SWITCHYARD_THREADS", "3")], 3),
         (&["--threads", "2"], &[("SWITCHYARD_THREADS", "3")], 2),

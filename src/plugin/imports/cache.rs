@@ -29,7 +29,7 @@ impl HostContext {
             .resolve(resource)?
             .into_iter()
             .find_map(|i| i.store().get(&key))
-            .map(|o| o.json().to_string()))
+            .map(|o| String::from(o.json_str())))
     }
 
     /// Every cached object of `resource` (only those in `namespace`, if given), as JSON.
@@ -97,7 +97,7 @@ fn unique_json(objects: impl IntoIterator<Item = Arc<CachedObject>>) -> Vec<Stri
         .filter(|o| seen.insert(o.key().clone()))
         .collect();
     objects.sort_by(|a, b| a.key().as_str().cmp(b.key().as_str()));
-    objects.iter().map(|o| o.json().to_string()).collect()
+    objects.iter().map(|o| String::from(o.json_str())).collect()
 }
 
 impl wit::Host for CallState {

@@ -181,7 +181,10 @@ async fn files_that_are_not_handler_components_get_a_clear_error() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+/// On one runtime thread, as `switchyard run` works by default: a plugin looping in two
+/// workers yields at every epoch tick, so another handler's event, the retries and the
+/// probes all go on meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
 async fn a_looping_plugin_does_not_stall_another_handler() {
     let yaml = "
 handlers:
