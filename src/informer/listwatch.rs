@@ -48,6 +48,9 @@ const MAX_LINE: usize = 64 << 20;
 pub(super) enum Event {
     /// A list begins: the first one, or a relist.
     ListStarted,
+    /// How many objects the list in progress has in all, as its first page says (its items
+    /// and `remainingItemCount`): room the cache can make before they come.
+    ListSize(usize),
     /// One object of the list in progress.
     Listed(Received),
     /// The list is complete: every object was [`Event::Listed`].
@@ -191,6 +194,7 @@ enum State {
         page: VecDeque<Received>,
         continue_token: Option<String>,
         rv: Option<String>,
+        size: Option<usize>,
     },
     /// Next: watch from `rv`; after checking that the server has not gone behind it when
     /// `check`.
@@ -210,10 +214,11 @@ pub(super) fn list_watch(
         api,
         selectors,
         decoder,
+        page_text: Vec::new(),
     };
-    futures::stream::unfold((with, State::Empty), |(with, mut state)| async move {
+    futures::stream::unfold((with, State::Empty), |(mut with, mut state)| async move {
         loop {
-            let (reported, next) = step(&with, state).await;
+            let (reported, next) = step(&mut with, state).await;
             state = next;
             if let Some(item) = reported {
                 return Some((item, (with, state)));
@@ -227,10 +232,12 @@ struct With {
     api: Api<DynamicObject>,
     selectors: Selectors,
     decoder: Decoder,
+    /// The body of the list page being read, kept from page to page of one list.
+    page_text: Vec<u8>,
 }
 
 /// Advances one step; returns what to report, if anything, and the next state.
-async fn step(with: &With, state: State) -> (Option<Result<Event, Error>>, State) {
+async fn step(with: &mut With, state: State) -> (Option<Result<Event, Error>>, State) {
     let (api, selectors) = (&with.api, &with.selectors);
     match state {
         State::Empty => (
@@ -239,46 +246,70 @@ async fn step(with: &With, state: State) -> (Option<Result<Event, Error>>, State
                 page: VecDeque::new(),
                 continue_token: None,
                 rv: None,
+                size: None,
             },
         ),
         State::Listing {
             mut page,
             continue_token,
             rv,
+            mut size,
         } => {
-            if let Some(object) = page.pop_front() {
-                let state = State::Listing {
-                    page,
-                    continue_token,
-                    rv,
-                };
-                return (Some(Ok(Event::Listed(object))), state);
-            }
-            match (continue_token, rv) {
-                (None, Some(rv)) => (
-                    Some(Ok(Event::ListDone)),
-                    State::Resume { rv, check: false },
-                ),
-                (token, _) => list_page(with, token).await,
-            }
+            let report = match size.take() {
+                Some(size) => Event::ListSize(size),
+                None => match page.pop_front() {
+                    Some(object) => Event::Listed(object),
+                    None => return next_page(with, continue_token, rv).await,
+                },
+            };
+            let state = State::Listing {
+                page,
+                continue_token,
+                rv,
+                size,
+            };
+            (Some(Ok(report)), state)
         }
         State::Resume { rv, check } => resume(api, selectors, rv, check).await,
         State::Watching { rv, stream } => next_change(&with.decoder, rv, stream).await,
     }
 }
 
+/// The list's end when the last page has been reported, else the next page.
+async fn next_page(
+    with: &mut With,
+    continue_token: Option<String>,
+    rv: Option<String>,
+) -> (Option<Result<Event, Error>>, State) {
+    match (continue_token, rv) {
+        (None, Some(rv)) => {
+            with.page_text = Vec::new();
+            (
+                Some(Ok(Event::ListDone)),
+                State::Resume { rv, check: false },
+            )
+        }
+        (token, _) => list_page(with, token).await,
+    }
+}
+
 /// Asks for the next list page.
 async fn list_page(
-    with: &With,
+    with: &mut With,
     continue_token: Option<String>,
 ) -> (Option<Result<Event, Error>>, State) {
     let selectors = &with.selectors;
     let mut params = selectors.list_params();
     let first = continue_token.is_none();
     params.continue_token = continue_token;
-    let page = sharded::list(&with.api, &params, selectors.shard.as_ref())
-        .await
-        .and_then(|text| decode_page(&with.decoder, &text).map_err(kube::Error::SerdeError));
+    let page = sharded::list(
+        &with.api,
+        &params,
+        selectors.shard.as_ref(),
+        &mut with.page_text,
+    )
+    .await
+    .and_then(|()| decode_page(&with.decoder, &with.page_text).map_err(kube::Error::SerdeError));
     match page {
         Ok(list) => {
             let applied = sharded::applied(&list.metadata, selectors.shard.as_ref());
@@ -287,7 +318,8 @@ async fn list_page(
             if rv.is_none() && continue_token.is_none() {
                 return (Some(Err(Error::NoResourceVersion)), State::Empty);
             }
-            let page = list.items;
+            let remaining = list.metadata.remaining_item_count.unwrap_or(0);
+            let size = first.then(|| list.items.len() + usize::try_from(remaining).unwrap_or(0));
             let report = match applied {
                 Some(applied) if first => Some(Ok(Event::ShardApplied(applied))),
                 _ => None,
@@ -295,9 +327,10 @@ async fn list_page(
             (
                 report,
                 State::Listing {
-                    page,
+                    page: list.items,
                     continue_token,
                     rv,
+                    size,
                 },
             )
         }
@@ -370,8 +403,8 @@ struct DecodedPage {
     items: VecDeque<Received>,
 }
 
-fn decode_page(decoder: &Decoder, text: &str) -> serde_json::Result<DecodedPage> {
-    let page: wire::Page = serde_json::from_str(text)?;
+fn decode_page(decoder: &Decoder, text: &[u8]) -> serde_json::Result<DecodedPage> {
+    let page: wire::Page = serde_json::from_slice(text)?;
     let items = page
         .items
         .unwrap_or_default()

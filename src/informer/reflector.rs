@@ -111,6 +111,12 @@ fn handle(informer: &Informer, listing: &mut Option<HashSet<ObjectKey>>, event: 
         Event::Listed(object) | Event::Applied(object) | Event::Deleted(object)
             if !informer.owns(&object) => {}
         Event::ShardApplied(applied) => informer.shard_applied(applied),
+        Event::ListSize(size) => {
+            if let Some(seen) = listing.as_mut() {
+                seen.reserve(size);
+            }
+            informer.store.write().reserve(size);
+        }
         Event::Listed(object) => {
             let key = informer.apply(object);
             if let Some(seen) = listing.as_mut() {

@@ -114,6 +114,13 @@ impl Contents {
         old
     }
 
+    /// Makes room for `objects` objects in all, so a long list does not grow the map step by
+    /// step.
+    pub(super) fn reserve(&mut self, objects: usize) {
+        self.objects
+            .reserve(objects.saturating_sub(self.objects.len()));
+    }
+
     /// Removes an object; returns it.
     pub(super) fn remove(&mut self, key: &ObjectKey) -> Option<Arc<CachedObject>> {
         let old = self.objects.remove(key)?;

@@ -162,7 +162,10 @@ impl Decoder {
             })
             .collect();
         cuts.sort_by_key(|&(_, start, _)| std::cmp::Reverse(start));
-        let mut json = text.to_string();
+        // Room for the kind put in front, so that does not move the text to a new allocation.
+        let room = self.types.api_version.len() + self.types.kind.len() + 32;
+        let mut json = String::with_capacity(text.len() + room);
+        json.push_str(text);
         for (key, start, end) in cuts {
             if !cut_member(&mut json, key, start, end) {
                 return self.slow(text);

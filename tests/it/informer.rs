@@ -236,6 +236,47 @@ async fn a_410_on_reconnect_relists_and_delivers_nothing_for_unchanged_objects()
     s.factory.shutdown();
 }
 
+/// A list longer than one page (the informer asks for 500 objects a page): every object
+/// cached and delivered once, and a relist over the same pages delivers nothing new.
+#[tokio::test]
+async fn a_list_of_several_pages_delivers_every_object_once_and_a_relist_none_again() {
+    let sim = Simulator::start(SimOptions::default()).await.unwrap();
+    let names: Vec<String> = (0..1234).map(|i| format!("cm-{i:04}")).collect();
+    for name in &names {
+        create(sim.cluster(), name);
+    }
+    let factory = InformerFactory::new(sim.client().unwrap());
+    let informer = factory
+        .informer(configmaps(), CacheOptions::default())
+        .await
+        .unwrap();
+    let recorder = Arc::new(Recorder::default());
+    let _subscription = informer.subscribe(recorder.clone());
+    tokio::time::timeout(Duration::from_secs(60), informer.wait_until_synced())
+        .await
+        .expect("the list completes");
+    converge(&informer, sim.cluster()).await;
+    let seen = recorder.take();
+    let mut added: Vec<&str> = seen
+        .iter()
+        .filter_map(|line| line.strip_prefix("added default/"))
+        .map(|rest| rest.split(' ').next().unwrap())
+        .collect();
+    added.sort();
+    assert_eq!(added, names, "each listed object delivered once");
+
+    sim.faults().expire_next_watches(1);
+    sim.close_watches();
+    support::eventually("a relist", Duration::from_secs(30), async || {
+        let seen = recorder.seen.lock().unwrap().clone();
+        (!seen.is_empty()).then_some(())
+    })
+    .await;
+    assert_eq!(recorder.take(), ["replaced 1234"]);
+    converge(&informer, sim.cluster()).await;
+    factory.shutdown();
+}
+
 #[tokio::test]
 async fn deletions_while_the_api_server_was_down_arrive_as_deleted_after_a_relist() {
     let Setup {
