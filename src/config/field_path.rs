@@ -56,6 +56,11 @@ impl FieldPath {
         })
     }
 
+    /// The keys (or array indexes) from the root.
+    pub fn parts(&self) -> impl Iterator<Item = &str> {
+        self.parts.iter().map(String::as_str)
+    }
+
     /// The value at the path in `object`, if there is one (`null` counts as none).
     pub fn lookup<'a>(&self, object: &'a Value) -> Option<&'a Value> {
         let mut value = object;

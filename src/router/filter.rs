@@ -7,10 +7,12 @@
 //! compares the old and new states of an update (an
 //! update whose old state is unknown counts as a change); additions, deletions and resyncs
 //! pass a `changed` test, as they are not updates of the value. The object's JSON is parsed
-//! only when a label, field or condition test needs it.
+//! only when a label, field or condition test needs it, and then only the parts those tests
+//! read ([`Wanted`]).
 
 use serde_json::Value;
 
+use super::pruned::Wanted;
 use crate::config::selector::{Selector, SelectorError};
 use crate::config::{Condition, RouteFilter, Test};
 use crate::informer::{CachedObject, Delta};
@@ -22,6 +24,8 @@ pub struct ObjectFilter {
     labels: Option<Selector>,
     fields: Option<Selector>,
     when: Vec<Condition>,
+    /// The paths the selectors and conditions read.
+    wanted: Wanted,
 }
 
 impl ObjectFilter {
@@ -34,11 +38,24 @@ impl ObjectFilter {
                 parse(t).unwrap_or_else(|_| Selector::parse("switchyard.invalid/never").unwrap())
             })
         };
+        let labels = compile(&filter.labels, Selector::parse);
+        let fields = compile(&filter.fields, Selector::parse_fields);
+        let mut wanted = Wanted::default();
+        if labels.is_some() {
+            wanted.add(["metadata", "labels"]);
+        }
+        for path in fields.iter().flat_map(Selector::keys) {
+            wanted.add(path.split('.'));
+        }
+        for condition in &filter.when {
+            wanted.add(condition.path.parts());
+        }
         Self {
             namespaces: filter.namespaces.clone(),
-            labels: compile(&filter.labels, Selector::parse),
-            fields: compile(&filter.fields, Selector::parse_fields),
+            labels,
+            fields,
             when: filter.when.clone(),
+            wanted,
         }
     }
 
@@ -90,12 +107,12 @@ impl ObjectFilter {
         self.conditions_hold(object, before).then_some(delta)
     }
 
-    /// The object as JSON, when a selector or condition needs to look inside it.
+    /// The parts of the object a selector or condition looks at, when one does.
     fn parse_if_needed(&self, object: &CachedObject) -> Option<Value> {
-        if self.labels.is_none() && self.fields.is_none() && self.when.is_empty() {
+        if self.wanted.is_empty() {
             return None;
         }
-        parse(object)
+        self.wanted.parse(object.json_str()).ok()
     }
 
     /// Whether the object is in one of the namespaces and matches the selectors.
@@ -146,10 +163,6 @@ impl ObjectFilter {
             }
         })
     }
-}
-
-fn parse(object: &CachedObject) -> Option<Value> {
-    serde_json::from_str(&object.json()).ok()
 }
 
 /// JSON equality, where a YAML scalar written as text also matches a number or boolean with

@@ -3,6 +3,7 @@
 
 pub mod filter;
 mod memory;
+mod pruned;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard};
