@@ -183,11 +183,12 @@ impl Informer {
         assignment: Option<watch::Receiver<Option<crate::sharding::Assignment>>>,
     ) -> Arc<Self> {
         let shard = assignment.map(|rx| shard::Shard::new(options.shard_by, rx));
+        let store = Store::watching(options.indexers, key.namespace.as_deref());
         Arc::new(Self {
             shard,
             key,
             resource,
-            store: Store::new(options.indexers),
+            store,
             transform: options.transform,
             sinks: Mutex::new(Vec::new()),
             health: Mutex::new(WatchHealth::default()),
@@ -357,7 +358,7 @@ impl Informer {
 
     /// Turns a received object into its cached form: index values computed.
     fn cache_form(&self, object: wire::Received) -> Arc<CachedObject> {
-        let index_values = self.store.indexers().values(&object);
+        let index_values = self.store.index_values(&object);
         Arc::new(CachedObject::received(object, index_values))
     }
 
@@ -399,18 +400,22 @@ impl Informer {
         );
     }
 
-    /// After a list: deletes every cached object the list did not contain, then announces
-    /// the list with [`Delta::Replaced`].
-    fn remove_unlisted(&self, listed: &HashSet<ObjectKey>) {
+    /// After a list of `count` objects: deletes every cached object the list did not contain
+    /// (`listed`; `None` when the cache was empty as the list began, so it holds nothing
+    /// else), then announces the list with [`Delta::Replaced`].
+    fn remove_unlisted(&self, listed: Option<&HashSet<ObjectKey>>, count: usize) {
         let sinks = lock(&self.sinks);
-        let gone: Vec<Arc<CachedObject>> = {
-            let mut store = self.store.write();
-            let keys: Vec<ObjectKey> = store
-                .keys()
-                .filter(|k| !listed.contains(*k))
-                .cloned()
-                .collect();
-            keys.iter().filter_map(|k| store.remove(k)).collect()
+        let gone: Vec<Arc<CachedObject>> = match listed {
+            None => Vec::new(),
+            Some(listed) => {
+                let mut store = self.store.write();
+                let keys: Vec<ObjectKey> = store
+                    .keys()
+                    .filter(|k| !listed.contains(*k))
+                    .cloned()
+                    .collect();
+                keys.iter().filter_map(|k| store.remove(k)).collect()
+            }
         };
         for last_known in gone {
             deliver(
@@ -421,12 +426,7 @@ impl Informer {
                 },
             );
         }
-        deliver(
-            &sinks,
-            &Delta::Replaced {
-                objects: listed.len(),
-            },
-        );
+        deliver(&sinks, &Delta::Replaced { objects: count });
         // Synced under the subscribers' lock: a subscriber joining now gets its own
         // `Replaced` (see `subscribe`), one that joined before got the one above.
         self.mark_synced();

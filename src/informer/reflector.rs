@@ -53,9 +53,7 @@ async fn watch_until_ended(
         None => events.default_backoff().boxed(),
         Some(delay) => events.backoff(FixedDelay(delay)).boxed(),
     };
-    // Keys seen in the list in progress: whatever the cache holds beyond them at the end of
-    // the list was deleted while the watch was down.
-    let mut listing: Option<HashSet<ObjectKey>> = None;
+    let mut listing: Option<Listing> = None;
     let mut next_resync: Option<tokio::time::Instant> = None;
     // A rebalance's first list keeps the cache synced.
     let mut keep_synced = rebalance && informer.is_synced();
@@ -89,7 +87,7 @@ async fn watch_until_ended(
         match event {
             Ok(Event::ListStarted) if keep_synced => {
                 keep_synced = false;
-                listing = Some(HashSet::default());
+                listing = Some(Listing::new(informer));
             }
             Ok(event) => handle(informer, &mut listing, event),
             Err(error) => failed(informer, &error),
@@ -97,11 +95,28 @@ async fn watch_until_ended(
     }
 }
 
+/// A list in progress: how many objects it listed, and which, when the cache held objects as
+/// it began (a relist): whatever the cache holds beyond them at the end of the list was
+/// deleted while the watch was down. A first list, into an empty cache, needs no keys.
+struct Listing {
+    count: usize,
+    seen: Option<HashSet<ObjectKey>>,
+}
+
+impl Listing {
+    fn new(informer: &Informer) -> Self {
+        Self {
+            count: 0,
+            seen: (!informer.store.is_empty()).then(HashSet::default),
+        }
+    }
+}
+
 /// Applies one event of the list+watch loop to the informer.
-fn handle(informer: &Informer, listing: &mut Option<HashSet<ObjectKey>>, event: Event) {
+fn handle(informer: &Informer, listing: &mut Option<Listing>, event: Event) {
     match event {
         Event::ListStarted => {
-            *listing = Some(HashSet::default());
+            *listing = Some(Listing::new(informer));
             // Until this list completes the cache is not known to match the server (a
             // relist is replacing it): say so.
             informer.mark_unsynced();
@@ -112,18 +127,21 @@ fn handle(informer: &Informer, listing: &mut Option<HashSet<ObjectKey>>, event: 
             if !informer.owns(&object) => {}
         Event::ShardApplied(applied) => informer.shard_applied(applied),
         Event::ListSize(size) => {
-            if let Some(seen) = listing.as_mut() {
+            if let Some(seen) = listing.as_mut().and_then(|l| l.seen.as_mut()) {
                 seen.reserve(size);
             }
             informer.store.write().reserve(size);
         }
         Event::Listed(object) => {
             let key = informer.apply(object);
-            if let Some(seen) = listing.as_mut() {
-                seen.insert(key);
-                informer.health_mut().listed = Some(seen.len());
-                if seen.len().is_multiple_of(10_000) {
-                    tracing::info!(informer = %informer.key(), objects = seen.len(), "listing");
+            if let Some(listing) = listing.as_mut() {
+                if let Some(seen) = listing.seen.as_mut() {
+                    seen.insert(key);
+                }
+                listing.count += 1;
+                informer.health_mut().listed = Some(listing.count);
+                if listing.count.is_multiple_of(10_000) {
+                    tracing::info!(informer = %informer.key(), objects = listing.count, "listing");
                 }
             }
         }
@@ -134,9 +152,9 @@ fn handle(informer: &Informer, listing: &mut Option<HashSet<ObjectKey>>, event: 
                 health.last_error = None;
                 health.last_error_code = None;
             }
-            if let Some(seen) = listing.take() {
-                informer.remove_unlisted(&seen);
-                tracing::info!(informer = %informer.key(), objects = seen.len(), "list complete");
+            if let Some(listing) = listing.take() {
+                informer.remove_unlisted(listing.seen.as_ref(), listing.count);
+                tracing::info!(informer = %informer.key(), objects = listing.count, "list complete");
             }
             informer.mark_synced();
         }

@@ -69,11 +69,13 @@ impl Indexers {
         Self(all)
     }
 
-    /// The values of every index for an object, numbered by index position.
-    pub fn values(&self, object: &Received) -> Vec<(u16, Box<str>)> {
+    /// The values of every index for an object, numbered by index position; the namespace
+    /// index's only with `namespace`.
+    pub fn values(&self, object: &Received, namespace: bool) -> Vec<(u16, Box<str>)> {
         self.0
             .iter()
             .enumerate()
+            .filter(|(_, (_, f))| namespace || *f != IndexFn::Namespace)
             .filter_map(|(i, (_, f))| Some((i as u16, f.value(object)?.into_boxed_str())))
             .collect()
     }
@@ -165,15 +167,29 @@ impl Contents {
 pub struct Store {
     contents: Arc<RwLock<Contents>>,
     indexers: Arc<Indexers>,
+    /// The one namespace every object is in, when the watch is of one namespace. The
+    /// namespace index is then the whole store (or nothing), so it is not kept.
+    namespace: Option<Arc<str>>,
 }
 
 impl Store {
     /// An empty store keeping these indexes.
     pub fn new(indexers: Indexers) -> Self {
+        Self::watching(indexers, None)
+    }
+
+    /// An empty store keeping these indexes, for a watch of `namespace` alone when given.
+    pub fn watching(indexers: Indexers, namespace: Option<&str>) -> Self {
         Self {
             contents: Arc::default(),
             indexers: Arc::new(indexers),
+            namespace: namespace.map(Arc::from),
         }
+    }
+
+    /// The values of every index the store keeps for `object`, numbered by index position.
+    pub fn index_values(&self, object: &Received) -> Vec<(u16, Box<str>)> {
+        self.indexers.values(object, self.namespace.is_none())
     }
 
     fn read(&self) -> RwLockReadGuard<'_, Contents> {
@@ -203,6 +219,15 @@ impl Store {
     /// such index.
     pub fn list_by_index(&self, index: &str, value: &str) -> Option<Vec<Arc<CachedObject>>> {
         let position = self.indexers.position(index)?;
+        if let Some(namespace) = &self.namespace
+            && index == NAMESPACE_INDEX
+        {
+            return Some(if **namespace == *value {
+                self.list()
+            } else {
+                Vec::new()
+            });
+        }
         let contents = self.read();
         let keys = contents.indexes.get(&position).and_then(|v| v.get(value));
         Some(
@@ -239,13 +264,17 @@ mod tests {
     }
 
     fn store_with(objects: Vec<Received>) -> Store {
+        store_watching(None, objects)
+    }
+
+    fn store_watching(namespace: Option<&str>, objects: Vec<Received>) -> Store {
         let indexers = Indexers::new([
             ("node".to_string(), IndexFn::Field("spec.nodeName".into())),
             ("app".to_string(), IndexFn::Label("app".into())),
         ]);
-        let store = Store::new(indexers.clone());
+        let store = Store::watching(indexers, namespace);
         for o in objects {
-            let values = indexers.values(&o);
+            let values = store.index_values(&o);
             let cached = CachedObject::received(o, values);
             store.write().insert(Arc::new(cached));
         }
@@ -285,10 +314,40 @@ mod tests {
     }
 
     #[test]
+    fn a_store_of_one_namespace_answers_the_namespace_index_without_keeping_it() {
+        let objects = || vec![pod("a", "n1", "web"), pod("b", "n2", "db")];
+        let kept = store_with(objects());
+        let one = store_watching(Some("default"), objects());
+        for (namespace, expected) in [("default", 2), ("other", 0)] {
+            assert_eq!(
+                names(one.list_by_index(NAMESPACE_INDEX, namespace)),
+                names(kept.list_by_index(NAMESPACE_INDEX, namespace)),
+            );
+            assert_eq!(
+                names(one.list_by_index(NAMESPACE_INDEX, namespace)).len(),
+                expected
+            );
+        }
+        assert_eq!(names(one.list_by_index("node", "n2")), ["default/b"]);
+        assert!(kept.write().indexes.contains_key(&0));
+        assert!(
+            !one.write().indexes.contains_key(&0),
+            "no namespace index kept"
+        );
+        assert!(
+            one.get(&ObjectKey::from_raw("default/a"))
+                .unwrap()
+                .index_values()
+                .iter()
+                .all(|(i, _)| *i != 0)
+        );
+    }
+
+    #[test]
     fn an_update_moves_the_object_between_index_values_and_a_delete_removes_it() {
         let store = store_with(vec![pod("a", "n1", "web")]);
         let moved = pod("a", "n2", "web");
-        let values = store.indexers().values(&moved);
+        let values = store.index_values(&moved);
         store
             .write()
             .insert(Arc::new(CachedObject::received(moved, values)));
