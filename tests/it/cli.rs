@@ -1,4 +1,5 @@
-//! The `switchyard` binary: `check` on good and bad configs and plugins.
+//! The `switchyard` binary: `check` on good and bad configs and plugins (and, with a cluster,
+//! against what the API server serves), the demo end to end, and `run`'s threads.
 
 use std::time::Duration;
 
@@ -361,8 +362,8 @@ async fn the_demo_prints_every_event_and_shows_retries_dead_letters_writes_reloa
 
 /// `run` works on one runtime thread unless `--threads` or `SWITCHYARD_THREADS` says
 /// otherwise (the flag winning), and logs the runtime's worker count at start (read from
-/// the runtime, not the flag); it refuses one that is not a
-/// count of threads before it starts anything.
+/// the runtime, not the flag); it refuses a value that is not a count of threads before it
+/// starts anything.
 #[tokio::test]
 async fn run_works_on_the_threads_it_is_given() {
     let sim = support::start_sim().await;
