@@ -164,13 +164,19 @@ struct Setup {
 
 /// A simulator with ConfigMaps a, b, c, d and a synced informer with a recorder on it.
 async fn setup(history: usize) -> Setup {
+    setup_with(history, &["a", "b", "c", "d"]).await.0
+}
+
+/// A simulator with ConfigMaps `names` and a synced informer with a recorder on it; also
+/// what the recorder saw until the cache matched the simulator.
+async fn setup_with(history: usize, names: &[&str]) -> (Setup, Vec<String>) {
     let sim = Simulator::start(SimOptions {
         history,
         ..SimOptions::default()
     })
     .await
     .unwrap();
-    for name in ["a", "b", "c", "d"] {
+    for name in names {
         create(sim.cluster(), name);
     }
     let factory = InformerFactory::new(sim.client().unwrap());
@@ -180,16 +186,19 @@ async fn setup(history: usize) -> Setup {
         .unwrap();
     let recorder = Arc::new(Recorder::default());
     let subscription = informer.subscribe(recorder.clone());
-    informer.wait_until_synced().await;
+    tokio::time::timeout(Duration::from_secs(60), informer.wait_until_synced())
+        .await
+        .expect("the list completes");
     converge(&informer, sim.cluster()).await;
-    recorder.take();
-    Setup {
+    let seen = recorder.take();
+    let setup = Setup {
         sim,
         factory,
         informer,
         recorder,
         subscription,
-    }
+    };
+    (setup, seen)
 }
 
 #[tokio::test]
@@ -240,23 +249,9 @@ async fn a_410_on_reconnect_relists_and_delivers_nothing_for_unchanged_objects()
 /// cached and delivered once, and a relist over the same pages delivers nothing new.
 #[tokio::test]
 async fn a_list_of_several_pages_delivers_every_object_once_and_a_relist_none_again() {
-    let sim = Simulator::start(SimOptions::default()).await.unwrap();
     let names: Vec<String> = (0..1234).map(|i| format!("cm-{i:04}")).collect();
-    for name in &names {
-        create(sim.cluster(), name);
-    }
-    let factory = InformerFactory::new(sim.client().unwrap());
-    let informer = factory
-        .informer(configmaps(), CacheOptions::default())
-        .await
-        .unwrap();
-    let recorder = Arc::new(Recorder::default());
-    let _subscription = informer.subscribe(recorder.clone());
-    tokio::time::timeout(Duration::from_secs(60), informer.wait_until_synced())
-        .await
-        .expect("the list completes");
-    converge(&informer, sim.cluster()).await;
-    let seen = recorder.take();
+    let wanted: Vec<&str> = names.iter().map(String::as_str).collect();
+    let (s, seen) = setup_with(10_000, &wanted).await;
     let mut added: Vec<&str> = seen
         .iter()
         .filter_map(|line| line.strip_prefix("added default/"))
@@ -265,16 +260,16 @@ async fn a_list_of_several_pages_delivers_every_object_once_and_a_relist_none_ag
     added.sort();
     assert_eq!(added, names, "each listed object delivered once");
 
-    sim.faults().expire_next_watches(1);
-    sim.close_watches();
+    s.sim.faults().expire_next_watches(1);
+    s.sim.close_watches();
     support::eventually("a relist", Duration::from_secs(30), async || {
-        let seen = recorder.seen.lock().unwrap().clone();
+        let seen = s.recorder.seen.lock().unwrap().clone();
         (!seen.is_empty()).then_some(())
     })
     .await;
-    assert_eq!(recorder.take(), ["replaced 1234"]);
-    converge(&informer, sim.cluster()).await;
-    factory.shutdown();
+    assert_eq!(s.recorder.take(), ["replaced 1234"]);
+    converge(&s.informer, s.sim.cluster()).await;
+    s.factory.shutdown();
 }
 
 #[tokio::test]
