@@ -7,6 +7,8 @@
 //! - (a) `switchyard run`, one route of every ConfigMap in `default` to the `noop` plugin;
 //! - (a2) the same with `instance: reuse` (each worker keeps its plugin instance);
 //! - (a3) row (a) on two runtime threads (`--threads 2`) instead of one;
+//! - (a4) row (a) with `state_dir:` (a redb store in the row's temporary folder): each call
+//!   waits for the group commit that holds its event (write-ahead);
 //! - (b) the same with a `when:` condition no object meets: listed, decoded, skipped, no call;
 //! - (c) a kube-rs `Controller` on ConfigMaps in `default` with a reconcile that does
 //!   nothing (this bench binary run again as a child, reporting its reconciles on stdout),
@@ -26,7 +28,10 @@
 //!
 //! Run: `scripts/build-plugins.sh && cargo bench --bench pipeline`. Environment:
 //! `SWITCHYARD_PIPELINE_SIZES` (N, comma-separated, default `20000,100000`),
-//! `SWITCHYARD_PIPELINE_CHURN_SECS` (default 30), `SWITCHYARD_PIPELINE_ROUNDS` (default 3).
+//! `SWITCHYARD_PIPELINE_CHURN_SECS` (default 30), `SWITCHYARD_PIPELINE_ROUNDS` (default 3),
+//! `SWITCHYARD_PIPELINE_ROWS` (the rows to run, e.g. `a,a4`; default all),
+//! `SWITCHYARD_PIPELINE_DAEMON` (the `switchyard` binary rows (a)–(b) run, to measure another
+//! build of it; default this build's, which also runs the simulator).
 //! Without `--bench` (as `cargo test --all-targets` runs it) a smoke run with 300 objects.
 
 #![allow(missing_docs)]
@@ -58,7 +63,10 @@ struct Plan {
     churn: Duration,
     rate: f64,
     rounds: usize,
+    rows: Vec<Row>,
     binary: PathBuf,
+    /// The binary of the daemon rows.
+    daemon: PathBuf,
     plugins: PathBuf,
 }
 
@@ -104,6 +112,20 @@ impl Plan {
                 1
             },
             binary: PathBuf::from(env!("CARGO_BIN_EXE_switchyard")),
+            daemon: std::env::var_os("SWITCHYARD_PIPELINE_DAEMON").map_or_else(
+                || PathBuf::from(env!("CARGO_BIN_EXE_switchyard")),
+                PathBuf::from,
+            ),
+            rows: match std::env::var("SWITCHYARD_PIPELINE_ROWS") {
+                Ok(list) => list
+                    .split(',')
+                    .map(|name| {
+                        Row::named(name.trim())
+                            .expect("SWITCHYARD_PIPELINE_ROWS: a, a2, a3, a4, b, c, c2, d")
+                    })
+                    .collect(),
+                Err(_) => Row::ALL.to_vec(),
+            },
             plugins,
         }
     }
@@ -115,6 +137,7 @@ enum Row {
     Noop,
     Reuse,
     TwoThreads,
+    State,
     Skip,
     KubeRs,
     KubeRsOneThread,
@@ -122,10 +145,11 @@ enum Row {
 }
 
 impl Row {
-    const ALL: [Row; 7] = [
+    const ALL: [Row; 8] = [
         Row::Noop,
         Row::Reuse,
         Row::TwoThreads,
+        Row::State,
         Row::Skip,
         Row::KubeRs,
         Row::KubeRsOneThread,
@@ -137,11 +161,20 @@ impl Row {
             Row::Noop => "(a) switchyard, noop plugin",
             Row::Reuse => "(a2) switchyard, noop plugin, instance: reuse",
             Row::TwoThreads => "(a3) switchyard, noop plugin, --threads 2",
+            Row::State => "(a4) switchyard, noop plugin, state_dir",
             Row::Skip => "(b) switchyard, route skips all",
             Row::KubeRs => "(c) kube-rs Controller, no-op reconcile",
             Row::KubeRsOneThread => "(c2) kube-rs Controller, one runtime thread",
             Row::Decode => "(d) serde_json decode of the list",
         }
+    }
+
+    /// The row whose label starts with `(name)`.
+    fn named(name: &str) -> Option<Row> {
+        let prefix = format!("({name})");
+        Row::ALL
+            .into_iter()
+            .find(|r| r.label().starts_with(&prefix))
     }
 }
 
@@ -276,15 +309,20 @@ fn start_daemon(plan: &Plan, row: Row, dir: &Path, port: u16) -> Running {
     } else {
         "per-event"
     };
+    let state = if row == Row::State {
+        "state_dir: state\n"
+    } else {
+        ""
+    };
     let config = format!(
-        "plugins_dir: {}\nadmin:\n  listen: 127.0.0.1:{port}\n  token_file: token\n\
+        "{state}plugins_dir: {}\nadmin:\n  listen: 127.0.0.1:{port}\n  token_file: token\n\
          handlers:\n  noop:\n    plugin: noop\n    concurrency: 2\n    instance: {instance}\n\
          routes:\n  - name: all\n    resource: configmaps\n    namespaces: [default]\n    handler: noop\n{skip}",
         plan.plugins.display()
     );
     std::fs::write(dir.join("switchyard.yaml"), config).expect("write the config");
     let threads = if row == Row::TwoThreads { "2" } else { "1" };
-    let mut command = Command::new(&plan.binary);
+    let mut command = Command::new(&plan.daemon);
     command
         .current_dir(dir)
         .env_remove("SWITCHYARD_THREADS")
@@ -422,7 +460,7 @@ impl Source<'_> {
 
     async fn buckets(&self) -> Vec<(f64, f64)> {
         match self {
-            Source::Admin(admin, Row::Noop | Row::Reuse | Row::TwoThreads) => {
+            Source::Admin(admin, Row::Noop | Row::Reuse | Row::TwoThreads | Row::State) => {
                 admin.queue_buckets().await
             }
             _ => Vec::new(),
@@ -504,7 +542,7 @@ async fn run_row(plan: &Plan, row: Row, n: usize) -> Measured {
     let (_sim, url) = start_sim(plan, n, rate, dir.path()).await;
     let started = Instant::now();
     match row {
-        Row::Noop | Row::Reuse | Row::TwoThreads | Row::Skip => {
+        Row::Noop | Row::Reuse | Row::TwoThreads | Row::State | Row::Skip => {
             let port = free_port();
             let mut daemon = start_daemon(plan, row, dir.path(), port);
             let admin = Admin {
@@ -716,11 +754,12 @@ fn ratio(mine: Option<f64>, theirs: Option<f64>) -> String {
 
 /// The markdown table for `n` objects.
 fn print_table(n: usize, results: &[(Row, Vec<Measured>)]) {
-    let of = |row: Row| &results.iter().find(|r| r.0 == row).expect("every row").1;
+    let none = Vec::new();
+    let of = |row: Row| results.iter().find(|r| r.0 == row).map_or(&none, |r| &r.1);
     let (kube, kube1, decode) = (of(Row::KubeRs), of(Row::KubeRsOneThread), of(Row::Decode));
     println!(
         "\n**{n} ConfigMaps** (median (min–max) of {} rounds)\n",
-        kube.len()
+        results.first().map_or(0, |r| r.1.len())
     );
     println!(
         "| row | list: wall s | list: objects/s | list: CPU µs/object | churn: CPU µs/change | churn: changes/s made | churn: % of a core | churn: handled/s | peak RSS MiB | RSS KiB/object | queue wait p50 / p99 ms, list | queue wait p50 / p99 ms, churn | list CPU vs (c) | list CPU vs (c2) | list CPU vs (d) | churn CPU vs (c) | churn CPU vs (c2) | RSS vs (c) |"
@@ -798,15 +837,16 @@ fn main() {
         .build()
         .expect("a runtime");
     println!(
-        "ConfigMaps of {OBJECT_SIZE} bytes of data in `default`; churn {} changes/s over {CHURN_OBJECTS} objects, {:?} after the list; {} CPUs; {}",
+        "ConfigMaps of {OBJECT_SIZE} bytes of data in `default`; churn {} changes/s over {CHURN_OBJECTS} objects, {:?} after the list; {} CPUs; {}; daemon {}",
         plan.rate,
         plan.churn,
         std::thread::available_parallelism().map_or(0, |n| n.get()),
-        plan.binary.display()
+        plan.binary.display(),
+        plan.daemon.display()
     );
     for &n in &plan.sizes {
         let mut results: Vec<(Row, Vec<Measured>)> =
-            Row::ALL.iter().map(|&r| (r, Vec::new())).collect();
+            plan.rows.iter().map(|&r| (r, Vec::new())).collect();
         for round in 1..=plan.rounds {
             for (row, rounds) in &mut results {
                 let took = Instant::now();

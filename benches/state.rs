@@ -166,6 +166,7 @@ fn throughput(c: &mut Criterion) {
             &StateSpec {
                 dir: dir.path().to_path_buf(),
                 on_corrupt: OnCorrupt::Refuse,
+                max_pending_writes: 10_000,
             },
             None,
         )

@@ -118,6 +118,53 @@ pub struct StageFamilies {
     pub shard_owned: Family<RangeLabel, Gauge>,
 }
 
+/// The state store's gauges and counters (`state_dir:`), registered only with a store and
+/// set from its status at scrape time.
+#[derive(Clone, Default)]
+pub struct StateFamilies {
+    /// Changes sent to the writer and not committed yet.
+    pub pending_writes: Gauge,
+    /// 1 while an informer waits for the writer to catch up.
+    pub backpressure: Gauge,
+    /// Times an informer had to wait for the writer.
+    pub backpressure_waits: Counter,
+    /// 1 while commits fail.
+    pub failing: Gauge,
+    /// Commits that failed.
+    pub commit_failures: Counter,
+}
+
+impl StateFamilies {
+    /// Registers every family in `metrics`.
+    pub fn register(&self, metrics: &Metrics) {
+        metrics.register(
+            "switchyard_state_pending_writes",
+            "Changes sent to the state store's writer and not committed yet",
+            self.pending_writes.clone(),
+        );
+        metrics.register(
+            "switchyard_state_backpressure",
+            "1 while informers wait for the state store's writer to catch up (state_max_pending_writes)",
+            self.backpressure.clone(),
+        );
+        metrics.register(
+            "switchyard_state_backpressure_waits",
+            "Times an informer waited for the state store's writer to catch up",
+            self.backpressure_waits.clone(),
+        );
+        metrics.register(
+            "switchyard_state_failing",
+            "1 while the state store cannot commit (plugins wait for their events to be committed)",
+            self.failing.clone(),
+        );
+        metrics.register(
+            "switchyard_state_commit_failures",
+            "Commits of the state store that failed (each is tried again)",
+            self.commit_failures.clone(),
+        );
+    }
+}
+
 /// The labels of `switchyard_shadow_differences_total`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ShadowLabel {

@@ -41,6 +41,11 @@ pub trait Backend: Send + Sync + 'static {
     /// Resources the routes need that the API server does not serve yet (for `/readyz`):
     /// each as (the watch, why).
     fn waiting(&self) -> Vec<(String, String)>;
+    /// Other reasons the daemon is not ready (for `/readyz`): each a short name and why
+    /// (the state store failing to commit).
+    fn unready(&self) -> Vec<(String, String)> {
+        Vec::new()
+    }
 }
 
 /// A rejected reload: its message, and the config mistakes when the file had some.

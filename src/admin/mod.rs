@@ -93,7 +93,8 @@ async fn readyz<B: Backend>(
 ) -> impl IntoResponse {
     let informers = shared.informers();
     let missing = shared.waiting();
-    let ready = informers.iter().all(|i| i.is_synced()) && missing.is_empty();
+    let unready = shared.unready();
+    let ready = informers.iter().all(|i| i.is_synced()) && missing.is_empty() && unready.is_empty();
     let code = if ready {
         StatusCode::OK
     } else {
@@ -118,6 +119,9 @@ async fn readyz<B: Backend>(
         for (watch, why) in &missing {
             text.push_str(&format!("[-]informer {watch} not served: {why}\n"));
         }
+        for (what, why) in &unready {
+            text.push_str(&format!("[-]{what}: {why}\n"));
+        }
         text.push_str(if ready {
             "readyz check passed\n"
         } else {
@@ -135,6 +139,7 @@ async fn readyz<B: Backend>(
             .iter()
             .map(|(watch, _)| format!("not served: {watch}")),
     );
+    problems.extend(unready.iter().map(|(_, why)| why.clone()));
     if problems.is_empty() {
         (code, "ok\n".to_string())
     } else {

@@ -30,6 +30,10 @@ pub struct ConfigFile {
     /// What to do when the state store cannot be read: `refuse` (default) or `fresh`.
     #[serde(default)]
     pub state_on_corrupt: Option<OnCorrupt>,
+    /// How many changes the state store's writer may hold uncommitted before the informers
+    /// wait for it. Default [`DEFAULT_STATE_MAX_PENDING_WRITES`].
+    #[serde(default)]
+    pub state_max_pending_writes: Option<u64>,
     /// The admin API.
     #[serde(default)]
     pub admin: Option<serde_json::Value>,
@@ -47,6 +51,9 @@ pub struct ConfigFile {
     #[serde(default)]
     pub routes: Option<Vec<serde_json::Value>>,
 }
+
+/// `state_max_pending_writes:` when not set: a few group commits' worth, a few MiB.
+pub const DEFAULT_STATE_MAX_PENDING_WRITES: u64 = 10_000;
 
 /// `state_on_corrupt:` — what a daemon does with a state store it cannot read.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]

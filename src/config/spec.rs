@@ -43,6 +43,8 @@ pub struct StateSpec {
     pub dir: PathBuf,
     /// What to do when the store cannot be read.
     pub on_corrupt: super::schema::OnCorrupt,
+    /// Uncommitted changes at which the informers wait for the store.
+    pub max_pending_writes: u64,
 }
 
 /// How several replicas share the work, with every default filled in.

@@ -173,6 +173,8 @@ pub struct Shared {
     ha: crate::config::HaSpec,
     /// The state store (`state_dir:`), if any.
     state: Option<crate::state::State>,
+    /// The state store's metrics, registered when there is a store.
+    state_metrics: crate::metrics::StateFamilies,
 }
 
 /// The daemon's state as /status reports it.
@@ -231,6 +233,7 @@ impl Shared {
         client: kube::Client,
         logs: PluginLogs,
         assignment: Option<sharded::AssignmentRx>,
+        state: Option<&crate::state::State>,
     ) -> Result<(Arc<Self>, Option<PluginWatcher>)> {
         let host_options = host_options(config);
         let pool_memory = host_options
@@ -252,7 +255,8 @@ impl Shared {
             informers: match assignment {
                 Some(rx) => InformerFactory::new(client.clone()).sharded(rx),
                 None => InformerFactory::new(client.clone()),
-            },
+            }
+            .with_pressure(state.map(|s| s.pressure())),
             plugins_dir: config.plugins_dir.clone(),
             plugins,
             plugin_metrics: Arc::new(PluginMetrics::new(metrics.clone())),
@@ -270,6 +274,7 @@ impl Shared {
             shards: None,
             ha: config.ha.clone(),
             state: None,
+            state_metrics: Default::default(),
         });
         Ok((shared, watcher))
     }
@@ -323,6 +328,14 @@ impl Shared {
         set_counter(&st.lease_renewals, status.replica.renewals);
         set_counter(&st.leader_transitions, status.replica.transitions);
         sharded::set_metrics(&self.metrics, &status.replica);
+        if let Some(state) = &status.state {
+            let sm = &self.state_metrics;
+            sm.pending_writes.set(state.pending_writes as i64);
+            sm.backpressure.set(i64::from(state.backpressure));
+            set_counter(&sm.backpressure_waits, state.backpressure_waits);
+            sm.failing.set(i64::from(state.failing_since.is_some()));
+            set_counter(&sm.commit_failures, state.failures);
+        }
         for (informer, s) in self.informers.informers().iter().zip(&status.informers) {
             let label = InformerLabel {
                 informer: informer.key().to_string(),
@@ -470,6 +483,14 @@ impl crate::admin::Backend for Shared {
             .map(|w| (w.watch.clone(), w.reason.clone()))
             .collect()
     }
+
+    fn unready(&self) -> Vec<(String, String)> {
+        let store = self.state.as_ref().and_then(|s| s.problem());
+        store
+            .map(|why| ("state store".to_string(), why))
+            .into_iter()
+            .collect()
+    }
 }
 
 /// A running daemon.
@@ -574,6 +595,7 @@ impl Daemon {
             client,
             options.logs.unwrap_or_default(),
             assignment,
+            state.as_ref(),
         )?;
         if state.is_some() {
             shared.metrics.register(
@@ -581,6 +603,7 @@ impl Daemon {
                 "How long in seconds one group commit of the state store takes",
                 commit_latency,
             );
+            shared.state_metrics.register(&shared.metrics);
         }
         Arc::get_mut(&mut shared)
             .expect("nothing else holds the shared state yet")
@@ -746,7 +769,11 @@ impl Daemon {
             let _ = task.await;
         }
         if let Some(state) = &self.shared.state {
-            state.flush().await;
+            // While commits fail the writer keeps retrying: wait for it no longer than the
+            // grace; what it still holds is delivered again after the next start.
+            if tokio::time::timeout(grace, state.flush()).await.is_err() {
+                tracing::error!(store = %state.path().display(), "the state store did not commit within the grace; its last changes are delivered again after the next start");
+            }
         }
         for (stop, task) in std::mem::take(&mut self.servers) {
             let _ = stop.send(());

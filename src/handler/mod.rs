@@ -159,9 +159,20 @@ impl Handler {
         *lock(&self.host_context) = Arc::new(context);
     }
 
-    /// Queues a delta delivered by `route` in its delivery mode.
-    pub fn enqueue(&self, route: &Arc<str>, delivery: Delivery, delta: &Delta) {
+    /// Queues a delta delivered by `route` in its delivery mode. `recorded` runs while the
+    /// key's buffer is still locked, right after its queue entry went to the state store:
+    /// a route records there what it delivered, so both are sent before a worker can take
+    /// the event. The event remembers its queue entry's sequence number: the worker calls
+    /// the plugin once that is committed (under load, long before the worker gets to it).
+    pub fn enqueue(
+        &self,
+        route: &Arc<str>,
+        delivery: Delivery,
+        delta: &Delta,
+        recorded: impl FnOnce(),
+    ) {
         let Some(event) = PendingEvent::from_delta(delta) else {
+            recorded();
             return;
         };
         let key = WorkKey {
@@ -180,7 +191,11 @@ impl Handler {
                     false
                 }
             };
-            self.persist_key(&key, pending.get(&key), None);
+            let seq = self.persist_key(&key, pending.get(&key), None);
+            if let Some((_, owed)) = pending.get_mut(&key) {
+                owed.mark_recorded(seq);
+            }
+            recorded();
             overflowed
         };
         if overflowed {

@@ -40,6 +40,10 @@ pub struct PendingEvent {
     pub final_state_unknown: bool,
     /// When delivering this event first failed, if it has.
     pub first_failure: Option<SystemTime>,
+    /// With a state store, the sequence number of the change that recorded this event as
+    /// owed (0: none, or already in the store): a worker waits for it to be committed
+    /// before it calls the plugin (write-ahead).
+    pub recorded: u64,
 }
 
 impl PendingEvent {
@@ -61,6 +65,7 @@ impl PendingEvent {
             old,
             final_state_unknown,
             first_failure: None,
+            recorded: 0,
         })
     }
 
@@ -96,6 +101,7 @@ impl PendingEvent {
             old,
             final_state_unknown,
             first_failure,
+            recorded: self.recorded.max(later.recorded),
         }
     }
 }
@@ -146,6 +152,18 @@ impl Owed {
                 }
                 overflow
             }
+        }
+    }
+
+    /// Marks the newest event (the last pushed, or the one it was coalesced into) as
+    /// recorded in the state store by the change numbered `seq`.
+    pub fn mark_recorded(&mut self, seq: u64) {
+        let newest = match self {
+            Owed::Latest(event) => Some(event),
+            Owed::Every(events) => events.back_mut(),
+        };
+        if let Some(event) = newest {
+            event.recorded = event.recorded.max(seq);
         }
     }
 

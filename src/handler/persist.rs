@@ -25,15 +25,16 @@ impl Handler {
     }
 
     /// Records what `key` owes now (`pending` is the locked buffer's entry for it) and, when
-    /// `in_flight` is given, the event a worker handles for it.
+    /// `in_flight` is given, the event a worker handles for it. Returns the change's
+    /// sequence number in the store (0 without one), for [`Handler::wait_committed`].
     pub(super) fn persist_key(
         &self,
         key: &WorkKey,
         owed: Option<&(Delivery, Owed)>,
         in_flight: Option<Option<&PendingEvent>>,
-    ) {
+    ) -> u64 {
         let Some(state) = self.state.get() else {
-            return;
+            return 0;
         };
         state.queued(
             &self.name,
@@ -42,7 +43,17 @@ impl Handler {
             in_flight.map(|e| e.map(stored_event)),
             owed.filter(|(_, o)| !o.is_empty())
                 .map(|(delivery, owed)| stored_owed(*delivery, owed)),
-        );
+        )
+    }
+
+    /// Write-ahead: waits until the store has committed the change `seq` (and so every
+    /// change sent before it), so a plugin never sees an event the store could lose. True
+    /// at once without a store; false if the store closed first.
+    pub(super) async fn wait_committed(&self, seq: u64) -> bool {
+        match self.state.get() {
+            Some(state) if seq > 0 => state.committed(seq).await,
+            _ => true,
+        }
     }
 
     /// Records a dead letter added (`Some`) or removed.
@@ -226,5 +237,7 @@ fn pending_event(stored: StoredEvent) -> Option<PendingEvent> {
         old,
         final_state_unknown: stored.final_state_unknown,
         first_failure: stored.first_failure_ms.map(from_ms),
+        // Read from the store: committed.
+        recorded: 0,
     })
 }

@@ -67,6 +67,12 @@ impl Handler {
                 .clone()
                 .expect("a plugin once set is never removed");
             if let Some((delivery, event)) = self.take_next(&key) {
+                // Write-ahead: the event is in the store before the plugin sees it.
+                tokio::select! {
+                    biased;
+                    _ = self.wait_committed(event.recorded) => {}
+                    _ = self.wait_for_shutdown() => return,
+                }
                 // Inside the worker's span (handler, worker): what the call logs names the
                 // route and object it is about.
                 let about = About {

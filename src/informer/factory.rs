@@ -8,6 +8,7 @@ use kube::Client;
 use tokio::sync::watch;
 
 use crate::sharding::Assignment;
+use crate::state::Pressure;
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::core::GroupVersion;
 use kube::discovery::Scope;
@@ -22,6 +23,8 @@ pub struct InformerFactory {
     retry_delay: Option<Duration>,
     /// This replica's share in sharded mode: every informer caches only its objects.
     assignment: Option<watch::Receiver<Option<Assignment>>>,
+    /// The state store's room: informers wait on it before each event they read.
+    pressure: Option<Pressure>,
 }
 
 impl InformerFactory {
@@ -32,7 +35,16 @@ impl InformerFactory {
             informers: Mutex::new(HashMap::new()),
             retry_delay: None,
             assignment: None,
+            pressure: None,
         }
+    }
+
+    /// Makes every informer it starts wait, before it reads the next event of its watch,
+    /// while the state store's writer is full (backpressure: see `state`).
+    #[must_use]
+    pub fn with_pressure(mut self, pressure: Option<Pressure>) -> Self {
+        self.pressure = pressure;
+        self
     }
 
     /// Makes every informer it starts cache only this replica's share of the objects, as
@@ -83,6 +95,7 @@ impl InformerFactory {
             api,
             selectors,
             self.retry_delay,
+            self.pressure.clone(),
         ));
         informer.set_task(task);
         informers.insert(key, informer.clone());

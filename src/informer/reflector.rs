@@ -14,9 +14,11 @@ use kube::runtime::utils::Backoff;
 use super::Informer;
 use super::listwatch::{self, Event, Selectors};
 use super::object::ObjectKey;
+use crate::state::Pressure;
 
 /// Runs until the informer's task is aborted; every failure is retried with backoff, or
-/// after `retry_delay` when one is given. In sharded mode each change of this replica's
+/// after `retry_delay` when one is given. With `pressure`, each event waits until the state
+/// store's writer has room for what it will cause. In sharded mode each change of this replica's
 /// share hands over what it lost and starts the list and watch again with the new selector
 /// (a rebalance: the cache stays synced meanwhile, as what it holds is still current).
 pub(super) async fn run(
@@ -24,6 +26,7 @@ pub(super) async fn run(
     api: Api<DynamicObject>,
     selectors: Selectors,
     retry_delay: Option<Duration>,
+    pressure: Option<Pressure>,
 ) {
     let mut rebalance = false;
     loop {
@@ -33,7 +36,7 @@ pub(super) async fn run(
             ..selectors.clone()
         };
         tokio::select! {
-            () = watch_until_ended(&informer, api.clone(), selectors, retry_delay, rebalance) => return,
+            () = watch_until_ended(&informer, api.clone(), selectors, retry_delay, rebalance, pressure.as_ref()) => return,
             () = informer.shard_changed() => {}
         }
         rebalance = true;
@@ -47,6 +50,7 @@ async fn watch_until_ended(
     selectors: Selectors,
     retry_delay: Option<Duration>,
     rebalance: bool,
+    pressure: Option<&Pressure>,
 ) {
     let events = listwatch::list_watch(api, selectors, informer.decoder());
     let mut events = match retry_delay {
@@ -64,6 +68,9 @@ async fn watch_until_ended(
             next_resync = None;
         } else if next_resync.is_none() {
             next_resync = tick.map(|t| tokio::time::Instant::now() + t);
+        }
+        if let Some(pressure) = pressure {
+            pressure.room().await;
         }
         let event = tokio::select! {
             event = events.next() => match event {

@@ -126,13 +126,17 @@ pub fn select(events: &EventFilter, filter: &ObjectFilter, delta: &Delta) -> Opt
 
 impl Route {
     /// Hands a delta the filter admitted to the handler if the route takes its kind of
-    /// change.
+    /// change, and records it (with `state_dir`) in the same step: queued before it is
+    /// recorded, so the store never holds "delivered" without the queued event (see
+    /// `state`), and both sent before a worker can take it.
     fn emit(&self, delta: &Delta) {
         if wanted(&self.events, delta) {
             self.delivered.fetch_add(1, Ordering::Relaxed);
-            self.handler().enqueue(&self.name, self.delivery, delta);
+            self.handler()
+                .enqueue(&self.name, self.delivery, delta, || self.remember(delta));
         } else {
             self.skipped.fetch_add(1, Ordering::Relaxed);
+            self.remember(delta);
         }
     }
 }
@@ -154,12 +158,7 @@ impl DeltaSink for Route {
             return;
         }
         match self.filter.apply(delta) {
-            // Queued before it is recorded: the store never holds "delivered" without the
-            // queued event (see `state`).
-            Some(admitted) => {
-                self.emit(&admitted);
-                self.remember(&admitted);
-            }
+            Some(admitted) => self.emit(&admitted),
             None => {
                 self.skipped.fetch_add(1, Ordering::Relaxed);
             }

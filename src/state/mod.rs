@@ -4,16 +4,19 @@
 //! letters and whether it was paused. After a restart each route delivers the difference from
 //! what it last delivered, and each handler's queue and dead letters come back.
 //!
-//! Stages never wait for the disk: they send each change to one writer thread
-//! ([`writer`]) that commits whatever has arrived in one transaction (group commit). The
-//! price is a short window: a change is on disk a commit later (milliseconds). A crash in
-//! that window loses the change's record, never the change: an event whose `done` was not
-//! committed yet is delivered again (at-least-once), an object whose delivery was not
-//! recorded is delivered again as the difference. [`State::flush`] waits for a commit.
+//! Stages send each change to one writer thread ([`writer`]) that commits whatever has
+//! arrived in one transaction (group commit); only a worker waits, before it calls a
+//! plugin, for the commit that holds the event it hands over (write-ahead, see [`flow`]),
+//! and the informers wait while the writer's queue is full (backpressure). A crash loses at
+//! most changes not committed yet, never one a plugin acted on: an event whose `done` was
+//! not committed is delivered again (at-least-once), an object whose delivery was not
+//! recorded is delivered again as the difference. A failed commit is retried, its changes
+//! kept, until it succeeds ([`writer`]). [`State::flush`] waits for a commit.
 //!
 //! This stage imports only config and util: the stages above turn their events into the
 //! plain [`records`] kept here.
 
+mod flow;
 pub mod records;
 mod writer;
 
@@ -21,7 +24,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::Sender;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, SystemTime};
 
 use redb::{Database, ReadableDatabase, ReadableTable, TableHandle};
@@ -29,6 +32,8 @@ use serde::Serialize;
 
 use crate::config::{OnCorrupt, StateSpec};
 use crate::util::lock;
+use flow::Flow;
+pub use flow::Pressure;
 pub use records::{
     HandlerSnapshot, RouteRecord, StoredDeadLetter, StoredEvent, StoredKey, StoredOwed,
 };
@@ -140,11 +145,12 @@ enum Op {
 /// The writer's counters.
 #[derive(Default)]
 struct Stats {
-    pending: AtomicU64,
     commits: AtomicU64,
     failures: AtomicU64,
     last_commit: Mutex<Option<SystemTime>>,
     last_error: Mutex<Option<String>>,
+    /// Since when commits fail, while they do.
+    failing_since: Mutex<Option<SystemTime>>,
 }
 
 /// The store as /status shows it.
@@ -162,6 +168,16 @@ pub struct StateStatus {
     pub last_commit: Option<String>,
     /// Changes sent and not committed yet.
     pub pending_writes: u64,
+    /// At this many pending changes the informers wait for the store
+    /// (`state_max_pending_writes`).
+    pub max_pending_writes: u64,
+    /// Whether an informer waits for the store now.
+    pub backpressure: bool,
+    /// Times an informer had to wait for the store.
+    pub backpressure_waits: u64,
+    /// Since when commits fail (RFC 3339), while they do: plugins are not called for
+    /// events not yet committed, and `/readyz` answers 503.
+    pub failing_since: Option<String>,
     /// The last write error, cleared by the next commit.
     pub last_error: Option<String>,
 }
@@ -173,11 +189,22 @@ pub struct State {
 }
 
 struct Inner {
-    path: PathBuf,
-    db: Arc<Database>,
-    tx: Mutex<Option<Sender<Op>>>,
-    stats: Arc<Stats>,
+    shared: Arc<Shared>,
+    /// The channel to the writer, and the sequence number of the last change sent on it
+    /// (numbered under this lock, so in the order the writer receives them).
+    tx: Mutex<Option<(Sender<Op>, u64)>>,
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+/// What the writer thread shares with the senders and readers.
+struct Shared {
+    path: PathBuf,
+    /// The open store; `None` between a close and a successful open after a failed write.
+    db: RwLock<Option<Arc<Database>>>,
+    stats: Stats,
+    flow: Arc<Flow>,
+    /// Set when the store is closed: a writer whose commits fail then gives up soon.
+    closing: std::sync::atomic::AtomicBool,
 }
 
 impl State {
@@ -199,14 +226,19 @@ impl State {
             }
             Err(e) => return Err(e),
         };
-        let db = Arc::new(db);
-        let stats = Arc::new(Stats::default());
+        let shared = Arc::new(Shared {
+            path,
+            db: RwLock::new(Some(Arc::new(db))),
+            stats: Stats::default(),
+            flow: Arc::new(Flow::new(spec.max_pending_writes)),
+            closing: Default::default(),
+        });
         let (tx, rx) = std::sync::mpsc::channel();
         let writer = {
-            let (db, stats) = (db.clone(), stats.clone());
+            let shared = shared.clone();
             std::thread::Builder::new()
                 .name("state-writer".into())
-                .spawn(move || writer::run(db, rx, stats, observe))
+                .spawn(move || writer::run(shared, rx, observe))
                 .map_err(|source| Error::Dir {
                     path: spec.dir.clone(),
                     source,
@@ -214,22 +246,50 @@ impl State {
         };
         Ok(Self {
             inner: Arc::new(Inner {
-                path,
-                db,
-                tx: Mutex::new(Some(tx)),
-                stats,
+                shared,
+                tx: Mutex::new(Some((tx, 0))),
                 writer: Mutex::new(Some(writer)),
             }),
         })
     }
 
-    fn send(&self, op: Op) {
-        if let Some(tx) = &*lock(&self.inner.tx) {
-            self.inner.stats.pending.fetch_add(1, Ordering::Relaxed);
-            if tx.send(op).is_err() {
-                self.inner.stats.pending.fetch_sub(1, Ordering::Relaxed);
-            }
+    /// Sends a change to the writer; returns its sequence number (0 once closed).
+    fn send(&self, op: Op) -> u64 {
+        let mut guard = lock(&self.inner.tx);
+        let Some((tx, seq)) = guard.as_mut() else {
+            return 0;
+        };
+        let pending = &self.inner.shared.flow.pending;
+        pending.fetch_add(1, Ordering::Relaxed);
+        if tx.send(op).is_err() {
+            pending.fetch_sub(1, Ordering::Relaxed);
+            return 0;
         }
+        *seq += 1;
+        *seq
+    }
+
+    /// Waits until the change numbered `seq` (as [`State::queued`] returned it) is
+    /// committed; false if the store was closed first. Waits as long as commits fail.
+    pub async fn committed(&self, seq: u64) -> bool {
+        self.inner.shared.flow.wait_committed(seq).await
+    }
+
+    /// The handle the informers wait on while the writer's queue is full.
+    pub fn pressure(&self) -> Pressure {
+        Pressure(self.inner.shared.flow.clone())
+    }
+
+    /// Why the store is not ready, while its commits fail: for `/readyz`.
+    pub fn problem(&self) -> Option<String> {
+        let stats = &self.inner.shared.stats;
+        let since = (*lock(&stats.failing_since))?;
+        let error = lock(&stats.last_error).clone().unwrap_or_default();
+        Some(format!(
+            "state store {} cannot commit since {}: {error}",
+            self.inner.shared.path.display(),
+            crate::util::rfc3339(since)
+        ))
     }
 
     /// Records that `route` delivered `object` (JSON) under `key`.
@@ -251,6 +311,7 @@ impl State {
 
     /// Records what `handler` owes the key `route`/`object` now (`None`: nothing) and, when
     /// `in_flight` is given, the event a worker is handling for it (`Some(None)`: none).
+    /// Returns the change's sequence number, for [`State::committed`].
     pub fn queued(
         &self,
         handler: &Arc<str>,
@@ -258,13 +319,13 @@ impl State {
         object: &str,
         in_flight: Option<Option<StoredEvent>>,
         owed: Option<StoredOwed>,
-    ) {
+    ) -> u64 {
         self.send(Op::Queue {
             handler: handler.clone(),
             key: format!("{route}\0{object}"),
             in_flight,
             owed,
-        });
+        })
     }
 
     /// Records (or, with `None`, removes) the dead letter `id` of `handler`.
@@ -294,15 +355,18 @@ impl State {
         self.send(Op::DropHandler(name.to_string()));
     }
 
-    /// Waits until every change sent so far is committed (or failed).
+    /// Waits until every change sent so far is committed (or, at a close while commits
+    /// fail, given up).
     pub async fn flush(&self) {
         let (reply, done) = tokio::sync::oneshot::channel();
         self.send(Op::Flush(reply));
         let _ = done.await;
     }
 
-    /// Stops the writer once it has committed every change sent; later changes are dropped.
+    /// Stops the writer once it has committed every change sent (or, while commits fail,
+    /// after a few more attempts); later changes are dropped.
     pub fn close(&self) {
+        self.inner.shared.closing.store(true, Ordering::Relaxed);
         lock(&self.inner.tx).take();
         if let Some(writer) = lock(&self.inner.writer).take() {
             let _ = writer.join();
@@ -313,7 +377,7 @@ impl State {
     /// while the daemon was down).
     pub fn retain(&self, routes: &HashSet<&str>, handlers: &HashSet<&str>) -> Result<()> {
         let read = |e: redb::Error| self.read_error(e);
-        let txn = self.inner.db.begin_read().map_err(|e| read(e.into()))?;
+        let txn = self.db()?.begin_read().map_err(|e| read(e.into()))?;
         let mut dropped_routes = Vec::new();
         let mut dropped_handlers = HashSet::new();
         for table in txn.list_tables().map_err(|e| read(e.into()))? {
@@ -384,7 +448,7 @@ impl State {
     /// The handlers that have queued keys in the store.
     fn handler_names(&self) -> Result<HashSet<String>> {
         let read = |e: redb::Error| self.read_error(e);
-        let txn = self.inner.db.begin_read().map_err(|e| read(e.into()))?;
+        let txn = self.db()?.begin_read().map_err(|e| read(e.into()))?;
         let tables = txn.list_tables().map_err(|e| read(e.into()))?;
         Ok(tables
             .filter_map(|t| {
@@ -437,30 +501,47 @@ impl State {
 
     /// The store for /status.
     pub fn status(&self) -> StateStatus {
-        let stats = &self.inner.stats;
+        let shared = &self.inner.shared;
+        let stats = &shared.stats;
+        let (max_pending_writes, backpressure_waits, backpressure) = shared.flow.pressure();
         StateStatus {
-            path: self.inner.path.display().to_string(),
-            size_bytes: std::fs::metadata(&self.inner.path).map_or(0, |m| m.len()),
+            path: shared.path.display().to_string(),
+            size_bytes: std::fs::metadata(&shared.path).map_or(0, |m| m.len()),
             commits: stats.commits.load(Ordering::Relaxed),
             failures: stats.failures.load(Ordering::Relaxed),
             last_commit: lock(&stats.last_commit).map(crate::util::rfc3339),
-            pending_writes: stats.pending.load(Ordering::Relaxed),
+            pending_writes: shared.flow.pending.load(Ordering::Relaxed),
+            max_pending_writes,
+            backpressure,
+            backpressure_waits,
+            failing_since: lock(&stats.failing_since).map(crate::util::rfc3339),
             last_error: lock(&stats.last_error).clone(),
         }
     }
 
     /// The store's file.
     pub fn path(&self) -> &Path {
-        &self.inner.path
+        &self.inner.shared.path
+    }
+
+    /// The open store, for reading.
+    fn db(&self) -> Result<Arc<Database>> {
+        crate::util::read(&self.inner.shared.db)
+            .clone()
+            .ok_or_else(|| Error::Corrupt {
+                path: self.inner.shared.path.clone(),
+                reason: "the store is being opened again after a failed write".into(),
+            })
     }
 
     /// Every row of a table, decoded; a missing table has none. A row that does not decode
     /// is corruption.
     fn read_table<T: serde::de::DeserializeOwned>(&self, name: &str) -> Result<Vec<(String, T)>> {
-        read_rows(&self.inner.db, name).map_err(|e| match e {
+        let db = self.db()?;
+        read_rows(&db, name).map_err(|e| match e {
             RowError::Db(e) => self.read_error(e),
             RowError::Decode(reason) => Error::Corrupt {
-                path: self.inner.path.clone(),
+                path: self.inner.shared.path.clone(),
                 reason,
             },
         })
@@ -468,7 +549,7 @@ impl State {
 
     fn read_error(&self, source: redb::Error) -> Error {
         Error::Read {
-            path: self.inner.path.clone(),
+            path: self.inner.shared.path.clone(),
             source,
         }
     }
@@ -476,6 +557,7 @@ impl State {
 
 impl Drop for Inner {
     fn drop(&mut self) {
+        self.shared.closing.store(true, Ordering::Relaxed);
         lock(&self.tx).take();
         if let Some(writer) = lock(&self.writer).take() {
             let _ = writer.join();
@@ -518,6 +600,7 @@ fn open_checked(path: &Path) -> Result<Database> {
         reason,
     };
     let attempt = || -> Result<Database> {
+        check_header(path).map_err(corrupt)?;
         let mut db = match Database::create(path) {
             Ok(db) => db,
             Err(redb::DatabaseError::DatabaseAlreadyOpen) => {
@@ -547,6 +630,30 @@ fn open_checked(path: &Path) -> Result<Database> {
             .unwrap_or_else(|| "the store library failed on it".into());
         Err(corrupt(what))
     })
+}
+
+/// The first bytes of every redb file.
+const MAGIC: &[u8] = b"redb";
+
+/// Refuses a file that exists but does not begin as a store does: empty, cut short or
+/// something else (redb itself would take an empty file for a new store).
+fn check_header(path: &Path) -> Result<(), String> {
+    use std::io::Read;
+    let file = match std::fs::File::open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e.to_string()),
+    };
+    let mut head = Vec::with_capacity(MAGIC.len());
+    file.take(MAGIC.len() as u64)
+        .read_to_end(&mut head)
+        .map_err(|e| e.to_string())?;
+    match head.len() {
+        0 => Err("the file is empty, not a store".into()),
+        n if head[..] != MAGIC[..n] => Err("the file is not a redb store".into()),
+        n if n < MAGIC.len() => Err(format!("the file is cut short ({n} bytes)")),
+        _ => Ok(()),
+    }
 }
 
 /// Checks (or, in a new store, writes) the layout version, and that every row decodes.

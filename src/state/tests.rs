@@ -7,6 +7,7 @@ fn spec(dir: &Path, on_corrupt: OnCorrupt) -> StateSpec {
     StateSpec {
         dir: dir.to_path_buf(),
         on_corrupt,
+        max_pending_writes: 10_000,
     }
 }
 

@@ -6,87 +6,179 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::sync::mpsc::Receiver;
+use std::sync::mpsc::{Receiver, TryRecvError};
 use std::time::{Duration, Instant, SystemTime};
 
 use redb::{Database, TableDefinition, WriteTransaction};
 
 use super::records::RouteRecord;
-use super::{Op, Stats, tables};
+use super::{Op, Shared, tables};
+use crate::util::lock;
 
 /// Most changes committed in one transaction.
 const BATCH: usize = 8192;
 
-/// Runs until every sender is gone, then commits what is left and returns.
+/// The first wait after a failed commit; it doubles up to [`RETRY_MAX`].
+const RETRY_MIN: Duration = Duration::from_millis(100);
+/// The longest wait between two attempts at a failing commit.
+const RETRY_MAX: Duration = Duration::from_secs(5);
+/// Attempts at the last changes once every sender is gone (the daemon is stopping).
+const ATTEMPTS_AT_CLOSE: u32 = 5;
+/// How often a commit that keeps failing is logged again at ERROR.
+const REMIND: Duration = Duration::from_secs(60);
+
+/// Runs until every sender is gone, then commits what is left and returns. A failed
+/// commit keeps its changes: the store is closed and opened again and the same changes,
+/// with those sent meanwhile, are tried again with backoff until they commit. Nothing after
+/// them is committed first, and nothing waiting on them (a worker's call, a flush) goes on.
 pub(super) fn run(
-    db: Arc<Database>,
+    shared: Arc<Shared>,
     rx: Receiver<Op>,
-    stats: Arc<Stats>,
     observe: Option<Box<dyn Fn(Duration) + Send>>,
 ) {
-    while let Ok(first) = rx.recv() {
-        let mut batch = vec![first];
+    let mut batch: Vec<Op> = Vec::new();
+    // The sequence number of the last change taken from the channel.
+    let mut received = 0u64;
+    let mut failing = Failing::default();
+    loop {
+        if batch.is_empty() {
+            match rx.recv() {
+                Ok(op) => batch.push(op),
+                Err(_) => return,
+            }
+            received += 1;
+        }
+        let mut closed = false;
         while batch.len() < BATCH {
             match rx.try_recv() {
-                Ok(op) => batch.push(op),
-                Err(_) => break,
+                Ok(op) => {
+                    batch.push(op);
+                    received += 1;
+                }
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => {
+                    closed = true;
+                    break;
+                }
             }
         }
-        let count = batch.len() as u64;
         let started = Instant::now();
-        let mut flushed = Vec::new();
-        match commit(&db, batch, &mut flushed) {
+        match commit(&shared, &batch) {
             Ok(()) => {
-                let took = started.elapsed();
                 if let Some(observe) = &observe {
-                    observe(took);
+                    observe(started.elapsed());
                 }
-                stats.commits.fetch_add(1, Ordering::Relaxed);
-                *crate::util::lock(&stats.last_commit) = Some(SystemTime::now());
-                *crate::util::lock(&stats.last_error) = None;
+                failing.recovered(&shared);
+                shared.stats.commits.fetch_add(1, Ordering::Relaxed);
+                *lock(&shared.stats.last_commit) = Some(SystemTime::now());
+                *lock(&shared.stats.last_error) = None;
+                shared.flow.committed(received, batch.len() as u64);
+                for op in batch.drain(..) {
+                    if let Op::Flush(reply) = op {
+                        let _ = reply.send(());
+                    }
+                }
             }
             Err(e) => {
-                stats.failures.fetch_add(1, Ordering::Relaxed);
-                tracing::error!(error = %e, changes = count, "cannot write the state store; these changes are not kept");
-                *crate::util::lock(&stats.last_error) = Some(e.to_string());
+                let wait = failing.failed(&shared, &e, batch.len());
+                let stopping = closed || shared.closing.load(Ordering::Relaxed);
+                if stopping && failing.attempts >= ATTEMPTS_AT_CLOSE {
+                    tracing::error!(store = %shared.path.display(), error = %e, changes = batch.len(), "the daemon is stopping and the state store still cannot commit: these changes are not kept; the next start delivers their events again");
+                    return;
+                }
+                std::thread::sleep(wait);
+                reopen(&shared);
             }
-        }
-        stats.pending.fetch_sub(count, Ordering::Relaxed);
-        for reply in flushed {
-            let _ = reply.send(());
         }
     }
 }
 
-/// Applies `batch` in one write transaction; flush requests are answered after it commits.
-fn commit(
-    db: &Database,
-    batch: Vec<Op>,
-    flushed: &mut Vec<tokio::sync::oneshot::Sender<()>>,
-) -> Result<(), redb::Error> {
-    let txn = db.begin_write()?;
-    for op in batch {
-        match op {
-            Op::Flush(reply) => flushed.push(reply),
-            op => apply(&txn, op)?,
+/// A run of failed commits.
+#[derive(Default)]
+struct Failing {
+    attempts: u32,
+    since: Option<SystemTime>,
+    logged: Option<Instant>,
+}
+
+impl Failing {
+    /// Records a failure; returns how long to wait before the next attempt.
+    fn failed(&mut self, shared: &Shared, error: &str, changes: usize) -> Duration {
+        self.attempts += 1;
+        let stats = &shared.stats;
+        stats.failures.fetch_add(1, Ordering::Relaxed);
+        *lock(&stats.last_error) = Some(error.to_string());
+        let since = *self.since.get_or_insert_with(SystemTime::now);
+        *lock(&stats.failing_since) = Some(since);
+        if self.logged.is_none_or(|at| at.elapsed() >= REMIND) {
+            self.logged = Some(Instant::now());
+            tracing::error!(store = %shared.path.display(), %error, changes, attempts = self.attempts, "cannot commit to the state store; its changes are kept and tried again, and plugins are not called for events not yet committed");
+        }
+        RETRY_MIN
+            .saturating_mul(1 << self.attempts.min(16).saturating_sub(1))
+            .min(RETRY_MAX)
+    }
+
+    /// A commit succeeded: ends the run of failures, if there was one.
+    fn recovered(&mut self, shared: &Shared) {
+        if self.attempts > 0 {
+            tracing::info!(store = %shared.path.display(), attempts = self.attempts, "the state store commits again");
+            *self = Self::default();
+            *lock(&shared.stats.failing_since) = None;
         }
     }
-    txn.commit()?;
-    Ok(())
+}
+
+/// Closes the store and opens it again: after a failed write redb refuses every later
+/// transaction until then. A reader holding the old handle keeps it open; the next
+/// attempt tries again.
+fn reopen(shared: &Shared) {
+    let mut slot = crate::util::write(&shared.db);
+    if let Some(db) = slot.take() {
+        match Arc::try_unwrap(db) {
+            Ok(db) => drop(db),
+            Err(db) => {
+                *slot = Some(db);
+                return;
+            }
+        }
+    }
+    match Database::create(&shared.path) {
+        Ok(db) => *slot = Some(Arc::new(db)),
+        Err(e) => {
+            tracing::debug!(store = %shared.path.display(), error = %e, "cannot open the state store again yet");
+        }
+    }
+}
+
+/// Applies `batch` in one write transaction.
+fn commit(shared: &Shared, batch: &[Op]) -> Result<(), String> {
+    let Some(db) = crate::util::read(&shared.db).clone() else {
+        return Err("the store is not open (opening it again failed)".into());
+    };
+    let attempt = || -> Result<(), redb::Error> {
+        let txn = db.begin_write()?;
+        for op in batch {
+            apply(&txn, op)?;
+        }
+        txn.commit()?;
+        Ok(())
+    };
+    attempt().map_err(|e| e.to_string())
 }
 
 /// Applies one change.
-fn apply(txn: &WriteTransaction, op: Op) -> Result<(), redb::Error> {
+fn apply(txn: &WriteTransaction, op: &Op) -> Result<(), redb::Error> {
     match op {
         Op::Delivered { route, key, object } => {
             // A value that is not a JSON object is never delivered by an informer.
-            if let Some(record) = RouteRecord::of_json(&object) {
-                let name = tables::route(&route);
-                put_json(txn, &name, &key, &record)?;
+            if let Some(record) = RouteRecord::of_json(object) {
+                let name = tables::route(route);
+                put_json(txn, &name, key, &record)?;
             }
         }
         Op::Forgot { route, key } => {
-            let name = tables::route(&route);
+            let name = tables::route(route);
             txn.open_table(def(&name))?.remove(key.as_str())?;
         }
         Op::Queue {
@@ -96,35 +188,35 @@ fn apply(txn: &WriteTransaction, op: Op) -> Result<(), redb::Error> {
             owed,
         } => {
             if let Some(in_flight) = in_flight {
-                let name = tables::in_flight(&handler);
-                put_or_remove(txn, &name, &key, in_flight.as_ref())?;
+                let name = tables::in_flight(handler);
+                put_or_remove(txn, &name, key, in_flight.as_ref())?;
             }
-            let name = tables::owed(&handler);
-            put_or_remove(txn, &name, &key, owed.as_ref())?;
+            let name = tables::owed(handler);
+            put_or_remove(txn, &name, key, owed.as_ref())?;
         }
         Op::DeadLetter {
             handler,
             id,
             letter,
         } => {
-            let name = tables::dead(&handler);
-            put_or_remove(txn, &name, &id, letter.as_ref())?;
+            let name = tables::dead(handler);
+            put_or_remove(txn, &name, id, letter.as_ref())?;
         }
         Op::Paused { handler, paused } => {
-            put_json(txn, tables::PAUSED, &handler, &paused)?;
+            put_json(txn, tables::PAUSED, handler, paused)?;
         }
         Op::DropRoute(route) => {
-            txn.delete_table(def(&tables::route(&route)))?;
+            txn.delete_table(def(&tables::route(route)))?;
         }
         Op::DropHandler(handler) => {
             for name in [
-                tables::owed(&handler),
-                tables::in_flight(&handler),
-                tables::dead(&handler),
+                tables::owed(handler),
+                tables::in_flight(handler),
+                tables::dead(handler),
             ] {
                 txn.delete_table(def(&name))?;
             }
-            txn.open_table(def(tables::PAUSED))?.remove(&*handler)?;
+            txn.open_table(def(tables::PAUSED))?.remove(&**handler)?;
         }
         Op::Flush(_) => {}
     }

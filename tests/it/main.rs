@@ -32,6 +32,7 @@ mod scaffold;
 mod shadow;
 mod sharded;
 mod state;
+mod state_faults;
 mod unserved;
 
 mod config {

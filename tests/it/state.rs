@@ -16,10 +16,10 @@ use serde_json::{Value, json};
 use crate::support::process::Process;
 use crate::support::{self, eventually};
 
-const WAIT: Duration = Duration::from_secs(60);
+pub(crate) const WAIT: Duration = Duration::from_secs(60);
 
 /// A daemon keeping its state in `state/`, logging every ConfigMap event of `default`.
-fn config(delivery: &str) -> String {
+pub(crate) fn config(delivery: &str) -> String {
     let backlog = if delivery == "every" {
         "    backlog: 100000\n"
     } else {
@@ -62,13 +62,13 @@ fn logged(line: &str) -> Option<Logged> {
 }
 
 /// A `switchyard run` child on the config in `dir`, with its admin API's address.
-struct Child {
-    process: Process,
-    admin: String,
+pub(crate) struct Child {
+    pub(crate) process: Process,
+    pub(crate) admin: String,
 }
 
 impl Child {
-    async fn start(dir: &Path, kubeconfig: &Path) -> Self {
+    pub(crate) async fn start(dir: &Path, kubeconfig: &Path) -> Self {
         let config = dir.join("switchyard.yaml");
         let args = [
             "run",
@@ -110,7 +110,7 @@ impl Child {
             .expect("a JSON answer")
     }
 
-    async fn status(&self) -> Value {
+    pub(crate) async fn status(&self) -> Value {
         self.call(reqwest::Method::GET, "/status").await
     }
 

@@ -160,7 +160,16 @@ fn build(file: &Path, top: ConfigFile, errors: &mut Errors) -> Config {
         .map(|dir| crate::config::StateSpec {
             dir,
             on_corrupt: top.state_on_corrupt.unwrap_or_default(),
+            max_pending_writes: top
+                .state_max_pending_writes
+                .unwrap_or(crate::config::schema::DEFAULT_STATE_MAX_PENDING_WRITES),
         });
+    if top.state_max_pending_writes == Some(0) {
+        errors.at(
+            "state_max_pending_writes",
+            "state_max_pending_writes must be at least 1 (the changes the state store may hold uncommitted)",
+        );
+    }
     if state.is_some() && ha.mode == crate::config::HaMode::Sharded {
         // A restart's difference would take objects another replica owns now for deleted.
         errors.at(

@@ -79,6 +79,36 @@ impl Process {
     }
 }
 
+impl Process {
+    /// Stops it with SIGTERM (a clean stop), waits up to `timeout` for it to exit, and
+    /// returns every line it wrote; panics if it did not exit in time.
+    pub fn terminate(mut self, timeout: Duration) -> Vec<String> {
+        let sent = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(sent.success(), "kill -TERM failed");
+        let deadline = Instant::now() + timeout;
+        while self
+            .child
+            .try_wait()
+            .expect("wait for switchyard")
+            .is_none()
+        {
+            assert!(
+                Instant::now() < deadline,
+                "switchyard did not stop within {timeout:?} of SIGTERM; it wrote:\n{}",
+                self.lines().join("\n")
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if let Some(reader) = self.reader.take() {
+            let _ = reader.join();
+        }
+        self.lines()
+    }
+}
+
 impl Drop for Process {
     fn drop(&mut self) {
         let _ = self.child.kill();
