@@ -273,7 +273,8 @@ impl Topology {
     }
 
     /// Keeps every handler whose settings are equal and starts the others paused, then
-    /// gives the plugin registry the new set of handlers (loading plugins new to it).
+    /// gives the plugin registry the new set of handlers: plugins new to it are loaded from
+    /// their files, or for `oci://` ones pulled in the background.
     async fn start_handlers(
         &self,
         config: &Config,

@@ -76,7 +76,9 @@ mod tests {
     use std::path::Path;
 
     fn load(oci: &str) -> Result<crate::config::Config, Vec<String>> {
-        let text = format!("oci:\n{oci}");
+        let text = format!(
+            "oci:\n{oci}handlers:\n  h: {{}}\nroutes:\n  - name: r\n    resource: configmaps\n    handler: h\n"
+        );
         crate::config::validate::validate(Path::new("c.yaml"), &text)
             .map_err(|e| e.0.iter().map(ToString::to_string).collect())
     }
