@@ -42,6 +42,15 @@ impl ApiError {
         }
     }
 
+    /// 503: the daemon cannot do it now (it is shutting down).
+    pub fn unavailable(message: String) -> Self {
+        Self {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            message,
+            details: None,
+        }
+    }
+
     /// 400: the request is malformed.
     pub fn bad_request(message: String) -> Self {
         Self {

@@ -196,8 +196,9 @@ async fn plugins<B: Backend>(State(shared): State<Arc<B>>) -> impl IntoResponse 
     }))
 }
 
-/// Loads a plugin from its file now. 404 for a plugin no handler uses; 422 with the error
-/// when the file cannot be read or compiled (the running version stays).
+/// Loads a plugin from its file (or registry) now. 404 for a plugin no handler uses; 422
+/// with the error when the file cannot be read, pulled or compiled (the running version
+/// stays); 503 when the daemon shuts down meanwhile.
 async fn reload_plugin<B: Backend>(
     State(shared): State<Arc<B>>,
     Path(name): Path<String>,
@@ -208,6 +209,7 @@ async fn reload_plugin<B: Backend>(
             "plugin": shared.plugins().view(&name),
         }))),
         Err(e @ crate::plugin::Error::Unknown(_)) => Err(ApiError::not_found(e.to_string())),
+        Err(e @ crate::plugin::Error::Abandoned(_)) => Err(ApiError::unavailable(e.to_string())),
         Err(e) => Err(ApiError::unprocessable(e.to_string())),
     }
 }

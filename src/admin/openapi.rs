@@ -90,7 +90,7 @@ pub const ENDPOINTS: &[Endpoint] = &[
     Endpoint {
         method: "post",
         path: "/plugins/{name}/reload",
-        summary: "Load a plugin from its file now and swap it in; 422 keeps the running version",
+        summary: "Load (or pull) a plugin now and swap it in; 422 keeps the running version, 503 while shutting down",
         returns: JSON,
     },
     Endpoint {

@@ -134,7 +134,8 @@ async fn plugins(checked: &Checked, config: &Config) -> anyhow::Result<Vec<Findi
     for handler in &config.handlers {
         let shadow = handler.shadow.as_ref().map(|s| ("shadow", s));
         for (field, plugin) in [("plugin", &handler.plugin)].into_iter().chain(shadow) {
-            if let Err(e) = loader::load(&host, &config.plugins_dir, plugin).await {
+            if let Err(e) = loader::load_with(&host, &config.plugins_dir, plugin, &config.oci).await
+            {
                 let path = format!("handlers.{}.{field}", handler.name);
                 findings.push(Finding::new(Severity::Error, checked.problem_at(&path, e)));
             }

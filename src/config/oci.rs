@@ -1,11 +1,58 @@
 //! `oci://HOST[:PORT]/REPOSITORY[:TAG][@sha256:DIGEST]`: where a plugin lives in an OCI
-//! registry (a handler's `plugin:`; pulled by `plugin::oci`). Without a tag or digest the tag is `latest`; with a digest the artifact is
-//! pinned and the tag, if any, is only informative.
+//! registry (a handler's `plugin:`; pulled by `plugin::oci`). Without a tag or digest the
+//! tag is `latest`; with a digest the artifact is pinned and the tag, if any, is only
+//! informative. [`OciSpec`] holds the `oci:` settings every pull follows.
 
 use std::fmt;
+use std::time::Duration;
 
 /// The scheme prefix of a plugin reference.
 pub const SCHEME: &str = "oci://";
+
+/// Default of `oci.connect_timeout`.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default of `oci.timeout`.
+pub const DEFAULT_PULL_TIMEOUT: Duration = Duration::from_secs(60);
+/// Default of `oci.max_layer_size` (64 MiB, the cap on a plugin file in the plugins folder).
+pub const DEFAULT_MAX_LAYER_SIZE: u64 = 64 << 20;
+
+/// The `oci:` settings, with every default filled in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OciSpec {
+    /// How long connecting to a registry may take.
+    pub connect_timeout: Duration,
+    /// How long one whole pull may take.
+    pub timeout: Duration,
+    /// The largest component layer pulled, in bytes.
+    pub max_layer_size: u64,
+    /// Registries (`host` or `host:port`, as references write them) spoken to over plain
+    /// HTTP although they are not this machine, never with credentials.
+    pub insecure_registries: Vec<String>,
+}
+
+impl Default for OciSpec {
+    fn default() -> Self {
+        Self {
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            timeout: DEFAULT_PULL_TIMEOUT,
+            max_layer_size: DEFAULT_MAX_LAYER_SIZE,
+            insecure_registries: Vec::new(),
+        }
+    }
+}
+
+impl OciSpec {
+    /// Whether the config lists `registry` (`host[:port]`) as spoken to over plain HTTP.
+    pub fn is_insecure(&self, registry: &str) -> bool {
+        self.insecure_registries.iter().any(|r| r == registry)
+    }
+}
+
+/// Whether `text` is a registry as a reference writes it: `host` or `host:port`, `[v6]`
+/// with brackets.
+pub fn is_registry(text: &str) -> bool {
+    !text.is_empty() && text.chars().all(registry_char)
+}
 
 /// A parsed plugin reference.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,7 +85,7 @@ impl Reference {
         let (registry, path) = rest.split_once('/').ok_or_else(|| {
             format!("{text:?} names no repository: use {SCHEME}HOST/REPOSITORY:TAG")
         })?;
-        if registry.is_empty() || !registry.chars().all(registry_char) {
+        if !is_registry(registry) {
             return Err(format!(
                 "{text:?}: {registry:?} is not a registry host[:port]"
             ));
@@ -90,20 +137,23 @@ impl Reference {
             .unwrap_or("latest")
     }
 
-    /// Whether the registry is this machine (spoken to over plain HTTP, as container tools
-    /// do for `localhost`); every other registry is spoken to over HTTPS.
-    pub fn is_loopback(&self) -> bool {
-        let host = match self.registry.rsplit_once(':') {
-            Some((host, port)) if port.chars().all(|c| c.is_ascii_digit()) => host,
-            _ => self.registry.as_str(),
-        };
-        host == "localhost" || host == "[::1]" || host.starts_with("127.")
+    /// The registry's host, without the port (`[::1]` keeps its brackets).
+    pub fn host(&self) -> &str {
+        self.split_port().0
     }
 
-    /// The registry's base URL.
-    pub fn base_url(&self) -> String {
-        let scheme = if self.is_loopback() { "http" } else { "https" };
-        format!("{scheme}://{}/v2/{}", self.registry, self.repository)
+    /// The registry's port, when the reference names one.
+    pub fn port(&self) -> Option<u16> {
+        self.split_port().1
+    }
+
+    fn split_port(&self) -> (&str, Option<u16>) {
+        match self.registry.rsplit_once(':') {
+            Some((host, port)) if !port.is_empty() && port.chars().all(|c| c.is_ascii_digit()) => {
+                (host, port.parse().ok())
+            }
+            _ => (self.registry.as_str(), None),
+        }
     }
 }
 
@@ -159,15 +209,15 @@ mod tests {
             ),
             ("127.0.0.1:5000", "team/log-events", Some("v1"), None)
         );
-        assert!(r.is_loopback());
-        assert_eq!(r.base_url(), "http://127.0.0.1:5000/v2/team/log-events");
+        assert_eq!((r.host(), r.port()), ("127.0.0.1", Some(5000)));
         let r = Reference::parse(&format!("oci://ghcr.io/acme/guard@{D}")).unwrap();
         assert_eq!((r.tag, r.digest.as_deref()), (None, Some(D)));
-        assert!(
-            !Reference::parse("oci://ghcr.io/acme/guard")
-                .unwrap()
-                .is_loopback()
-        );
+        let r = Reference::parse("oci://ghcr.io/acme/guard").unwrap();
+        assert_eq!((r.host(), r.port()), ("ghcr.io", None));
+        let r = Reference::parse("oci://[::1]:5000/guard").unwrap();
+        assert_eq!((r.host(), r.port()), ("[::1]", Some(5000)));
+        let r = Reference::parse("oci://[::1]/guard").unwrap();
+        assert_eq!((r.host(), r.port()), ("[::1]", None));
         let r = Reference::parse("oci://ghcr.io/acme/guard").unwrap();
         assert_eq!(r.manifest_ref(), "latest");
         assert_eq!(r.to_string(), "oci://ghcr.io/acme/guard:latest");

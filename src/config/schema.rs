@@ -40,6 +40,9 @@ pub struct ConfigFile {
     /// Several replicas ([`HaFile`]).
     #[serde(default)]
     pub ha: Option<serde_json::Value>,
+    /// Pulling plugins from OCI registries ([`OciFile`]).
+    #[serde(default)]
+    pub oci: Option<serde_json::Value>,
     /// Shared watches by name ([`InformerFile`]), for routes to name with `informer:` or
     /// `kinds:`.
     #[serde(default)]
@@ -125,6 +128,25 @@ pub struct HaFile {
     /// random suffix.
     #[serde(default)]
     pub identity: Option<String>,
+}
+
+/// `oci:` — how plugins named `oci://...` are pulled from registries.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OciFile {
+    /// How long connecting to a registry may take; default `10s`.
+    #[serde(default)]
+    pub connect_timeout: Option<HumanDuration>,
+    /// How long one whole pull (token, manifest, component) may take; default `60s`.
+    #[serde(default)]
+    pub timeout: Option<HumanDuration>,
+    /// The largest component (the artifact's one layer) pulled; default `64Mi`.
+    #[serde(default)]
+    pub max_layer_size: Option<ByteSize>,
+    /// Registries (`host` or `host:port`) spoken to over plain HTTP although they are not
+    /// this machine; credentials are never sent to them. Default none.
+    #[serde(default)]
+    pub insecure_registries: Option<Vec<String>>,
 }
 
 /// The values of `ha.mode`.

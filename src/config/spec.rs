@@ -28,6 +28,8 @@ pub struct Config {
     pub probes_listen: Option<SocketAddr>,
     /// How several replicas share the work.
     pub ha: HaSpec,
+    /// How plugins are pulled from OCI registries.
+    pub oci: super::oci::OciSpec,
     /// Informers, by name order: those under `informers:`, then each route's own watch.
     pub informers: Vec<InformerSpec>,
     /// Handlers, by name order.

@@ -737,9 +737,12 @@ impl Daemon {
         &self.shared.plugins
     }
 
-    /// Stops the plugin folder watcher and the watches, lets handlers finish queued work
-    /// for up to `grace`, then stops the admin API and the probes listener.
+    /// Abandons plugin loads under way, stops the plugin folder watcher and the watches,
+    /// lets handlers finish queued work for up to `grace`, then stops the admin API and the
+    /// probes listener.
     pub async fn shut_down(mut self, grace: Duration) {
+        // Pulls under way (a registry that never answers) are abandoned, not waited for.
+        self.shared.plugins.shut_down();
         self.waiting_task.abort();
         if let Some(watcher) = self.config_watcher.take() {
             watcher.stop().await;

@@ -84,7 +84,7 @@ pub struct Stages<'a> {
     /// Metrics registry.
     pub metrics: &'a Arc<Metrics>,
     /// Plugins by name.
-    pub plugins: &'a PluginRegistry,
+    pub plugins: &'a Arc<PluginRegistry>,
     /// The client plugins' writes go through.
     pub client: &'a kube::Client,
     /// Where plugins' own metrics go.
@@ -160,6 +160,7 @@ impl Topology {
         plan.waiting = wiring.waiting();
         // 2. Handlers: keep the equal ones, start the rest paused (until routes and plugins
         //    are in place and replaced handlers have handed over).
+        stages.plugins.set_oci(config.oci.clone());
         let handlers = self.start_handlers(&config, stages, &mut plan).await;
         // 3. Routes: unsubscribe the old ones not kept, restart informers whose cache
         //    options changed, then subscribe the new ones.
@@ -272,7 +273,8 @@ impl Topology {
     }
 
     /// Keeps every handler whose settings are equal and starts the others paused, then
-    /// gives the plugin registry the new set of handlers (loading plugins new to it).
+    /// gives the plugin registry the new set of handlers: plugins new to it are loaded from
+    /// their files, or for `oci://` ones pulled in the background.
     async fn start_handlers(
         &self,
         config: &Config,
@@ -333,8 +335,14 @@ impl Topology {
             .flatten()
             .collect();
         for name in stages.plugins.set_users(&users) {
-            // A plugin that fails to load is reported in /status; its events wait.
-            let _ = stages.plugins.load(&name, true).await;
+            if crate::config::oci::Reference::is_oci(&name) {
+                // Pulled by a task of its own, tried until it loads: a registry holds
+                // neither the start, nor a reload, nor the other handlers.
+                stages.plugins.pull_in_background(&name);
+            } else {
+                // A plugin that fails to load is reported in /status; its events wait.
+                let _ = stages.plugins.load(&name, true).await;
+            }
         }
         changes
     }

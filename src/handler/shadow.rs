@@ -148,6 +148,8 @@ pub struct ShadowStatus {
     pub loaded: bool,
     /// Why it could not be loaded, if it could not.
     pub plugin_error: Option<String>,
+    /// Whether it is being pulled from a registry (until a version loads).
+    pub pulling: bool,
     /// The counts.
     #[serde(flatten)]
     pub counts: ShadowCounts,
@@ -228,6 +230,7 @@ impl Shadow {
             plugin: self.plugin.clone(),
             loaded: self.slot.is_loaded(),
             plugin_error: self.slot.error(),
+            pulling: self.slot.is_pulling(),
             counts: lock(&self.record).counts.clone(),
         }
     }
@@ -357,6 +360,10 @@ impl PluginUser for Shadow {
     fn report_plugin_problem(&self, problem: String) {
         tracing::error!(handler = %self.handler, shadow = %self.plugin, error = %problem, "shadow plugin problem");
         self.slot.report(problem);
+    }
+
+    fn report_plugin_pulling(&self, pulling: bool) {
+        self.slot.set_pulling(pulling);
     }
 }
 

@@ -2,6 +2,7 @@
 //! registry swaps new versions in through [`PluginUser`]; a worker takes the newest version
 //! for each event, so calls in flight finish on the version they started with.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::watch;
@@ -10,11 +11,13 @@ use super::Handler;
 use crate::plugin::{self, Plugin, PluginUser};
 use crate::util::lock;
 
-/// The running version (none until the first load succeeds) and the last load problem.
+/// The running version (none until the first load succeeds), the last load problem, and
+/// whether the plugin is being pulled from a registry.
 #[derive(Debug)]
 pub(super) struct Slot {
     plugin: watch::Sender<Option<Arc<Plugin>>>,
     error: Mutex<Option<String>>,
+    pulling: AtomicBool,
 }
 
 impl Default for Slot {
@@ -22,6 +25,7 @@ impl Default for Slot {
         Self {
             plugin: watch::channel(None).0,
             error: Mutex::new(None),
+            pulling: AtomicBool::new(false),
         }
     }
 }
@@ -56,6 +60,16 @@ impl Slot {
     /// Records why loading a new version failed.
     pub(super) fn report(&self, problem: String) {
         *lock(&self.error) = Some(problem);
+    }
+
+    /// Whether the plugin is being pulled from a registry in the background.
+    pub(super) fn is_pulling(&self) -> bool {
+        self.pulling.load(Ordering::Relaxed)
+    }
+
+    /// Records whether the plugin is being pulled from a registry in the background.
+    pub(super) fn set_pulling(&self, pulling: bool) {
+        self.pulling.store(pulling, Ordering::Relaxed);
     }
 }
 
@@ -101,5 +115,9 @@ impl PluginUser for Handler {
 
     fn report_plugin_problem(&self, problem: String) {
         Handler::report_plugin_problem(self, problem);
+    }
+
+    fn report_plugin_pulling(&self, pulling: bool) {
+        self.slot.set_pulling(pulling);
     }
 }

@@ -31,6 +31,9 @@ pub struct HandlerStatus {
     pub plugin_loaded: bool,
     /// Why the plugin could not be loaded, if it could not.
     pub plugin_error: Option<String>,
+    /// Whether its `oci://` plugin is being pulled from the registry (tried again until it
+    /// loads); its events wait in the queue meanwhile.
+    pub plugin_pulling: bool,
     /// Keys waiting in the queue.
     pub queue_depth: usize,
     /// Keys waiting for a retry or a requested delay.
@@ -148,6 +151,7 @@ impl Handler {
             plugin: self.spec.plugin.clone(),
             plugin_loaded: self.slot.is_loaded(),
             plugin_error: self.slot.error(),
+            plugin_pulling: self.slot.is_pulling(),
             queue_depth: self.queue.len(),
             delayed: self.queue.delayed(),
             in_flight: self.queue.in_flight(),

@@ -113,7 +113,8 @@ pub async fn replay(
             .find(|h| h.name == event.handler)
             .ok_or_else(|| anyhow::anyhow!("line {line}: no handler {:?}", event.handler))?;
         if !plugins.contains_key(&spec.plugin) {
-            let plugin = loader::load(&host, &config.plugins_dir, &spec.plugin).await?;
+            let plugin =
+                loader::load_with(&host, &config.plugins_dir, &spec.plugin, &config.oci).await?;
             plugins.insert(spec.plugin.clone(), plugin);
         }
         let plugin = &plugins[&spec.plugin];

@@ -22,6 +22,7 @@ use std::time::Duration;
 use sha2::{Digest, Sha256};
 
 use super::{Error, Plugin, PluginHost, Result, mib};
+use crate::config::oci::OciSpec;
 
 /// The largest plugin file read, in bytes (64 MiB). Components are a few hundred KiB
 /// (Rust) to a few tens of MiB (Python, with its interpreter); anything larger is refused
@@ -114,10 +115,10 @@ pub async fn read_plugin_file_within(
 }
 
 /// The plugin `name`'s content: its file in `dir`, or for an `oci://` reference the
-/// component pulled from the registry (cached in `dir`; see [`super::oci`]).
-pub async fn fetch(dir: &Path, name: &str) -> Result<PluginFile> {
+/// component pulled from the registry as `oci` says (cached in `dir`; see [`super::oci`]).
+pub async fn fetch(dir: &Path, name: &str, oci: &OciSpec) -> Result<PluginFile> {
     if crate::config::oci::Reference::is_oci(name) {
-        return super::oci::pull(dir, name)
+        return super::oci::pull(dir, name, oci)
             .await
             .map_err(|reason| Error::Pull {
                 reference: name.to_string(),
@@ -127,9 +128,20 @@ pub async fn fetch(dir: &Path, name: &str) -> Result<PluginFile> {
     read_plugin_file(dir, name).await
 }
 
-/// Reads (or pulls) and compiles the plugin `name` from `dir`.
+/// Reads (or pulls, with the default `oci:` settings) and compiles the plugin `name` from
+/// `dir`.
 pub async fn load(host: &Arc<PluginHost>, dir: &Path, name: &str) -> Result<Plugin> {
-    let file = fetch(dir, name).await?;
+    load_with(host, dir, name, &OciSpec::default()).await
+}
+
+/// Reads (or pulls, as `oci` says) and compiles the plugin `name` from `dir`.
+pub async fn load_with(
+    host: &Arc<PluginHost>,
+    dir: &Path,
+    name: &str,
+    oci: &OciSpec,
+) -> Result<Plugin> {
+    let file = fetch(dir, name, oci).await?;
     host.compile(name, file.bytes).await
 }
 

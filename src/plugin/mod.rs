@@ -54,6 +54,9 @@ pub enum Error {
     /// No handler uses a plugin of that name.
     #[error("no handler uses a plugin named {0:?}")]
     Unknown(String),
+    /// The daemon is shutting down: the load (a pull, say) was given up.
+    #[error("loading plugin {0} was abandoned: the daemon is shutting down")]
+    Abandoned(String),
     /// The plugins folder cannot be watched for changes.
     #[error("cannot watch the plugins folder {dir}: {reason}")]
     Watch {

@@ -9,18 +9,36 @@
 //! or wrong-world file) leaves the running version in place and shows the reason in each
 //! handler's `plugin_error` and in the plugin's `last_error`. Loads of one plugin run one at
 //! a time, so versions are swapped in the order they were read.
+//!
+//! # Decision: `oci://` plugins are pulled in the background, retried, and abandoned on shutdown
+//!
+//! A registry may answer slowly or never. Awaiting its pull where the daemon starts or
+//! reloads held every other handler, the admin API and the probes for as long as the
+//! registry did. So a plugin new to the registry that names an `oci://` reference is pulled
+//! by a task of its own ([`PluginRegistry::pull_in_background`]): its handlers show
+//! `plugin_pulling` and keep their events queued, and it is tried again with a doubling
+//! backoff (from [`FIRST_PULL_RETRY`] to [`MAX_PULL_RETRY`]) until a version runs, the plugin
+//! is no longer used, or the daemon shuts down. [`PluginRegistry::shut_down`] abandons every
+//! load under way (a hung `POST /plugins/NAME/reload` too), so the shutdown keeps its grace.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
-use std::time::SystemTime;
+use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
+use tokio::sync::watch;
 
 use super::loader::{PluginFile, fetch, plugin_path};
 use super::{Error, Plugin, PluginHost, Result};
+use crate::config::oci::{OciSpec, Reference};
 use crate::util::{lock, read, rfc3339, write};
+
+/// The wait before a failed background pull is tried again; it doubles per failure.
+pub const FIRST_PULL_RETRY: Duration = Duration::from_secs(1);
+/// The longest wait between tries of a background pull.
+pub const MAX_PULL_RETRY: Duration = Duration::from_secs(60);
 
 /// Something that runs versions of a plugin (a handler). The registry installs each new
 /// version into every user of the plugin and tells them when a load fails.
@@ -33,6 +51,9 @@ pub trait PluginUser: Send + Sync {
     fn install_plugin(&self, plugin: Arc<Plugin>);
     /// Records a problem loading the plugin; the running version, if any, stays.
     fn report_plugin_problem(&self, problem: String);
+    /// Records whether the plugin is being pulled from a registry in the background (its
+    /// first version, tried again until it loads).
+    fn report_plugin_pulling(&self, _pulling: bool) {}
 }
 
 /// The users of one plugin.
@@ -63,6 +84,10 @@ struct State {
     file_present: bool,
     last_error: Option<String>,
     swaps: u64,
+    /// Whether a background pull is under way (trying, or waiting to try again).
+    pulling: bool,
+    /// Tries of the background pull under way that failed.
+    pull_failures: u32,
 }
 
 struct Entry {
@@ -93,6 +118,10 @@ pub struct PluginView {
     pub last_error: Option<String>,
     /// Versions swapped in since the daemon started (the first load counts).
     pub swaps: u64,
+    /// Whether an `oci://` plugin is being pulled in the background (until it loads).
+    pub pulling: bool,
+    /// Failed tries of that pull so far.
+    pub pull_failures: u32,
     /// The handlers that use the plugin.
     pub handlers: Vec<String>,
 }
@@ -103,6 +132,10 @@ pub struct PluginRegistry {
     dir: PathBuf,
     plugins: RwLock<BTreeMap<String, Arc<Entry>>>,
     watching: AtomicBool,
+    /// The `oci:` settings pulls follow (the running config's).
+    oci: RwLock<OciSpec>,
+    /// True once the daemon shuts down: loads under way are abandoned, none starts.
+    stopping: watch::Sender<bool>,
 }
 
 impl PluginRegistry {
@@ -114,6 +147,8 @@ impl PluginRegistry {
             dir,
             plugins: RwLock::new(BTreeMap::new()),
             watching: AtomicBool::new(false),
+            oci: RwLock::new(OciSpec::default()),
+            stopping: watch::channel(false).0,
         };
         registry.set_users(users);
         registry
@@ -138,15 +173,21 @@ impl PluginRegistry {
         for (name, users) in wanted {
             match plugins.get(&name) {
                 Some(entry) => {
-                    let running = lock(&entry.state)
-                        .running
-                        .as_ref()
-                        .map(|r| r.plugin.clone());
+                    let (running, pulling) = {
+                        let state = lock(&entry.state);
+                        let running = state.running.as_ref().map(|r| r.plugin.clone());
+                        (running, state.pulling)
+                    };
                     let mut current = lock(&entry.users);
                     for user in &users {
-                        let attached = current.iter().any(|u| Arc::ptr_eq(u, user));
-                        if let (false, Some(plugin)) = (attached, &running) {
+                        if current.iter().any(|u| Arc::ptr_eq(u, user)) {
+                            continue;
+                        }
+                        if let Some(plugin) = &running {
                             user.install_plugin(plugin.clone());
+                        }
+                        if pulling {
+                            user.report_plugin_pulling(true);
                         }
                     }
                     *current = users;
@@ -196,6 +237,16 @@ impl PluginRegistry {
         self.watching.store(watched, Ordering::Relaxed);
     }
 
+    /// Makes `oci` the settings of the pulls that start from now on.
+    pub fn set_oci(&self, oci: OciSpec) {
+        *write(&self.oci) = oci;
+    }
+
+    /// Abandons every load under way and refuses new ones (the daemon shuts down).
+    pub fn shut_down(&self) {
+        self.stopping.send_replace(true);
+    }
+
     /// Loads every plugin once; failures are recorded, not returned.
     pub async fn load_all(&self) {
         let names = self.names();
@@ -210,11 +261,22 @@ impl PluginRegistry {
         let entry = self
             .entry(name)
             .ok_or_else(|| Error::Unknown(name.to_string()))?;
+        let mut stopping = self.stopping.subscribe();
+        tokio::select! {
+            biased;
+            _ = stopping.wait_for(|stopping| *stopping) => Err(Error::Abandoned(name.to_string())),
+            loaded = self.load_entry(name, &entry, force) => loaded,
+        }
+    }
+
+    /// [`PluginRegistry::load`] of `entry`, not abandoned.
+    async fn load_entry(&self, name: &str, entry: &Entry, force: bool) -> Result<Reloaded> {
         let _loading = entry.loading.lock().await;
-        let PluginFile { bytes, sha256 } = match fetch(&self.dir, name).await {
+        let oci = read(&self.oci).clone();
+        let PluginFile { bytes, sha256 } = match fetch(&self.dir, name, &oci).await {
             Ok(file) => file,
             Err(error) => {
-                self.record_failure(&entry, &error, !error.is_file_gone());
+                self.record_failure(entry, &error, !error.is_file_gone());
                 return Err(error);
             }
         };
@@ -246,10 +308,38 @@ impl PluginRegistry {
                 Ok(Reloaded::Swapped)
             }
             Err(error) => {
-                self.record_failure(&entry, &error, true);
+                self.record_failure(entry, &error, true);
                 Err(error)
             }
         }
+    }
+
+    /// Pulls the `oci://` plugin `name` on a task of its own, trying again with a doubling
+    /// backoff until a version runs, no handler uses it any more or the daemon shuts down
+    /// (see the module docs). Its users are told it is being pulled meanwhile. Nothing
+    /// happens when a version already runs or a background pull is under way.
+    pub fn pull_in_background(self: &Arc<Self>, name: &str) {
+        let Some(entry) = self.entry(name) else {
+            return;
+        };
+        {
+            let mut state = lock(&entry.state);
+            if state.pulling || state.running.is_some() {
+                return;
+            }
+            state.pulling = true;
+            state.pull_failures = 0;
+        }
+        for user in lock(&entry.users).iter() {
+            user.report_plugin_pulling(true);
+        }
+        let stopping = self.stopping.subscribe();
+        tokio::spawn(pull_until_loaded(
+            Arc::downgrade(self),
+            name.to_string(),
+            entry,
+            stopping,
+        ));
     }
 
     /// Records a failed load in the plugin's state and in each handler using it.
@@ -289,7 +379,7 @@ impl PluginRegistry {
         let state = lock(&entry.state);
         PluginView {
             name: name.to_string(),
-            file: if crate::config::oci::Reference::is_oci(name) {
+            file: if Reference::is_oci(name) {
                 name.to_string()
             } else {
                 plugin_path(&self.dir, name).display().to_string()
@@ -301,10 +391,52 @@ impl PluginRegistry {
             loaded_at: state.running.as_ref().map(|r| rfc3339(r.loaded_at)),
             last_error: state.last_error.clone(),
             swaps: state.swaps,
+            pulling: state.pulling,
+            pull_failures: state.pull_failures,
             handlers: lock(&entry.users)
                 .iter()
                 .map(|u| u.user_name().to_string())
                 .collect(),
         }
+    }
+}
+
+/// The loop of [`PluginRegistry::pull_in_background`]: holds the registry only while a try
+/// runs, and ends when `entry` has a running version, is no longer the plugin's entry, or
+/// the daemon shuts down.
+async fn pull_until_loaded(
+    registry: Weak<PluginRegistry>,
+    name: String,
+    entry: Arc<Entry>,
+    mut stopping: watch::Receiver<bool>,
+) {
+    let mut delay = FIRST_PULL_RETRY;
+    loop {
+        let Some(plugins) = registry.upgrade() else {
+            break;
+        };
+        let current = plugins
+            .entry(&name)
+            .is_some_and(|e| Arc::ptr_eq(&e, &entry));
+        if !current || *stopping.borrow() || lock(&entry.state).running.is_some() {
+            break;
+        }
+        match plugins.load(&name, true).await {
+            Ok(_) | Err(Error::Abandoned(_) | Error::Unknown(_)) => break,
+            Err(error) => {
+                lock(&entry.state).pull_failures += 1;
+                tracing::warn!(plugin = %name, error = %error, retry_in = ?delay, "pull failed; it is tried again");
+            }
+        }
+        drop(plugins);
+        tokio::select! {
+            () = tokio::time::sleep(delay) => {}
+            _ = stopping.wait_for(|stopping| *stopping) => break,
+        }
+        delay = (delay * 2).min(MAX_PULL_RETRY);
+    }
+    lock(&entry.state).pulling = false;
+    for user in lock(&entry.users).iter() {
+        user.report_plugin_pulling(false);
     }
 }

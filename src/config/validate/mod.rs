@@ -8,7 +8,7 @@
 //! route or handler refers to exists). Items that could not be read still count as defined,
 //! so a mistake inside one does not also show up as "unknown" wherever it is named.
 //!
-//! One file per section: [`admin`], [`informers`], [`handlers`] (and their
+//! One file per section: [`admin`], [`ha`], [`oci`], [`informers`], [`handlers`] (and their
 //! [`capabilities`]), [`routes`], with the watch settings informers and routes share in
 //! [`watch`].
 
@@ -20,6 +20,7 @@ mod handlers;
 mod informers;
 mod names;
 pub use names::nearest;
+mod oci;
 mod routes;
 #[cfg(test)]
 mod tests;
@@ -121,6 +122,7 @@ fn build(file: &Path, top: ConfigFile, errors: &mut Errors) -> Config {
     let base = file.parent().unwrap_or(Path::new("."));
     let admin_file = admin::read_admin(top.admin.as_ref(), errors);
     let ha = ha::build_ha(top.ha.as_ref(), errors);
+    let oci = oci::build_oci(top.oci.as_ref(), errors);
     let informer_files = read_section::<InformerFile>("informers", top.informers, errors);
     let handler_files = read_section::<HandlerFile>("handlers", top.handlers, errors);
     let mut informers: Vec<InformerSpec> = informer_files
@@ -189,6 +191,7 @@ fn build(file: &Path, top: ConfigFile, errors: &mut Errors) -> Config {
         admin_listen: admin.listen,
         probes_listen: admin.probes_listen,
         ha,
+        oci,
         informers,
         handlers,
         routes,

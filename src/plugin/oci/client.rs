@@ -1,7 +1,13 @@
 //! The registry's HTTP API (OCI distribution v2) for one repository: manifests and blobs,
 //! down and up, with the registry's token or basic authentication when it asks for it.
 //! Credentials come from a docker-style config file (see [`super::credentials`]) and never
-//! appear in an error or a log line.
+//! appear in an error or a log line, nor go over plain HTTP beyond this machine (see
+//! [`super::transport`]).
+//!
+//! Every body read is capped before it is read whole: a manifest at [`MAX_MANIFEST_SIZE`]
+//! (what registries themselves accept), a blob at the size its manifest gives, a token
+//! answer at [`MAX_TOKEN_ANSWER`], and of an error answer only the first
+//! [`MAX_ERROR_BODY`] bytes are read, for its message.
 
 use std::sync::Mutex;
 
@@ -10,14 +16,25 @@ use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, LOCATION, WWW_AUTHENTICATE};
 use reqwest::{RequestBuilder, Response, StatusCode};
 
 use super::Reference;
+use super::transport::Transport;
+use crate::config::oci::OciSpec;
+use crate::plugin::mib;
 use crate::util::lock;
 
 /// The media type of an OCI image manifest.
 pub const MANIFEST_MEDIA_TYPE: &str = "application/vnd.oci.image.manifest.v1+json";
+/// The largest manifest read (4 MiB, what distribution and the hosted registries accept).
+pub const MAX_MANIFEST_SIZE: u64 = 4 << 20;
+/// The most of an error answer read for its message.
+pub const MAX_ERROR_BODY: usize = 4 << 10;
+/// The largest token answer read.
+pub const MAX_TOKEN_ANSWER: u64 = 256 << 10;
 
 /// A repository in a registry.
 pub struct Registry {
     http: reqwest::Client,
+    transport: Transport,
+    settings: OciSpec,
     reference: Reference,
     base: String,
     /// `user:password` for the registry, from the credentials file.
@@ -26,21 +43,31 @@ pub struct Registry {
     authorization: Mutex<Option<String>>,
 }
 
-/// An HTTP client trusting the public web's roots (rustls with ring, webpki roots).
-fn http_client() -> Result<reqwest::Client, String> {
-    reqwest::Client::builder()
-        .connect_timeout(std::time::Duration::from_secs(10))
-        .timeout(std::time::Duration::from_secs(120))
-        .build()
-        .map_err(|e| format!("HTTP client setup: {e}"))
-}
-
 impl Registry {
-    /// The repository `reference` names, with `credentials` (`user:password`) if any.
-    pub fn new(reference: &Reference, credentials: Option<String>) -> Result<Self, String> {
+    /// The repository `reference` names, with `credentials` (`user:password`) if any,
+    /// spoken to as [`Transport::for_registry`] decides (which resolves its name).
+    pub async fn new(
+        reference: &Reference,
+        credentials: Option<String>,
+        settings: &OciSpec,
+    ) -> Result<Self, String> {
+        let transport = Transport::for_registry(
+            &reference.registry,
+            reference.host(),
+            reference.port(),
+            settings,
+        )
+        .await;
         Ok(Self {
-            http: http_client()?,
-            base: reference.base_url(),
+            http: transport.client(reference.host(), settings)?,
+            base: format!(
+                "{}://{}/v2/{}",
+                transport.scheme(),
+                reference.registry,
+                reference.repository
+            ),
+            transport,
+            settings: settings.clone(),
             reference: reference.clone(),
             basic: credentials,
             authorization: Mutex::new(None),
@@ -66,6 +93,12 @@ impl Registry {
             .map_err(|e| self.unreachable(&e))?;
         if response.status() != StatusCode::UNAUTHORIZED {
             return Ok(response);
+        }
+        if !self.transport.carries_credentials() {
+            return Err(format!(
+                "{} wants credentials, and they are never sent over plain HTTP to a registry that is not this machine (it is in oci.insecure_registries): serve it over HTTPS",
+                self.reference.registry
+            ));
         }
         let challenge = response
             .headers()
@@ -95,6 +128,13 @@ impl Registry {
 
     fn unreachable(&self, error: &reqwest::Error) -> String {
         let mut text = format!("cannot reach the registry {}", self.reference.registry);
+        if error.is_connect() && error.is_timeout() {
+            text.push_str(&format!(
+                ": no connection within {:?} (oci.connect_timeout)",
+                self.settings.connect_timeout
+            ));
+            return text;
+        }
         let mut source: Option<&dyn std::error::Error> = std::error::Error::source(error);
         while let Some(e) = source {
             text.push_str(&format!(": {e}"));
@@ -127,7 +167,16 @@ impl Registry {
             })
         };
         let realm = param("realm").ok_or("the registry's token challenge names no realm")?;
-        let mut request = self.http.get(&realm);
+        let realm = reqwest::Url::parse(&realm)
+            .map_err(|e| format!("the registry's token realm {realm:?} is not a URL: {e}"))?;
+        let transport = Transport::for_url(&realm).await?;
+        if basic.is_some() && !transport.carries_credentials() {
+            return Err(format!(
+                "the registry's token service {realm} is plain HTTP to a host that is not this machine: the credentials are not sent there"
+            ));
+        }
+        let http = transport.client(realm.host_str().unwrap_or(""), &self.settings)?;
+        let mut request = http.get(realm.clone());
         for key in ["service", "scope"] {
             if let Some(value) = param(key) {
                 request = request.query(&[(key, value)]);
@@ -146,9 +195,10 @@ impl Registry {
                 response.status()
             ));
         }
-        let body: serde_json::Value = response
-            .json()
+        let body = read_capped(response, MAX_TOKEN_ANSWER, "the token answer")
             .await
+            .map_err(|e| format!("the registry's token service: {e}"))?;
+        let body: serde_json::Value = serde_json::from_slice(&body)
             .map_err(|e| format!("the registry's token answer is not JSON: {e}"))?;
         let token = body["token"]
             .as_str()
@@ -163,7 +213,8 @@ impl Registry {
             return Ok(response);
         }
         let status = response.status();
-        let body = response.text().await.unwrap_or_default();
+        let body = first_bytes(response, MAX_ERROR_BODY).await;
+        let body = String::from_utf8_lossy(&body);
         let message = serde_json::from_str::<serde_json::Value>(&body)
             .ok()
             .and_then(|v| v["errors"][0]["message"].as_str().map(str::to_string))
@@ -186,30 +237,23 @@ impl Registry {
             .and_then(|v| v.to_str().ok())
             .unwrap_or("")
             .to_string();
-        let bytes = response
-            .bytes()
+        let what = format!("the manifest of {}", self.reference);
+        let bytes = read_capped(response, MAX_MANIFEST_SIZE, &what)
             .await
-            .map_err(|e| format!("reading the manifest: {e}"))?;
-        Ok((bytes.to_vec(), media_type))
+            .map_err(|e| format!("{e}, the most a manifest may be"))?;
+        Ok((bytes, media_type))
     }
 
-    /// The blob `digest`, refused past `max` bytes.
-    pub async fn blob(&self, digest: &str, max: u64) -> Result<Vec<u8>, String> {
+    /// The blob `digest`, which its manifest says is `size` bytes: refused as soon as it
+    /// is longer.
+    pub async fn blob(&self, digest: &str, size: u64) -> Result<Vec<u8>, String> {
         let url = format!("{}/blobs/{digest}", self.base);
         let response = self.send(|http| http.get(&url)).await?;
-        let mut response = self.ok(&format!("blob {digest}"), response).await?;
-        let mut bytes = Vec::new();
-        while let Some(chunk) = response
-            .chunk()
+        let response = self.ok(&format!("blob {digest}"), response).await?;
+        let what = format!("the layer {digest} of {}", self.reference);
+        read_capped(response, size, &what)
             .await
-            .map_err(|e| format!("reading blob {digest}: {e}"))?
-        {
-            bytes.extend_from_slice(&chunk);
-            if bytes.len() as u64 > max {
-                return Err(format!("blob {digest} is larger than {max} bytes"));
-            }
-        }
-        Ok(bytes)
+            .map_err(|e| format!("{e}, the size its manifest gives"))
     }
 
     /// Uploads `bytes` as the blob `digest` (one monolithic upload) unless it is there.
@@ -259,5 +303,52 @@ impl Registry {
             .await?;
         self.ok("putting the manifest", response).await?;
         Ok(())
+    }
+}
+
+/// The body of `response`, failing as soon as it is longer than `limit` bytes (at once when
+/// its `Content-Length` says so): "`what` is larger than ...". Never holds more than `limit`
+/// bytes and one chunk.
+async fn read_capped(mut response: Response, limit: u64, what: &str) -> Result<Vec<u8>, String> {
+    let too_big = || format!("{what} is larger than {}", bytes_text(limit));
+    if response
+        .content_length()
+        .is_some_and(|length| length > limit)
+    {
+        return Err(too_big());
+    }
+    let mut bytes = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|e| format!("reading {what}: {e}"))?
+    {
+        if (bytes.len() + chunk.len()) as u64 > limit {
+            return Err(too_big());
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    Ok(bytes)
+}
+
+/// Up to `limit` bytes of `response`'s body; the rest is never read.
+async fn first_bytes(mut response: Response, limit: usize) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    while bytes.len() < limit {
+        match response.chunk().await {
+            Ok(Some(chunk)) => bytes.extend_from_slice(&chunk),
+            Ok(None) | Err(_) => break,
+        }
+    }
+    bytes.truncate(limit);
+    bytes
+}
+
+/// `1000 bytes`, or `4194304 bytes (4 MiB)` from a MiB on.
+pub fn bytes_text(bytes: u64) -> String {
+    if bytes >= 1 << 20 {
+        format!("{bytes} bytes ({})", mib(bytes))
+    } else {
+        format!("{bytes} bytes")
     }
 }

@@ -11,22 +11,31 @@
 //! only its manifest when the component is already there. `switchyard push` uploads a
 //! component as such an artifact.
 //!
+//! A registry cannot hold the daemon: a whole pull has a deadline (`oci.timeout`, and
+//! `oci.connect_timeout` per connection), every body read is capped (see [`client`]), and the
+//! component is refused past `oci.max_layer_size` or past the size its manifest gives.
+//!
 //! - [`Reference`]: an `oci://` reference (parsed in the config);
 //! - [`client`]: the registry's HTTP API with its authentication;
+//! - [`transport`]: HTTPS, or plain HTTP to loopback or a registry listed as insecure;
 //! - [`credentials`]: registry credentials from a docker-style config file.
 
 pub mod client;
 pub mod credentials;
+pub mod transport;
 
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
 
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-pub use crate::config::oci::{Reference, parse_digest};
+pub use crate::config::oci::{OciSpec, Reference, parse_digest};
 pub use client::{MANIFEST_MEDIA_TYPE, Registry};
 
-use super::loader::{MAX_PLUGIN_FILE_SIZE, PluginFile};
+use super::loader::PluginFile;
+use crate::util::lock;
 
 /// The media type of a wasm artifact's config.
 pub const CONFIG_MEDIA_TYPE: &str = "application/vnd.wasm.config.v0+json";
@@ -55,8 +64,12 @@ fn cached(plugins_dir: &Path, kind: &str, digest: &str, extension: &str) -> Path
         .join(format!("{hex}.{extension}"))
 }
 
-/// Reads `path` if it holds exactly the content `digest` names.
-async fn read_verified(path: &Path, digest: &str) -> Option<Vec<u8>> {
+/// Reads `path` if it is at most `max` bytes and holds exactly the content `digest` names.
+async fn read_verified(path: &Path, digest: &str, max: u64) -> Option<Vec<u8>> {
+    let metadata = tokio::fs::metadata(path).await.ok()?;
+    if !metadata.is_file() || metadata.len() > max {
+        return None;
+    }
     let bytes = tokio::fs::read(path).await.ok()?;
     (digest_of(&bytes) == digest).then_some(bytes)
 }
@@ -100,25 +113,56 @@ pub fn component_layer(manifest: &[u8]) -> Result<(String, u64), String> {
     }
     let digest = layer["digest"].as_str().unwrap_or("");
     let digest = parse_digest(digest).map_err(|e| format!("the layer's digest: {e}"))?;
-    Ok((digest, layer["size"].as_u64().unwrap_or(0)))
+    let size = layer["size"]
+        .as_u64()
+        .ok_or("its layer gives no size (a number of bytes)")?;
+    Ok((digest, size))
 }
 
 /// Pulls the plugin `text` names (or takes it from the cache under `plugins_dir`), every
-/// digest checked. The file's `sha256` is the component layer's digest.
-pub async fn pull(plugins_dir: &Path, text: &str) -> Result<PluginFile, String> {
+/// digest checked, within `settings.timeout`. The file's `sha256` is the component layer's
+/// digest.
+pub async fn pull(
+    plugins_dir: &Path,
+    text: &str,
+    settings: &OciSpec,
+) -> Result<PluginFile, String> {
     let reference = Reference::parse(text)?;
-    let mut registry = None;
-    let connect = || -> Result<Registry, String> {
-        Registry::new(&reference, credentials::for_registry(&reference.registry)?)
-    };
+    let step = Mutex::new("starting");
+    let pulling = pull_steps(plugins_dir, &reference, settings, &step);
+    match tokio::time::timeout(settings.timeout, pulling).await {
+        Ok(pulled) => pulled,
+        Err(_) => Err(format!(
+            "the pull did not finish within {:?} (oci.timeout) while {}",
+            settings.timeout,
+            lock(&step)
+        )),
+    }
+}
+
+/// The steps of [`pull`]; `step` says which one is under way.
+async fn pull_steps(
+    plugins_dir: &Path,
+    reference: &Reference,
+    settings: &OciSpec,
+    step: &Mutex<&'static str>,
+) -> Result<PluginFile, String> {
+    let at = |now: &'static str| *lock(step) = now;
     let pinned = match &reference.digest {
-        Some(d) => read_verified(&cached(plugins_dir, "manifests", d, "json"), d).await,
+        Some(d) => {
+            let path = cached(plugins_dir, "manifests", d, "json");
+            read_verified(&path, d, client::MAX_MANIFEST_SIZE).await
+        }
         None => None,
     };
+    let mut registry = None;
     let manifest = match pinned {
         Some(bytes) => bytes,
         None => {
-            let (bytes, _) = registry.insert(connect()?).manifest().await?;
+            at("connecting to the registry");
+            let connected = registry.insert(connect(reference, settings).await?);
+            at("fetching the manifest");
+            let (bytes, _) = connected.manifest().await?;
             if let Some(wanted) = &reference.digest {
                 let got = digest_of(&bytes);
                 if &got != wanted {
@@ -131,26 +175,33 @@ pub async fn pull(plugins_dir: &Path, text: &str) -> Result<PluginFile, String> 
         }
     };
     let (layer, size) = component_layer(&manifest)?;
-    if size > MAX_PLUGIN_FILE_SIZE {
+    if size > settings.max_layer_size {
         return Err(format!(
-            "the component is {size} bytes, more than {MAX_PLUGIN_FILE_SIZE}"
+            "its component is {}, more than oci.max_layer_size ({} bytes)",
+            client::bytes_text(size),
+            settings.max_layer_size
         ));
     }
     let blob_path = cached(plugins_dir, "blobs", &layer, "wasm");
-    let bytes = match read_verified(&blob_path, &layer).await {
+    let bytes = match read_verified(&blob_path, &layer, size).await {
         Some(bytes) => bytes,
         None => {
             let registry = match registry {
                 Some(r) => r,
-                None => connect()?,
+                None => {
+                    at("connecting to the registry");
+                    connect(reference, settings).await?
+                }
             };
-            let bytes = registry.blob(&layer, MAX_PLUGIN_FILE_SIZE).await?;
+            at("downloading the component");
+            let bytes = registry.blob(&layer, size).await?;
             let got = digest_of(&bytes);
             if got != layer {
                 return Err(format!(
                     "digest mismatch: the layer should be {layer}, the registry sent {got}"
                 ));
             }
+            at("caching the component");
             write_atomically(&blob_path, &bytes).await?;
             bytes
         }
@@ -164,9 +215,24 @@ pub async fn pull(plugins_dir: &Path, text: &str) -> Result<PluginFile, String> 
     })
 }
 
-/// Uploads the component `file` as a wasm artifact under the tag `text` names; returns the
-/// reference pinned by the manifest's digest.
+/// The registry `reference` names, with its credentials from the credentials file.
+async fn connect(reference: &Reference, settings: &OciSpec) -> Result<Registry, String> {
+    let credentials = credentials::for_registry(&reference.registry)?;
+    Registry::new(reference, credentials, settings).await
+}
+
+/// How long a whole push may take.
+pub const PUSH_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// Uploads the component `file` as a wasm artifact under the tag `text` names, within
+/// [`PUSH_TIMEOUT`]; returns the reference pinned by the manifest's digest.
 pub async fn push(file: &Path, text: &str) -> Result<String, String> {
+    tokio::time::timeout(PUSH_TIMEOUT, push_steps(file, text))
+        .await
+        .unwrap_or_else(|_| Err(format!("the push did not finish within {PUSH_TIMEOUT:?}")))
+}
+
+async fn push_steps(file: &Path, text: &str) -> Result<String, String> {
     let reference = Reference::parse(text)?;
     if reference.digest.is_some() {
         return Err(format!("{text}: push to a tag, not a digest"));
@@ -194,7 +260,7 @@ pub async fn push(file: &Path, text: &str) -> Result<String, String> {
         "layers": [{"mediaType": LAYER_MEDIA_TYPE, "digest": layer, "size": size}],
     }))
     .expect("JSON prints");
-    let registry = Registry::new(&reference, credentials::for_registry(&reference.registry)?)?;
+    let registry = connect(&reference, &OciSpec::default()).await?;
     registry.push_blob(&config_digest, config).await?;
     registry.push_blob(&layer, bytes).await?;
     let tag = reference.tag.as_deref().unwrap_or("latest");

@@ -5,6 +5,7 @@
 
 pub mod browser;
 pub mod daemon;
+pub mod hostile;
 pub mod process;
 pub mod registry;
 pub mod sim;

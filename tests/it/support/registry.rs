@@ -13,7 +13,8 @@ pub struct Registry {
     child: Child,
     /// `127.0.0.1:PORT`.
     pub host: String,
-    _dir: tempfile::TempDir,
+    /// The registry's config and storage.
+    dir: tempfile::TempDir,
 }
 
 impl Registry {
@@ -52,19 +53,17 @@ impl Registry {
             ));
         }
         std::fs::write(&config, text).unwrap();
-        let child = Command::new(BINARY)
-            .arg("serve")
-            .arg(&config)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start docker-registry");
         let registry = Self {
-            child,
+            child: serve(&config),
             host,
-            _dir: dir,
+            dir,
         };
-        let url = format!("http://{}/v2/", registry.host);
+        registry.wait_until_up().await;
+        registry
+    }
+
+    async fn wait_until_up(&self) {
+        let url = format!("http://{}/v2/", self.host);
         super::eventually(
             "the registry answers",
             Duration::from_secs(20),
@@ -76,7 +75,14 @@ impl Registry {
             },
         )
         .await;
-        registry
+    }
+
+    /// Starts the registry again after [`Registry::stop`], on the same port with what it
+    /// stored, and waits until it answers.
+    pub async fn restart(&mut self) {
+        self.stop();
+        self.child = serve(&self.dir.path().join("config.yml"));
+        self.wait_until_up().await;
     }
 
     /// `oci://HOST/REPOSITORY_AND_TAG` in this registry.
@@ -89,6 +95,17 @@ impl Registry {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// `docker-registry serve CONFIG`.
+fn serve(config: &std::path::Path) -> Child {
+    Command::new(BINARY)
+        .arg("serve")
+        .arg(config)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start docker-registry")
 }
 
 impl Drop for Registry {
