@@ -107,11 +107,15 @@ async fn accept(
         }
     };
     let (slot, shed) = open.admit().await;
-    if shed && Warnings::due(&mut warnings.shed) {
-        tracing::warn!(
-            max_connections = open.max,
-            "{what} is at its connection limit: the oldest connections not being answered are closed to make room"
-        );
+    if shed {
+        if Warnings::due(&mut warnings.shed) {
+            tracing::warn!(
+                max_connections = open.max,
+                "{what} is at its connection limit: the oldest connections not being answered are closed to make room"
+            );
+        }
+        // Let the shed connection's task run and close its socket before the next accept.
+        tokio::task::yield_now().await;
     }
     Some((stream, slot))
 }
