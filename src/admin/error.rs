@@ -51,6 +51,15 @@ impl ApiError {
         }
     }
 
+    /// 421: the request names a host this API does not answer for.
+    pub fn misdirected(message: String) -> Self {
+        Self {
+            status: StatusCode::MISDIRECTED_REQUEST,
+            message,
+            details: None,
+        }
+    }
+
     /// 400: the request is malformed.
     pub fn bad_request(message: String) -> Self {
         Self {

@@ -1,12 +1,16 @@
 //! The admin HTTP API: health probes, status, metrics, dead letters and plugins, served by
-//! axum on loopback, with a status page at `/` ([`page`]); and the probes listener, serving the probe and metrics handlers alone
-//! ([`probes_router`]) without a token.
+//! axum on loopback, with a status page at `/` ([`page`]), for the hosts it answers for
+//! ([`host`]); and the probes listener, serving the probe and metrics handlers alone
+//! ([`probes_router`]) without a token. Both are served by [`server`], which bounds their
+//! connections.
 
 pub mod auth;
 mod backend;
 mod error;
+pub mod host;
 pub mod openapi;
 pub mod page;
+pub mod server;
 
 use std::sync::Arc;
 
@@ -24,14 +28,23 @@ pub use error::ApiError;
 use crate::handler::Handler;
 
 /// The admin API's routes over `shared`, guarded by `policy`, and the status page, open to
-/// every caller (it carries no data: its script reads the guarded endpoints).
-pub fn router<B: Backend>(shared: Arc<B>, policy: auth::AccessPolicy) -> axum::Router {
+/// every caller (it carries no data: its script reads the guarded endpoints); all of it
+/// only for the `hosts` it answers for.
+pub fn router<B: Backend>(
+    shared: Arc<B>,
+    policy: auth::AccessPolicy,
+    hosts: host::AllowedHosts,
+) -> axum::Router {
     routes(shared)
         .layer(axum::middleware::from_fn_with_state(
             Arc::new(policy),
             auth::require_token,
         ))
         .merge(page::routes())
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::new(hosts),
+            host::require_allowed_host,
+        ))
 }
 
 /// The probes and metrics listener's routes over `shared`: `/livez`, `/readyz` and

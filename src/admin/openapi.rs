@@ -158,6 +158,7 @@ pub fn document() -> Value {
                 "400": error,
                 "401": error,
                 "404": error,
+                "421": error,
             },
         });
         if e.path.contains("{name}") {
@@ -177,7 +178,7 @@ pub fn document() -> Value {
         "info": {
             "title": "switchyard admin API",
             "version": env!("CARGO_PKG_VERSION"),
-            "description": "Mutating endpoints need `Authorization: Bearer TOKEN`; every endpoint does when the API listens beyond loopback.",
+            "description": "Mutating endpoints need `Authorization: Bearer TOKEN`; every endpoint does when the API listens beyond loopback. A request whose Host is not the API's address, a loopback name or one of admin.allowed_hosts is answered 421.",
         },
         "paths": paths,
         "components": {

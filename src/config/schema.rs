@@ -83,7 +83,8 @@ pub enum InstanceMode {
     Reuse,
 }
 
-/// `admin:` — where the admin API listens.
+/// `admin:` — where the admin API and the probes listen, who may call them, and how many
+/// connections they keep.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AdminFile {
@@ -100,6 +101,20 @@ pub struct AdminFile {
     /// none. Outer `None`: not written; `Some(None)`: written as `null`.
     #[serde(default, deserialize_with = "present")]
     pub probes_listen: Option<Option<SocketAddr>>,
+    /// Host names (`name` for any port, `name:port` for one) the admin API answers besides
+    /// its own address and loopback's; `*` for any.
+    #[serde(default)]
+    pub allowed_hosts: Option<Vec<String>>,
+    /// How long a connection to either listener gets to send a request's headers, from its
+    /// opening or the end of its last answer; default `10s`.
+    #[serde(default)]
+    pub header_read_timeout: Option<HumanDuration>,
+    /// Most connections the admin API keeps open at once; default 128.
+    #[serde(default)]
+    pub max_connections: Option<usize>,
+    /// Most connections the probes listener keeps open at once; default 256.
+    #[serde(default)]
+    pub probes_max_connections: Option<usize>,
 }
 
 /// `ha:` — how several replicas share the work.

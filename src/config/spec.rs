@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::{Capabilities, FieldPath, ResourceName, TokenSource};
+use super::{Capabilities, FieldPath, HostPattern, ResourceName, TokenSource};
 
 /// A validated config, ready to build a daemon from.
 #[derive(Debug, Clone, PartialEq)]
@@ -26,6 +26,16 @@ pub struct Config {
     /// Where `/livez`, `/readyz` and `/metrics` are served without a token; `None` for
     /// nowhere but the admin API.
     pub probes_listen: Option<SocketAddr>,
+    /// `Host` names the admin API answers besides its own address and loopback's
+    /// (`admin.allowed_hosts`).
+    pub admin_allowed_hosts: Vec<HostPattern>,
+    /// How long a connection to the admin API or the probes gets to send a request's
+    /// headers, from its opening or the end of its last answer.
+    pub header_read_timeout: Duration,
+    /// Most connections the admin API keeps open at once.
+    pub admin_max_connections: usize,
+    /// Most connections the probes listener keeps open at once.
+    pub probes_max_connections: usize,
     /// How several replicas share the work.
     pub ha: HaSpec,
     /// How plugins are pulled from OCI registries.

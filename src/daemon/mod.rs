@@ -18,6 +18,8 @@ use tokio::net::TcpListener;
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 
+use crate::admin::host::AllowedHosts;
+use crate::admin::server::ListenerLimits;
 use crate::config::{Config, HaMode};
 use crate::election::{Election, ElectionStatus, ReplicaStatus};
 use crate::handler::{Handler, HandlerStatus};
@@ -545,23 +547,18 @@ impl Listeners {
     }
 }
 
-/// Serves `app` on `listener` until the returned sender is used (or dropped).
+/// Serves `app` on `listener` within `limits` until the returned sender is used (or
+/// dropped).
 fn serve(
     what: &'static str,
     listener: TcpListener,
     app: axum::Router,
+    limits: ListenerLimits,
 ) -> (oneshot::Sender<()>, JoinHandle<()>) {
     let (stop, stopped) = oneshot::channel::<()>();
-    let task = tokio::spawn(async move {
-        let result = axum::serve(listener, app)
-            .with_graceful_shutdown(async {
-                let _ = stopped.await;
-            })
-            .await;
-        if let Err(e) = result {
-            tracing::error!(error = %e, "{what} stopped");
-        }
-    });
+    let task = tokio::spawn(crate::admin::server::serve(
+        what, listener, app, limits, stopped,
+    ));
     (stop, task)
 }
 
@@ -667,11 +664,18 @@ impl Daemon {
             None
         };
         let admin_addr = listeners.admin_addr;
-        let app = crate::admin::router(shared.clone(), policy);
-        let mut servers = vec![serve("admin API", listeners.admin, app)];
+        let hosts = AllowedHosts::new(admin_addr, config.admin_allowed_hosts.clone());
+        let app = crate::admin::router(shared.clone(), policy, hosts);
+        let limits = |max_connections| ListenerLimits {
+            header_read_timeout: config.header_read_timeout,
+            max_connections,
+        };
+        let admin_limits = limits(config.admin_max_connections);
+        let mut servers = vec![serve("admin API", listeners.admin, app, admin_limits)];
         let probes_addr = listeners.probes.map(|(listener, addr)| {
             let app = crate::admin::probes_router(shared.clone());
-            servers.push(serve("probes listener", listener, app));
+            let probes_limits = limits(config.probes_max_connections);
+            servers.push(serve("probes listener", listener, app, probes_limits));
             addr
         });
         let probes = probes_addr.map_or_else(|| "off".to_string(), |a| a.to_string());

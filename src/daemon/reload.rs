@@ -175,6 +175,18 @@ fn fixed_at_start(running: &Config, new: &Config) -> Vec<String> {
     if running.admin_token != new.admin_token {
         fixed.push("admin.token_file/token_env");
     }
+    if running.admin_allowed_hosts != new.admin_allowed_hosts {
+        fixed.push("admin.allowed_hosts");
+    }
+    if running.header_read_timeout != new.header_read_timeout {
+        fixed.push("admin.header_read_timeout");
+    }
+    if running.admin_max_connections != new.admin_max_connections {
+        fixed.push("admin.max_connections");
+    }
+    if running.probes_max_connections != new.probes_max_connections {
+        fixed.push("admin.probes_max_connections");
+    }
     if running.ha != new.ha {
         fixed.push("ha");
     }

@@ -613,3 +613,85 @@ async fn readyz_verbose_says_forbidden_when_the_api_server_refuses_the_list() {
     t.sim().faults().clear();
     t.stop().await;
 }
+
+#[tokio::test]
+async fn the_admin_api_refuses_hosts_it_does_not_answer_for_so_dns_rebinding_reads_nothing() {
+    let t = TestDaemon::start(&format!(
+        "admin:\n  token_file: admin-token\n  allowed_hosts: [switchyard-admin.ops.svc]\n{CONFIGMAPS_TO_LOG_EVENTS}"
+    ))
+    .await;
+    let port = t.daemon().admin_addr().port();
+    let http = reqwest::Client::new();
+    let get = async |path: &str, host: &str| {
+        let response = http
+            .get(t.url(path))
+            .header(reqwest::header::HOST, host)
+            .send()
+            .await
+            .unwrap();
+        let code = response.status().as_u16();
+        (code, response.text().await.unwrap())
+    };
+    // A page served as evil.example, its name pointed at 127.0.0.1, reads nothing: not the
+    // reads that need no token on loopback, not the status page.
+    let evil_port = format!("evil.example:{port}");
+    for path in ["/status", "/handlers/log-events/dead-letters", "/", "/nope"] {
+        for host in ["evil.example", evil_port.as_str()] {
+            let (code, body) = get(path, host).await;
+            assert_eq!(code, 421, "{path} for {host}: {body}");
+            let body: serde_json::Value = serde_json::from_str(&body).unwrap();
+            assert_eq!(body["host"], host, "{body}");
+            let error = body["error"].as_str().unwrap();
+            assert!(
+                error.contains(&format!("does not answer for host {host:?}")),
+                "{error}"
+            );
+            assert!(
+                error.contains("add it to admin.allowed_hosts and restart"),
+                "{error}"
+            );
+        }
+    }
+    // The token does not make another host right.
+    let with_token = http
+        .post(t.url("/handlers/log-events/pause"))
+        .header(reqwest::header::HOST, "evil.example")
+        .bearer_auth(support::TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(with_token.status().as_u16(), 421);
+    let handler = t.daemon().handler("log-events").unwrap();
+    assert!(
+        !handler.status().paused,
+        "the refused request changed nothing"
+    );
+    // Its address, loopback's names on any port, and the configured name are answered.
+    let own = format!("127.0.0.1:{port}");
+    let localhost = format!("localhost:{port}");
+    for host in [
+        own.as_str(),
+        "127.0.0.1",
+        localhost.as_str(),
+        "localhost:8080",
+        "[::1]:9470",
+        "switchyard-admin.ops.svc:9470",
+        "Switchyard-Admin.ops.svc",
+    ] {
+        for path in ["/status", "/handlers/log-events/dead-letters", "/"] {
+            let (code, body) = get(path, host).await;
+            assert_eq!(code, 200, "{path} for {host}: {body}");
+        }
+    }
+    // The probes answer whatever the host: kubelet sends the pod's IP.
+    for host in ["evil.example", "10.0.0.5:9471"] {
+        let probe = http
+            .get(t.probes_url("/livez"))
+            .header(reqwest::header::HOST, host)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(probe.status().as_u16(), 200, "{host}");
+    }
+    t.stop().await;
+}

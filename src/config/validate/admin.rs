@@ -1,16 +1,31 @@
-//! `admin:`: where the admin API listens and where its bearer token comes from. The token
-//! is read here, so a missing or empty one is reported at its place, as is an API that
-//! would listen beyond loopback with no token at all; the daemon checks both again when
-//! it starts.
+//! `admin:`: where the admin API listens and where its bearer token comes from, the host
+//! names it answers for, and how both listeners bound their connections. The token is read
+//! here, so a missing or empty one is reported at its place, as is an API that would listen
+//! beyond loopback with no token at all; the daemon checks both again when it starts.
 
 use std::net::SocketAddr;
 use std::path::Path;
+use std::time::Duration;
 
 use serde_json::Value;
 
 use super::errors::Errors;
 use crate::config::schema::AdminFile;
-use crate::config::{DEFAULT_ADMIN_LISTEN, DEFAULT_PROBES_LISTEN, TokenSource};
+use crate::config::{DEFAULT_ADMIN_LISTEN, DEFAULT_PROBES_LISTEN, HostPattern, TokenSource};
+
+/// How long a connection gets to send a request's headers when the config does not say:
+/// far longer than any real client needs, short enough that connections left half-open
+/// go within seconds.
+const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// The admin API's connection limit when the config does not say: people, the status page
+/// and scripts need a handful.
+const DEFAULT_ADMIN_MAX_CONNECTIONS: usize = 128;
+/// The probes listener's when the config does not say: kubelet and a few scrapers.
+const DEFAULT_PROBES_MAX_CONNECTIONS: usize = 256;
+/// The most connections a listener may be given: each holds a file descriptor and buffers.
+const MAX_CONNECTIONS: usize = 65_536;
+/// The longest header read timeout: longer would leave half-open connections for good.
+const MAX_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// The admin API's settings, with defaults filled in.
 pub(super) struct Admin {
@@ -20,6 +35,14 @@ pub(super) struct Admin {
     pub token: Option<TokenSource>,
     /// Where the probes and metrics listener listens, if anywhere.
     pub probes_listen: Option<SocketAddr>,
+    /// Host names it answers besides its address and loopback's.
+    pub allowed_hosts: Vec<HostPattern>,
+    /// How long a connection gets to send a request's headers.
+    pub header_read_timeout: Duration,
+    /// Most connections it keeps open.
+    pub max_connections: usize,
+    /// Most connections the probes listener keeps open.
+    pub probes_max_connections: usize,
 }
 
 /// Reads `admin:`; its defaults when it is absent or cannot be read.
@@ -72,16 +95,75 @@ pub(super) fn build_admin(admin: AdminFile, base: &Path, errors: &mut Errors) ->
             format!("{probes} is admin.listen too: the probes need a port of their own (or null for none)"),
         );
     }
+    let allowed_hosts = allowed_hosts(admin.allowed_hosts.unwrap_or_default(), errors);
+    let header_read_timeout = admin
+        .header_read_timeout
+        .map_or(DEFAULT_HEADER_READ_TIMEOUT, |d| d.0);
+    if header_read_timeout.is_zero() || header_read_timeout > MAX_HEADER_READ_TIMEOUT {
+        errors.at(
+            "admin.header_read_timeout",
+            format!(
+                "{} is not a header read timeout: give one longer than 0 and at most 10m (default 10s)",
+                crate::config::units::HumanDuration(header_read_timeout)
+            ),
+        );
+    }
+    let max_connections = connections(
+        admin.max_connections,
+        DEFAULT_ADMIN_MAX_CONNECTIONS,
+        "admin.max_connections",
+        errors,
+    );
+    let probes_max_connections = connections(
+        admin.probes_max_connections,
+        DEFAULT_PROBES_MAX_CONNECTIONS,
+        "admin.probes_max_connections",
+        errors,
+    );
     Admin {
         listen,
         token,
         probes_listen,
+        allowed_hosts,
+        header_read_timeout,
+        max_connections,
+        probes_max_connections,
     }
+}
+
+/// Reads `admin.allowed_hosts`, each entry that is not a host an error at its place.
+fn allowed_hosts(written: Vec<String>, errors: &mut Errors) -> Vec<HostPattern> {
+    let mut hosts = Vec::new();
+    for (i, entry) in written.iter().enumerate() {
+        match entry.parse::<HostPattern>() {
+            Ok(host) => hosts.push(host),
+            Err(e) => errors.at(
+                format!("admin.allowed_hosts[{i}]"),
+                format!("{e}: list host names as NAME (any port) or NAME:PORT, or * for any host"),
+            ),
+        }
+    }
+    hosts
+}
+
+/// A listener's connection limit: the one written, or `default`; out of range an error at `at`.
+fn connections(written: Option<usize>, default: usize, at: &str, errors: &mut Errors) -> usize {
+    let max = written.unwrap_or(default);
+    if max == 0 || max > MAX_CONNECTIONS {
+        errors.at(
+            at,
+            format!(
+                "{max} is not a connection limit: give 1 to {MAX_CONNECTIONS} (default {default})"
+            ),
+        );
+    }
+    max
 }
 
 #[cfg(test)]
 mod tests {
     use std::path::Path;
+    use std::time::Duration;
 
     use crate::config::{TokenSource, validate};
 
@@ -171,6 +253,60 @@ mod tests {
         assert!(
             same[0].contains(":3:18: admin.probes_listen: 127.0.0.1:9000 is admin.listen too"),
             "{same:?}"
+        );
+    }
+
+    #[test]
+    fn connection_limits_and_allowed_hosts_have_defaults_and_are_checked_at_their_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let load = |admin: &str| {
+            validate(
+                &dir.path().join("c.yaml"),
+                &format!("admin:\n{admin}{ROUTES}"),
+            )
+        };
+        let default = load("  listen: 127.0.0.1:9470\n").unwrap();
+        assert_eq!(default.header_read_timeout, Duration::from_secs(10));
+        assert_eq!(default.admin_max_connections, 128);
+        assert_eq!(default.probes_max_connections, 256);
+        assert!(default.admin_allowed_hosts.is_empty());
+        let set = load(
+            "  allowed_hosts: [switchyard.ops.svc, 'admin.example:443', '*']\n  header_read_timeout: 2s\n  max_connections: 8\n  probes_max_connections: 16\n",
+        )
+        .unwrap();
+        let hosts: Vec<String> = set
+            .admin_allowed_hosts
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(hosts, ["switchyard.ops.svc", "admin.example:443", "*"]);
+        assert_eq!(set.header_read_timeout, Duration::from_secs(2));
+        assert_eq!(
+            (set.admin_max_connections, set.probes_max_connections),
+            (8, 16)
+        );
+        let bad = errors(
+            dir.path(),
+            "  allowed_hosts: [ok, 'http://x/']\n  header_read_timeout: 0s\n  max_connections: 0\n  probes_max_connections: 100000\n",
+        );
+        assert_eq!(bad.len(), 4, "{bad:?}");
+        assert!(
+            bad[0].contains(":2:23: admin.allowed_hosts[1]: \"http://x/\" is not a host name"),
+            "{bad:?}"
+        );
+        assert!(bad[0].contains("NAME:PORT, or * for any host"), "{bad:?}");
+        assert!(
+            bad[1].contains(":3:24: admin.header_read_timeout: 0s is not a header read timeout"),
+            "{bad:?}"
+        );
+        assert!(
+            bad[2].contains(":4:20: admin.max_connections: 0 is not a connection limit: give 1 to 65536 (default 128)"),
+            "{bad:?}"
+        );
+        assert!(
+            bad[3]
+                .contains(":5:27: admin.probes_max_connections: 100000 is not a connection limit"),
+            "{bad:?}"
         );
     }
 

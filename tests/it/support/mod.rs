@@ -61,14 +61,18 @@ pub const TOKEN: &str = "test-admin-token";
 /// Writes `yaml` as `dir/switchyard.yaml` with the plugins folder and admin token filled in
 /// unless `yaml` sets them (`plugins_dir` is the built example plugins, the token is
 /// [`TOKEN`] unless `yaml` has an `admin:` section), through a temporary file and a rename
-/// so a watcher never reads it half-written. Returns the path.
+/// so a watcher never reads it half-written. The file `dir/admin-token` holds [`TOKEN`]
+/// unless it is there already, so an `admin:` section can name it. Returns the path.
 pub fn write_config(dir: &Path, yaml: &str) -> PathBuf {
     let mut text = String::new();
     if !yaml.contains("plugins_dir:") {
         text.push_str(&format!("plugins_dir: {}\n", plugins_dir().display()));
     }
+    let token = dir.join("admin-token");
+    if !token.exists() {
+        std::fs::write(&token, format!("{TOKEN}\n")).expect("write the token");
+    }
     if !yaml.contains("admin:") {
-        std::fs::write(dir.join("admin-token"), format!("{TOKEN}\n")).expect("write the token");
         text.push_str("admin:\n  token_file: admin-token\n");
     }
     text.push_str(yaml);
