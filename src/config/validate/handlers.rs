@@ -248,6 +248,47 @@ routes:
     }
 
     #[test]
+    fn log_limits_are_read_with_defaults_and_a_line_cut_too_short_is_refused_where_it_is() {
+        let text = "\
+handlers:
+  set: {log_line_max: 1Ki, log_call_max: 1Mi, log_call_lines: 20}
+  default: {}
+routes:
+  - {name: a, resource: configmaps, handler: set}
+  - {name: b, resource: configmaps, handler: default}
+";
+        let config = validate(Path::new("c.yaml"), text).unwrap();
+        let logs = |name: &str| {
+            config
+                .handlers
+                .iter()
+                .find(|h| h.name == name)
+                .unwrap()
+                .logs
+        };
+        assert_eq!(
+            logs("set"),
+            crate::config::LogLimits {
+                line_bytes: 1 << 10,
+                call_bytes: 1 << 20,
+                call_lines: 20,
+            }
+        );
+        assert_eq!(logs("default"), crate::config::LogLimits::default());
+
+        let (found, all) = places(&text.replace("log_line_max: 1Ki", "log_line_max: 10"));
+        assert_eq!(
+            found,
+            [(2, 23, "handlers.set.log_line_max".to_string())],
+            "{all}"
+        );
+        assert!(
+            all.contains("log_line_max must be at least 64 bytes, not 10"),
+            "{all}"
+        );
+    }
+
+    #[test]
     fn the_workers_of_all_handlers_must_fit_the_instance_pool() {
         let text = "\
 routes:
