@@ -62,7 +62,7 @@
 //! # Decision: the deadline bounds the call's future, not only the wasm it runs
 //!
 //! Epoch interruption fires only while wasm runs. A plugin waiting in the host (a WASI
-//! clock poll behind `std::thread::sleep`, a Kubernetes write, outbound HTTP) runs none, so
+//! clock poll behind `std::thread::sleep`, a Kubernetes write) runs none, so
 //! a call is also bounded from outside: every part of it (instantiation with `init`, each
 //! `handle`) goes through `by_deadline`, which drops the call's future at the deadline.
 //! wasmtime unwinds the guest wherever it waits, the call fails as a timeout, and the
