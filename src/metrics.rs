@@ -174,6 +174,25 @@ pub struct ShadowLabel {
     pub kind: String,
 }
 
+/// What handlers' log limits held back (`plugin::logs`), counted as it happens.
+#[derive(Clone, Default)]
+pub struct LogLimitFamilies {
+    /// Plugin log lines held back, by kind: `truncated` (cut to `log_line_max`) or
+    /// `dropped` (past a call's `log_call_max` or `log_call_lines`).
+    pub lines: Family<LogLimitLabel, Counter>,
+    /// Bytes of plugin log lines not written: cut from lines, and in lines dropped.
+    pub bytes: Family<NameLabel, Counter>,
+}
+
+/// The labels of `switchyard_handler_log_limited_lines_total`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LogLimitLabel {
+    /// The handler.
+    pub name: String,
+    /// `truncated` or `dropped`.
+    pub kind: String,
+}
+
 /// The labels of `switchyard_replica_info`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReplicaLabel {
@@ -204,6 +223,8 @@ pub struct Metrics {
     workqueue: WorkqueueFamilies,
     /// Stage state, set at scrape time.
     pub stages: StageFamilies,
+    /// What handlers' log limits held back.
+    pub log_limits: LogLimitFamilies,
 }
 
 impl Default for Metrics {
@@ -228,10 +249,22 @@ impl Metrics {
         register_workqueue(&mut registry, &workqueue);
         let stages = StageFamilies::default();
         register_stages(&mut registry, &stages);
+        let log_limits = LogLimitFamilies::default();
+        registry.register(
+            "switchyard_handler_log_limited_lines",
+            "Plugin log lines held back by the handler's log limits, by kind (truncated, dropped)",
+            log_limits.lines.clone(),
+        );
+        registry.register(
+            "switchyard_handler_log_limited_bytes",
+            "Bytes of plugin log lines not written: cut from lines, and in lines dropped",
+            log_limits.bytes.clone(),
+        );
         Self {
             registry: Mutex::new(registry),
             workqueue,
             stages,
+            log_limits,
         }
     }
 

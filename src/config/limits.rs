@@ -53,6 +53,10 @@ pub const MAX_WORKERS: usize = 1024;
 /// runs; a deadline of hours is a unit mistake, and an unbounded one overflows the clock.
 pub const MAX_TIMEOUT: Duration = Duration::from_secs(3600);
 
+/// The shortest `log_line_max`: a line cut shorter than this says too little to be of use,
+/// and the marker saying how much was cut is about as long.
+pub const MIN_LOG_LINE: u64 = 64;
+
 /// A handler value beyond what the plugin engine can give.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LimitError {
@@ -78,6 +82,11 @@ pub enum LimitError {
         "memory of {0} bytes is more than a plugin instance can address: at most 4Gi (4294967296 bytes)"
     )]
     TooMuchMemory(u64),
+    /// A `log_line_max` below [`MIN_LOG_LINE`].
+    #[error(
+        "log_line_max must be at least {MIN_LOG_LINE} bytes, not {0}: a line cut shorter says too little"
+    )]
+    LogLineTooShort(u64),
     /// `qps` negative or not a number.
     #[error("qps must be a non-negative number (0 turns the retry bucket off)")]
     BadQps,
@@ -114,6 +123,15 @@ pub fn check_memory(bytes: u64) -> Result<u64, LimitError> {
     }
 }
 
+/// Checks a handler's `log_line_max`.
+pub fn check_log_line(bytes: u64) -> Result<u64, LimitError> {
+    if bytes < MIN_LOG_LINE {
+        Err(LimitError::LogLineTooShort(bytes))
+    } else {
+        Ok(bytes)
+    }
+}
+
 /// Checks a handler's `qps`.
 pub fn check_qps(qps: f64) -> Result<f64, LimitError> {
     if qps.is_finite() && qps >= 0.0 {
@@ -142,5 +160,7 @@ mod tests {
         assert!(check_qps(f64::NAN).is_err());
         assert!(check_qps(-1.0).is_err());
         assert_eq!(check_qps(0.0), Ok(0.0));
+        assert!(check_log_line(0).is_err());
+        assert_eq!(check_log_line(MIN_LOG_LINE), Ok(MIN_LOG_LINE));
     }
 }

@@ -37,7 +37,7 @@ pub use resource::ResourceName;
 pub use schema::{InstanceMode, OnCorrupt};
 pub use selector::Selector;
 pub use spec::{
-    Condition, Config, Delivery, EventFilter, HaMode, HaSpec, HandlerSpec, InformerSpec,
+    Condition, Config, Delivery, EventFilter, HaMode, HaSpec, HandlerSpec, InformerSpec, LogLimits,
     QuarantineSpec, ResourceRef, RouteFilter, RouteSource, RouteSpec, ShardBy, StateSpec, Test,
 };
 pub use token::{TokenError, TokenSource};

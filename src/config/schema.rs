@@ -209,6 +209,18 @@ pub struct HandlerFile {
     /// [`limits::MAX_MEMORY`]. Default `64Mi`.
     #[serde(default, deserialize_with = "memory")]
     pub memory: Option<ByteSize>,
+    /// The longest plugin log line kept, at least [`limits::MIN_LOG_LINE`] bytes; a longer
+    /// line is cut there, with a marker saying how much was cut. Default `16Ki`.
+    #[serde(default, deserialize_with = "log_line_max")]
+    pub log_line_max: Option<ByteSize>,
+    /// Bytes one call may log in all (lines counted as kept); the call's later lines are
+    /// dropped, and one line says how many. Default `256Ki`.
+    #[serde(default)]
+    pub log_call_max: Option<ByteSize>,
+    /// Lines one call may log; the call's later lines are dropped, and one line says how
+    /// many. Default 1000.
+    #[serde(default)]
+    pub log_call_lines: Option<u32>,
     /// Retries after a failure before the event is dropped. Default 5.
     #[serde(default)]
     pub max_retries: Option<u32>,
@@ -280,6 +292,10 @@ fn timeout<'de, D: Deserializer<'de>>(d: D) -> Result<Option<HumanDuration>, D::
 
 fn memory<'de, D: Deserializer<'de>>(d: D) -> Result<Option<ByteSize>, D::Error> {
     bounded(d, |m: ByteSize| limits::check_memory(m.0).map(ByteSize))
+}
+
+fn log_line_max<'de, D: Deserializer<'de>>(d: D) -> Result<Option<ByteSize>, D::Error> {
+    bounded(d, |m: ByteSize| limits::check_log_line(m.0).map(ByteSize))
 }
 
 fn qps<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {

@@ -116,6 +116,8 @@ pub struct HandlerSpec {
     pub timeout: Duration,
     /// Memory cap for one plugin instance, in bytes.
     pub memory: u64,
+    /// How much one call of the plugin may log.
+    pub logs: LogLimits,
     /// Retries after a failure before the event is dropped.
     pub max_retries: u32,
     /// First retry delay.
@@ -136,6 +138,29 @@ pub struct HandlerSpec {
     pub quarantine: QuarantineSpec,
     /// A fresh plugin instance per event, or one per worker reused across events.
     pub instance: super::schema::InstanceMode,
+}
+
+/// How much one call of a handler's plugin may log (`log_line_max`, `log_call_max`,
+/// `log_call_lines`): what keeps a plugin from flooding the daemon's log, whatever it
+/// writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogLimits {
+    /// The most bytes of a line kept; the rest is cut, and a marker says how much.
+    pub line_bytes: u64,
+    /// The most bytes a call may log, counting lines as kept; its later lines are dropped.
+    pub call_bytes: u64,
+    /// The most lines a call may log; its later lines are dropped.
+    pub call_lines: u32,
+}
+
+impl Default for LogLimits {
+    fn default() -> Self {
+        Self {
+            line_bytes: 16 << 10,
+            call_bytes: 256 << 10,
+            call_lines: 1000,
+        }
+    }
 }
 
 /// When a handler whose plugin keeps failing is quarantined: its events wait in the queue

@@ -32,7 +32,9 @@ use crate::informer::{
     CacheOptions, IndexFn, Indexers, Informer, InformerFactory, SubscriptionId, Transform, WatchKey,
 };
 use crate::metrics::Metrics;
-use crate::plugin::{HostContext, PluginLogs, PluginMetrics, PluginRegistry, PluginUser};
+use crate::plugin::{
+    HostContext, LogCounters, PluginLogs, PluginMetrics, PluginRegistry, PluginUser,
+};
 use crate::router::{ObjectFilter, Route};
 
 /// A route at run time with what it is subscribed to.
@@ -525,7 +527,11 @@ async fn set_host_contexts(
         let mut context = HostContext::new(handler.name().into(), stages.logs.clone())
             .with_capabilities(handler.spec().capabilities.clone())
             .with_client(stages.client.clone())
-            .with_metrics(stages.plugin_metrics.clone());
+            .with_metrics(stages.plugin_metrics.clone())
+            .with_log_limits(
+                handler.spec().logs,
+                LogCounters::of(stages.metrics, handler.name()),
+            );
         for route in config.routes.iter().filter(|r| r.handler == handler.name()) {
             // A watch not served yet grants nothing until it is.
             let served = wiring.routes[&route.name]

@@ -14,8 +14,8 @@ use crate::metrics::Metrics;
 use crate::plugin::imports::PluginMetrics;
 use crate::plugin::imports::capture::{Capture, CapturedMetric, CapturedWrite};
 use crate::plugin::{
-    CallLimits, Event, EventKind, HostContext, Outcome, Plugin, PluginHost, PluginLog, PluginLogs,
-    loader,
+    CallLimits, Event, EventKind, HostContext, LogCounters, Outcome, Plugin, PluginHost, PluginLog,
+    PluginLogs, loader,
 };
 
 /// What one call of the plugin ended with.
@@ -156,7 +156,8 @@ impl Call<'_> {
             HostContext::new(spec.name.as_str().into(), logs)
                 .with_capabilities(spec.capabilities.clone())
                 .with_capture(capture.clone())
-                .with_metrics(metrics),
+                .with_metrics(metrics)
+                .with_log_limits(spec.logs, LogCounters::default()),
         );
         let limits = CallLimits {
             timeout: spec.timeout,

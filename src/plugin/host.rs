@@ -58,6 +58,15 @@
 //! handler's calls finish before its successor starts, so they never overlap.
 //!
 //! [`PluginHost::new`] (used by `switchyard check` and tests) allocates on demand.
+//!
+//! # Decision: the deadline bounds the call's future, not only the wasm it runs
+//!
+//! Epoch interruption fires only while wasm runs. A plugin waiting in the host (a WASI
+//! clock poll behind `std::thread::sleep`, a Kubernetes write) runs none, so
+//! a call is also bounded from outside: every part of it (instantiation with `init`, each
+//! `handle`) goes through `by_deadline`, which drops the call's future at the deadline.
+//! wasmtime unwinds the guest wherever it waits, the call fails as a timeout, and the
+//! instance is never called again. Host imports need no deadline of their own.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -71,7 +80,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use super::bindings::switchyard::plugin::{host, types};
 use super::bindings::{self, HandlerPre};
 use super::imports::HostContext;
-use super::logs::PluginLogs;
+use super::logs::{CallLog, PluginLogs};
 use super::{Error, Result, mib};
 
 /// How often the engine's epoch advances while calls run: the resolution of call
@@ -92,6 +101,8 @@ pub struct CallState {
     context: Arc<HostContext>,
     deadline: Instant,
     timed_out: bool,
+    /// What the call has logged so far, against its handler's log limits.
+    log: CallLog,
 }
 
 impl CallState {
@@ -100,14 +111,13 @@ impl CallState {
         &self.context
     }
 
-    /// Time left until the call's deadline (zero once it has passed).
-    pub(crate) fn remaining(&self) -> Duration {
-        self.deadline.saturating_duration_since(Instant::now())
-    }
-
-    /// Marks the call as stopped by its deadline, so its failure reads as a timeout.
-    pub(crate) fn mark_timed_out(&mut self) {
-        self.timed_out = true;
+    /// Ends the call's log: if lines were dropped past its limits, one line says so.
+    fn end_call(&mut self) {
+        if let Some(note) = self.log.end() {
+            self.context
+                .logs()
+                .record(self.context.handler(), host::Level::Warn, note);
+        }
     }
 }
 
@@ -122,9 +132,11 @@ impl WasiView for CallState {
 
 impl host::Host for CallState {
     async fn log(&mut self, level: host::Level, message: String) -> wasmtime::Result<()> {
-        self.context
-            .logs()
-            .record(self.context.handler(), level, message);
+        if let Some(line) = self.log.admit(message, self.context.log_counters()) {
+            self.context
+                .logs()
+                .record(self.context.handler(), level, line);
+        }
         Ok(())
     }
 }
@@ -546,6 +558,8 @@ impl Plugin {
             ),
             None => None,
         };
+        let deadline = Instant::now() + limits.timeout;
+        let log = CallLog::new(context.log_limits());
         let mut store = Store::new(
             &self.engine,
             CallState {
@@ -553,8 +567,9 @@ impl Plugin {
                 table: ResourceTable::new(),
                 limits: CallLimiter::new(limits.memory),
                 context,
-                deadline: Instant::now() + limits.timeout,
+                deadline,
                 timed_out: false,
+                log,
             },
         );
         store.limiter(|state| &mut state.limits);
@@ -569,26 +584,56 @@ impl Plugin {
             }
         });
         let running = self.ticker.running();
-        let bindings = self
-            .pre
-            .instantiate_async(&mut store)
-            .await
-            .map_err(|e| trap(&store, limits.timeout, "instantiate", e))?;
-        bindings
-            .call_init(&mut store, config_json)
-            .await
-            .map_err(|e| trap(&store, limits.timeout, "init", e))?
-            .map_err(Error::Init)?;
+        let pre = &self.pre;
+        let started = by_deadline(deadline, limits.timeout, async {
+            let bindings = pre
+                .instantiate_async(&mut store)
+                .await
+                .map_err(|e| trap(&store, limits.timeout, "instantiate", e))?;
+            bindings
+                .call_init(&mut store, config_json)
+                .await
+                .map_err(|e| trap(&store, limits.timeout, "init", e))?
+                .map_err(Error::Init)?;
+            Ok(bindings)
+        })
+        .await;
         drop(running);
+        let bindings = match started {
+            Ok(bindings) => bindings,
+            Err(error) => {
+                store.data_mut().end_call();
+                return Err(error);
+            }
+        };
         Ok(PluginInstance {
             store,
             bindings,
             timeout: limits.timeout,
             calls: 0,
+            broken: false,
             _slot: slot,
             ticker: self.ticker.clone(),
         })
     }
+}
+
+/// Runs `call` (a plugin call, or a part of one) until `deadline`, and ends it there as a
+/// timeout of `timeout`: the one bound every call goes through.
+///
+/// Epoch interruption stops a plugin that runs wasm past its deadline, but not one waiting
+/// in the host (a WASI clock poll behind `std::thread::sleep`, a write waiting for the API
+/// server): there no wasm runs, so no epoch check does. Dropping the call's future at the
+/// deadline stops it wherever it is; wasmtime then unwinds the guest's stack, and the
+/// instance is never called again (see [`PluginInstance::handle`]).
+async fn by_deadline<T>(
+    deadline: Instant,
+    timeout: Duration,
+    call: impl Future<Output = Result<T>>,
+) -> Result<T> {
+    tokio::time::timeout_at(tokio::time::Instant::from_std(deadline), call)
+        .await
+        .unwrap_or(Err(Error::Timeout(timeout)))
 }
 
 /// A live instance of a plugin, initialised and ready for events. [`Plugin::call`] uses one
@@ -598,27 +643,46 @@ pub struct PluginInstance {
     bindings: bindings::Handler,
     timeout: Duration,
     calls: u64,
+    /// A call trapped or was stopped at its deadline: whatever state the plugin was left
+    /// in, it is not called again.
+    broken: bool,
     _slot: Option<OwnedSemaphorePermit>,
     ticker: Arc<Ticker>,
 }
 
 impl PluginInstance {
-    /// Runs `handle(event)`. The first call shares the deadline that instantiation started;
-    /// each later call gets a deadline of its own. A trap leaves the instance unusable.
+    /// Runs `handle(event)`. The first call shares the deadline (and the log budget) that
+    /// instantiation started; each later call gets its own. A trap or a timeout leaves the
+    /// instance unusable: every later call fails at once, and the caller should drop it.
     pub async fn handle(&mut self, event: &types::Event) -> Result<types::Outcome> {
+        if self.broken {
+            return Err(Error::Trap(
+                "handle: the instance trapped or timed out in an earlier call and cannot be called again".into(),
+            ));
+        }
         if self.calls > 0 {
             let state = self.store.data_mut();
             state.deadline = Instant::now() + self.timeout;
             state.timed_out = false;
+            state.log = CallLog::new(state.context.log_limits());
             self.store.set_epoch_deadline(1);
         }
         self.calls += 1;
-        let _running = self.ticker.running();
-        self.bindings
-            .call_handle(&mut self.store, event)
-            .await
-            .map_err(|e| trap(&self.store, self.timeout, "handle", e))?
-            .map_err(Error::Handler)
+        let deadline = self.store.data().deadline;
+        let (store, bindings, timeout) = (&mut self.store, &self.bindings, self.timeout);
+        let running = self.ticker.running();
+        let result = by_deadline(deadline, timeout, async {
+            bindings
+                .call_handle(&mut *store, event)
+                .await
+                .map_err(|e| trap(store, timeout, "handle", e))?
+                .map_err(Error::Handler)
+        })
+        .await;
+        drop(running);
+        self.broken = matches!(result, Err(Error::Timeout(_) | Error::Trap(_)));
+        self.store.data_mut().end_call();
+        result
     }
 }
 

@@ -24,7 +24,7 @@ pub use bindings::switchyard::plugin::types::{Event, EventKind, Outcome};
 pub use host::{CallLimits, HostOptions, Plugin, PluginHost, PluginInstance, PoolOptions};
 pub use imports::{HostContext, PluginMetrics};
 pub use loader::{MAX_PLUGIN_FILE_SIZE, PluginFile, READ_DEADLINE, ReadError};
-pub use logs::{About, PluginLog, PluginLogs};
+pub use logs::{About, CallLog, LogCounters, PluginLog, PluginLogs};
 pub use registry::{PluginRegistry, PluginUser, PluginView, Reloaded};
 pub use watcher::PluginWatcher;
 

@@ -1,7 +1,8 @@
 //! Handlers under pressure lose nothing silently and hurt no other handler: a handler whose
 //! concurrency a reload raises keeps to its share of the plugin instance pool, a reload
-//! beyond the pool is refused, events left at shutdown are counted and logged, and a plugin
-//! asking to be called again at once is paced by its handler's rate limit.
+//! beyond the pool is refused, events left at shutdown are counted and logged, a plugin
+//! asking to be called again at once is paced by its handler's rate limit, and one sleeping
+//! past its deadline frees its worker at the deadline.
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
@@ -232,5 +233,53 @@ routes:
         calls as f64 <= allowed,
         "{calls} calls in {window:.2}s; the bucket allows {allowed:.1}"
     );
+    t.stop_within(Duration::ZERO).await;
+}
+
+/// Issue 28, item 5: a plugin sleeping (a WASI clock poll: it waits in the host, where
+/// epoch interruption never fires) held its worker and its key for as long as it slept.
+/// Now the call ends at the handler's `timeout`, is retried and dead-lettered as any
+/// timeout, and the one worker goes on to the other objects meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_sleeping_past_its_timeout_fails_as_a_timeout_and_its_worker_moves_on() {
+    let yaml = "
+handlers:
+  faulty:
+    concurrency: 1
+    timeout: 2s
+    max_retries: 1
+    backoff_base: 10ms
+routes:
+  - name: to-faulty
+    resource: configmaps
+    labels: app=sleepy
+    handler: faulty
+";
+    let t = TestDaemon::start(yaml).await;
+    let (sim, daemon) = (t.sim(), t.daemon());
+    daemon.wait_until_synced().await;
+    let labels = json!({"app": "sleepy"});
+    let annotations = json!({"faulty/sleep-ms": "600000"});
+    create_configmap(sim, "asleep", labels.clone(), annotations).await;
+    for i in 0..3 {
+        create_configmap(sim, &format!("awake-{i}"), labels.clone(), json!({})).await;
+    }
+    let handler = daemon.handler("faulty").unwrap();
+    let letters = support::eventually(
+        "the sleeping event to time out twice and be dead-lettered, the others handled",
+        Duration::from_secs(60),
+        async || {
+            let letters = handler.dead_letters();
+            (letters.len() == 1 && handler.status().processed == 3).then_some(letters)
+        },
+    )
+    .await;
+    assert_eq!(letters[0].object, "default/asleep");
+    assert_eq!(letters[0].attempts, 2);
+    assert_eq!(
+        letters[0].last_error,
+        "deadline of 2s exceeded; the call was stopped"
+    );
+    assert_eq!(handler.status().failed, 2);
     t.stop_within(Duration::ZERO).await;
 }

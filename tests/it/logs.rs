@@ -1,6 +1,7 @@
 //! The daemon's own log, from the binary: JSON with the worker's and the event's span
 //! fields, text without colour when standard error is not a terminal, and one line per
-//! event in both, even for a rejected reload that lists several mistakes.
+//! event in both, even for a rejected reload that lists several mistakes; and what a
+//! plugin logs held to its handler's log limits.
 
 use std::time::Duration;
 
@@ -126,6 +127,103 @@ async fn text_logs_have_no_colour_off_a_terminal_and_one_line_per_event() {
             && plugin.contains("event{route=configmaps object=default/logged}"),
         "{plugin}"
     );
+}
+
+/// Issue 28, item 6: what a plugin logs had no cap (five calls logging 40 MiB each made
+/// 200 MB of the daemon's log). With the default limits, one call logging a 40 MiB line
+/// and then 5,000 lines writes its first 1,000 lines, the long one cut to 16 KiB, and one
+/// line saying what was dropped; the handler's counters count both.
+#[tokio::test]
+async fn a_plugin_flooding_its_log_writes_a_bounded_log_and_is_counted() {
+    let sim = support::start_sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    sim.write_kubeconfig(&kubeconfig).unwrap();
+    let probes = support::free_port();
+    let yaml = format!(
+        "admin:\n  listen: 127.0.0.1:0\n  probes_listen: 127.0.0.1:{probes}\nhandlers:\n  faulty: {{}}\nroutes:\n  - name: configmaps\n    resource: configmaps\n    handler: faulty\n"
+    );
+    let config = support::write_config(dir.path(), &yaml);
+    let args = ["run", "--config", config.to_str().unwrap()];
+    let kube = ["--kubeconfig", kubeconfig.to_str().unwrap()];
+    let daemon = Process::start(&[&args[..], &kube[..]].concat(), &[], &["RUST_LOG"]);
+    daemon
+        .wait_for_line(WAIT, |l| l.contains("list complete"))
+        .await;
+    let huge = (40 << 20).to_string();
+    create_configmap(
+        &sim.client().unwrap(),
+        "default",
+        json!({"metadata": {"name": "flood", "annotations":
+            {"faulty/log-bytes": huge, "faulty/log-lines": "5000"}}}),
+    )
+    .await;
+    // The call's last line: the note on what was dropped (with no limits, the plugin's
+    // own `handled` line).
+    daemon
+        .wait_for_line(WAIT, |l| {
+            l.contains("object=default/flood")
+                && (l.contains("handled added") || l.contains("dropped"))
+        })
+        .await;
+    let lines = daemon.lines();
+    let written: usize = lines.iter().map(|l| l.len() + 1).sum();
+    assert!(
+        written < 1 << 20,
+        "the daemon logged {written} bytes for one call"
+    );
+    let cut = lines
+        .iter()
+        .find(|l| l.contains(" more bytes cut: log_line_max]"))
+        .expect("the long line, cut");
+    assert!(
+        cut.contains(&format!(" … [{} more bytes cut", (40 << 20) - (16 << 10))),
+        "{}",
+        &cut[cut.len() - 100..]
+    );
+    assert!(lines.iter().any(|l| l.contains("line 999 of 5000")));
+    assert!(!lines.iter().any(|l| l.contains("line 1000 of 5000")));
+    let note = lines
+        .iter()
+        .find(|l| l.contains("more log line(s) of this call dropped"))
+        .expect("the line saying what was dropped");
+    assert!(
+        note.contains("4002 more log line(s) of this call dropped")
+            && note.contains("a call may log 1000 line(s) or 256 KiB"),
+        "{note}"
+    );
+
+    let metrics = reqwest::get(format!("http://127.0.0.1:{probes}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let series = |name: &str| {
+        metrics
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("no {name} in:\n{metrics}"))
+    };
+    let lines_limited = "switchyard_handler_log_limited_lines_total";
+    assert_eq!(
+        series(&format!(
+            "{lines_limited}{{name=\"faulty\",kind=\"truncated\"}}"
+        )),
+        1
+    );
+    assert_eq!(
+        series(&format!(
+            "{lines_limited}{{name=\"faulty\",kind=\"dropped\"}}"
+        )),
+        4002
+    );
+    let bytes = series("switchyard_handler_log_limited_bytes_total{name=\"faulty\"}");
+    assert!(bytes > (40 << 20) - (16 << 10), "{bytes}");
+    drop(daemon);
+    sim.stop().await;
 }
 
 #[test]

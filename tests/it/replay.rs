@@ -9,7 +9,7 @@ use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 
 use crate::support;
-use crate::support::process::switchyard;
+use crate::support::process::{switchyard, switchyard_within};
 
 const WAIT: std::time::Duration = std::time::Duration::from_secs(20);
 
@@ -264,6 +264,43 @@ fn replay_exits_1_showing_the_error_of_an_event_that_fails() {
         "{out}"
     );
     assert!(err.contains("1 of 2 event(s) failed"), "{err}");
+}
+
+/// Issue 28, item 5: under `replay` a plugin sleeping in the host (a WASI clock poll) hung
+/// until killed; now its call ends at the handler's `timeout`, as in `run`.
+#[test]
+fn replay_stops_a_plugin_sleeping_past_its_timeout_at_the_deadline() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = support::write_config(
+        dir.path(),
+        &FAULTY.replace("faulty: {}", "faulty: {timeout: 1s}"),
+    );
+    let events = dir.path().join("events.jsonl");
+    let lines = [
+        event("asleep", json!({"faulty/sleep-ms": "600000"})),
+        event("awake", json!({})),
+    ];
+    std::fs::write(&events, lines.join("\n")).unwrap();
+    let args = [
+        "replay",
+        "--config",
+        text(&config),
+        "--events",
+        text(&events),
+    ];
+    let (code, out, err) = switchyard_within(&args, std::time::Duration::from_secs(60));
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        out.contains(
+            "line 1: added default/asleep (route cms, handler faulty) -> error: deadline of 1s \
+             exceeded; the call was stopped\n"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains("line 2: added default/awake (route cms, handler faulty) -> done\n"),
+        "{out}"
+    );
 }
 
 #[test]

@@ -274,3 +274,51 @@ async fn a_reload_adds_and_removes_a_shadow_without_losing_the_queue() {
     );
     t.stop().await;
 }
+
+/// Issue 28, item 5: with a shadow, a plugin sleeping in the host (a WASI clock poll) is
+/// stopped at the deadline too, the primary as the shadow: the primary's failure is a
+/// timeout that dead-letters its event, the shadow's is counted, and the one worker goes
+/// on to the next object.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_primary_and_shadow_sleeping_past_the_timeout_both_end_at_the_deadline() {
+    let yaml = "
+handlers:
+  sleepy:
+    plugin: faulty
+    shadow: faulty-v2
+    concurrency: 1
+    timeout: 1s
+    max_retries: 0
+routes:
+  - {name: cms, resource: configmaps, handler: sleepy}
+";
+    let t = TestDaemon::builder(yaml)
+        .plugin_file("faulty", "faulty")
+        .plugin_file("faulty-v2", "faulty")
+        .start()
+        .await;
+    t.create_configmap(json!({"metadata": {"name": "asleep",
+        "annotations": {"faulty/sleep-ms": "600000"}}}))
+        .await;
+    t.create_configmap(json!({"metadata": {"name": "awake"}}))
+        .await;
+    let view = support::eventually(
+        "both events compared, the sleeping one failed on both sides",
+        WAIT,
+        async || {
+            let (_, view) = t.get("/handlers/sleepy/shadow").await;
+            (view["compared"] == 2 && view["shadow_errors"] == 1).then_some(view)
+        },
+    )
+    .await;
+    assert_eq!(view["same"], 2, "{view:#}");
+    let (_, letters) = t.get("/handlers/sleepy/dead-letters").await;
+    let letters = letters["dead_letters"].as_array().unwrap();
+    assert_eq!(letters.len(), 1, "{letters:#?}");
+    assert_eq!(letters[0]["object"], "default/asleep");
+    assert_eq!(
+        letters[0]["last_error"],
+        "deadline of 1s exceeded; the call was stopped"
+    );
+    t.stop_within(Duration::ZERO).await;
+}

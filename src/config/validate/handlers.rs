@@ -10,13 +10,14 @@ use super::errors::Errors;
 use super::names::is_valid_name;
 use crate::config::limits::MAX_WORKERS;
 use crate::config::schema::HandlerFile;
-use crate::config::{HandlerSpec, QuarantineSpec};
+use crate::config::{HandlerSpec, LogLimits, QuarantineSpec};
 
 /// Builds the handler `name`. Each value was held to its bounds as it was read (see
 /// [`crate::config::limits`]); what is left are the checks across values.
 pub(super) fn build_handler(name: String, h: HandlerFile, errors: &mut Errors) -> HandlerSpec {
     let at = |field: &str| format!("handlers.{name}.{field}");
     let quarantine = quarantine(&h, &at, errors);
+    let logs = log_limits(&h);
     let plugin = match h.plugin {
         Some(p) => checked_plugin(&at("plugin"), p, errors),
         None => name.clone(),
@@ -55,6 +56,7 @@ pub(super) fn build_handler(name: String, h: HandlerFile, errors: &mut Errors) -
         concurrency: h.concurrency.unwrap_or(2),
         timeout: h.timeout.map_or(Duration::from_secs(5), |d| d.0),
         memory: h.memory.map_or(64 << 20, |m| m.0),
+        logs,
         max_retries: h.max_retries.unwrap_or(5),
         backoff_base,
         backoff_cap,
@@ -62,6 +64,17 @@ pub(super) fn build_handler(name: String, h: HandlerFile, errors: &mut Errors) -
         quarantine,
         instance: h.instance.unwrap_or_default(),
         name,
+    }
+}
+
+/// The handler's log limits, defaults filled in (each was held to its bounds as it was
+/// read).
+fn log_limits(h: &HandlerFile) -> LogLimits {
+    let default = LogLimits::default();
+    LogLimits {
+        line_bytes: h.log_line_max.map_or(default.line_bytes, |b| b.0),
+        call_bytes: h.log_call_max.map_or(default.call_bytes, |b| b.0),
+        call_lines: h.log_call_lines.unwrap_or(default.call_lines),
     }
 }
 
@@ -230,6 +243,47 @@ routes:
         );
         assert!(
             all.contains("handlers.small.memory: memory must be at least 64Ki"),
+            "{all}"
+        );
+    }
+
+    #[test]
+    fn log_limits_are_read_with_defaults_and_a_line_cut_too_short_is_refused_where_it_is() {
+        let text = "\
+handlers:
+  set: {log_line_max: 1Ki, log_call_max: 1Mi, log_call_lines: 20}
+  default: {}
+routes:
+  - {name: a, resource: configmaps, handler: set}
+  - {name: b, resource: configmaps, handler: default}
+";
+        let config = validate(Path::new("c.yaml"), text).unwrap();
+        let logs = |name: &str| {
+            config
+                .handlers
+                .iter()
+                .find(|h| h.name == name)
+                .unwrap()
+                .logs
+        };
+        assert_eq!(
+            logs("set"),
+            crate::config::LogLimits {
+                line_bytes: 1 << 10,
+                call_bytes: 1 << 20,
+                call_lines: 20,
+            }
+        );
+        assert_eq!(logs("default"), crate::config::LogLimits::default());
+
+        let (found, all) = places(&text.replace("log_line_max: 1Ki", "log_line_max: 10"));
+        assert_eq!(
+            found,
+            [(2, 23, "handlers.set.log_line_max".to_string())],
+            "{all}"
+        );
+        assert!(
+            all.contains("log_line_max must be at least 64 bytes, not 10"),
             "{all}"
         );
     }

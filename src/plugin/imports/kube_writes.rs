@@ -2,12 +2,12 @@
 //! `capabilities:` grant it, made with the daemon's own client through the dynamic API and
 //! the resource as the route's informer resolved it.
 //!
-//! A write awaits the API server while the plugin waits, so epoch interruption (which only
-//! fires while wasm code runs) cannot stop it: each write is given what is left of the
-//! call's deadline, and one that runs past it ends the call as a timeout.
+//! A write awaits the API server while the plugin waits. Epoch interruption (which only
+//! fires while wasm code runs) cannot stop it there; the host's bound on the whole call
+//! does (`plugin::host`): a write still waiting at the call's deadline ends the call as a
+//! timeout.
 
 use crate::util::kube_error;
-use std::future::Future;
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -311,26 +311,6 @@ fn failed(
     )
 }
 
-impl CallState {
-    /// Runs a write with what is left of the call's deadline. Past it, the call ends as a
-    /// timeout (a trap the host turns into the deadline error).
-    async fn within_deadline<T>(
-        &mut self,
-        action: &str,
-        write: impl Future<Output = Result<T, String>>,
-    ) -> wasmtime::Result<Result<T, String>> {
-        match tokio::time::timeout(self.remaining(), write).await {
-            Ok(result) => Ok(result),
-            Err(_) => {
-                self.mark_timed_out();
-                Err(wasmtime::Error::msg(format!(
-                    "{action} was still waiting for the API server at the call's deadline"
-                )))
-            }
-        }
-    }
-}
-
 impl wit::Host for CallState {
     async fn apply(
         &mut self,
@@ -341,7 +321,7 @@ impl wit::Host for CallState {
     ) -> wasmtime::Result<Result<String, String>> {
         let ctx = self.context().clone();
         let write = ctx.apply(&resource, namespace.as_deref(), &name, &body);
-        self.within_deadline("apply", write).await
+        Ok(write.await)
     }
 
     async fn merge_patch(
@@ -353,7 +333,7 @@ impl wit::Host for CallState {
     ) -> wasmtime::Result<Result<String, String>> {
         let ctx = self.context().clone();
         let write = ctx.merge_patch(&resource, namespace.as_deref(), &name, &patch);
-        self.within_deadline("merge-patch", write).await
+        Ok(write.await)
     }
 
     async fn delete(
@@ -364,7 +344,7 @@ impl wit::Host for CallState {
     ) -> wasmtime::Result<Result<(), String>> {
         let ctx = self.context().clone();
         let write = ctx.delete(&resource, namespace.as_deref(), &name);
-        self.within_deadline("delete", write).await
+        Ok(write.await)
     }
 
     async fn create_event(
@@ -376,6 +356,6 @@ impl wit::Host for CallState {
     ) -> wasmtime::Result<Result<(), String>> {
         let ctx = self.context().clone();
         let write = ctx.create_event(&object, &event_type, &reason, &message);
-        self.within_deadline("create-event", write).await
+        Ok(write.await)
     }
 }

@@ -11,7 +11,8 @@
 //!
 //! Every refusal and failure is an `Err(String)` the plugin gets back (it usually returns
 //! it from `handle`, so the event is retried and the message shows in the handler's last
-//! errors); only a write that runs past the call's deadline ends the call, as a timeout.
+//! errors); only a write that runs past the call's deadline ends the call, as a timeout
+//! (the host bounds the whole call: see `plugin::host`).
 
 pub mod cache;
 pub mod capture;
@@ -20,10 +21,10 @@ pub mod metrics;
 
 use std::sync::Arc;
 
-use crate::config::Capabilities;
+use crate::config::{Capabilities, LogLimits};
 use crate::informer::Informer;
 
-use super::logs::PluginLogs;
+use super::logs::{LogCounters, PluginLogs};
 pub use metrics::{MAX_SERIES_PER_HANDLER, MetricType, PluginMetrics};
 
 /// Everything a handler's plugin calls reach through the host imports: who is calling, what
@@ -39,6 +40,8 @@ pub struct HostContext {
     client: Option<kube::Client>,
     metrics: Option<Arc<PluginMetrics>>,
     capture: Option<Arc<capture::Capture>>,
+    log_limits: LogLimits,
+    log_counters: LogCounters,
 }
 
 impl std::fmt::Debug for HostContext {
@@ -73,7 +76,18 @@ impl HostContext {
             client: None,
             metrics: None,
             capture: None,
+            log_limits: LogLimits::default(),
+            log_counters: LogCounters::default(),
         }
+    }
+
+    /// Holds each call's log lines to `limits` (the defaults otherwise), counting what they
+    /// hold back in `counters`.
+    #[must_use]
+    pub fn with_log_limits(mut self, limits: LogLimits, counters: LogCounters) -> Self {
+        self.log_limits = limits;
+        self.log_counters = counters;
+        self
     }
 
     /// Sends the plugin's log lines to `logs` instead.
@@ -130,6 +144,16 @@ impl HostContext {
     /// Where the plugin's log lines go.
     pub fn logs(&self) -> &PluginLogs {
         &self.logs
+    }
+
+    /// How much one call may log.
+    pub fn log_limits(&self) -> LogLimits {
+        self.log_limits
+    }
+
+    /// Where what the log limits hold back is counted.
+    pub fn log_counters(&self) -> &LogCounters {
+        &self.log_counters
     }
 
     /// The writes granted.

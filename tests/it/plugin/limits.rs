@@ -105,6 +105,48 @@ async fn an_endless_loop_is_stopped_after_the_host_sat_idle() {
     assert!(matches!(err, Error::Timeout(_)), "{err}");
 }
 
+/// Issue 28, item 5: a plugin in `std::thread::sleep` waits in the host (a WASI clock
+/// poll), where epoch interruption never fires; the call still ends at its deadline.
+#[tokio::test]
+async fn a_plugin_sleeping_in_the_host_is_stopped_at_the_deadline() {
+    let sleeping = call(json!({"faulty/sleep-ms": "600000"}));
+    let err = tokio::time::timeout(Duration::from_secs(30), sleeping)
+        .await
+        .expect("the call must end at its deadline, not after the plugin's 600 s sleep")
+        .unwrap_err();
+    assert!(matches!(err, Error::Timeout(_)), "{err}");
+    assert_eq!(
+        err.to_string(),
+        "deadline of 500ms exceeded; the call was stopped"
+    );
+}
+
+#[tokio::test]
+async fn a_kept_instance_stopped_at_its_deadline_is_never_called_again() {
+    let host = PluginHost::new().unwrap();
+    let plugin = loader::load(&host, &support::plugins_dir(), "faulty")
+        .await
+        .unwrap();
+    let logs = PluginLogs::default();
+    let mut kept = plugin
+        .instantiate(Arc::from("faulty"), &logs, &limits(), "null")
+        .await
+        .unwrap();
+    kept.handle(&event(json!({}))).await.unwrap();
+    let asleep = event(json!({"faulty/sleep-ms": "600000"}));
+    let err = tokio::time::timeout(Duration::from_secs(30), kept.handle(&asleep))
+        .await
+        .expect("the kept instance's call must end at its deadline")
+        .unwrap_err();
+    assert!(matches!(err, Error::Timeout(_)), "{err}");
+    let err = kept.handle(&event(json!({}))).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "plugin trapped in handle: the instance trapped or timed out in an earlier call and \
+         cannot be called again"
+    );
+}
+
 #[tokio::test]
 async fn memory_past_the_cap_is_refused() {
     let err = call(json!({"faulty/allocate-mib": "64"}))

@@ -25,12 +25,12 @@ handlers:
     )
 }
 
-/// Creates ConfigMap `name` (failing with `error`, if given) and returns the number of the
-/// call the plugin logged for it, once the call is over.
-async fn call_number(t: &mut TestDaemon, name: &str, error: Option<&str>) -> u32 {
+/// Creates ConfigMap `name` (failing as the annotation `failure` asks, if given) and
+/// returns the number of the call the plugin logged for it, once the call is over.
+async fn call_number(t: &mut TestDaemon, name: &str, failure: Option<(&str, &str)>) -> u32 {
     let mut annotations = json!({"faulty/count": "true"});
-    if let Some(error) = error {
-        annotations["faulty/error"] = error.into();
+    if let Some((annotation, value)) = failure {
+        annotations[annotation] = value.into();
     }
     t.create_configmap(json!({"metadata": {"name": name, "annotations": annotations}}))
         .await;
@@ -40,7 +40,7 @@ async fn call_number(t: &mut TestDaemon, name: &str, error: Option<&str>) -> u32
         .next()
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("a call number in {:?}", line.message));
-    if error.is_some() {
+    if failure.is_some() {
         support::eventually("the dead letter", WAIT, async || {
             let (_, status) = t.get("/status").await;
             (status["handlers"][0]["dead_letters"].as_u64() > Some(0)).then_some(())
@@ -67,9 +67,27 @@ async fn a_reused_instance_counts_its_calls_until_one_fails() {
         seen.push(call_number(&mut t, name, None).await);
     }
     assert_eq!(seen, [1, 2, 3]);
-    assert_eq!(call_number(&mut t, "bad", Some("broken")).await, 4);
+    assert_eq!(
+        call_number(&mut t, "bad", Some(("faulty/error", "broken"))).await,
+        4
+    );
     // The failed call's instance is gone: the next event starts a fresh one.
     assert_eq!(call_number(&mut t, "d", None).await, 1);
+    t.stop().await;
+}
+
+/// Issue 28, item 5: a call stopped at its deadline while the plugin slept in the host
+/// drops the instance, as a trap does; the next event gets a fresh one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reused_instance_stopped_at_its_deadline_is_dropped() {
+    let mut t = TestDaemon::builder(&config("    instance: reuse\n    timeout: 1s\n"))
+        .plugin_file("faulty", "faulty")
+        .start()
+        .await;
+    assert_eq!(call_number(&mut t, "a", None).await, 1);
+    let asleep = Some(("faulty/sleep-ms", "600000"));
+    assert_eq!(call_number(&mut t, "asleep", asleep).await, 2);
+    assert_eq!(call_number(&mut t, "b", None).await, 1);
     t.stop().await;
 }
 

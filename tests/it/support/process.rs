@@ -139,3 +139,48 @@ pub fn switchyard_with_env(args: &[&str], env: &[(&str, &str)]) -> (i32, String,
         String::from_utf8_lossy(&output.stderr).into_owned(),
     )
 }
+
+/// Like [`switchyard`], but kills it and panics, saying what it wrote, if it has not ended
+/// within `limit`: for a command that must not hang.
+pub fn switchyard_within(args: &[&str], limit: Duration) -> (i32, String, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_switchyard"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run switchyard");
+    let read = |mut pipe: Box<dyn std::io::Read + Send>| {
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = pipe.read_to_string(&mut text);
+            text
+        })
+    };
+    let out = read(Box::new(
+        child.stdout.take().expect("piped standard output"),
+    ));
+    let err = read(Box::new(child.stderr.take().expect("piped standard error")));
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for switchyard") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "switchyard {} was still running after {limit:?}; killed. It wrote:\n{}{}",
+                args.join(" "),
+                out.join().unwrap_or_default(),
+                err.join().unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    (
+        status.code().unwrap_or(-1),
+        out.join().unwrap_or_default(),
+        err.join().unwrap_or_default(),
+    )
+}

@@ -15,7 +15,11 @@
 //! - `faulty/requeue-ms: N` asks to be called again after N ms whenever the attempt number
 //!   is 1 (a requeue is not a retry, so that is every call);
 //! - `faulty/count: "true"` logs `call N of this instance`, N counting the calls the
-//!   instance has had (1 in a fresh instance).
+//!   instance has had (1 in a fresh instance);
+//! - `faulty/sleep-ms: N` sleeps N ms with `std::thread::sleep` (a WASI monotonic-clock
+//!   poll: the plugin waits in the host, running no wasm);
+//! - `faulty/log-bytes: N` logs one line of N bytes (`x` repeated);
+//! - `faulty/log-lines: N` logs N lines, `line I of N`.
 //!
 //! Every call that gets past those logs `handled KIND NAMESPACE/NAME rv=RV attempt=N`.
 
@@ -41,6 +45,19 @@ impl Handler for Faulty {
         let object: Value = serde_json::from_str(&event.object).map_err(|e| e.to_string())?;
         if annotation(&object, "faulty/count") == Some("true") {
             log(Level::Info, &format!("call {calls} of this instance"));
+        }
+        if let Some(ms) = annotation(&object, "faulty/sleep-ms").and_then(|n| n.parse().ok()) {
+            std::thread::sleep(std::time::Duration::from_millis(ms));
+        }
+        if let Some(bytes) = annotation(&object, "faulty/log-bytes").and_then(|n| n.parse().ok())
+        {
+            log(Level::Info, &"x".repeat(bytes));
+        }
+        if let Some(n) = annotation(&object, "faulty/log-lines").and_then(|n| n.parse::<u32>().ok())
+        {
+            for i in 1..=n {
+                log(Level::Info, &format!("line {i} of {n}"));
+            }
         }
         if let Some(message) = annotation(&object, "faulty/error") {
             return Err(message.to_string());
