@@ -139,21 +139,19 @@ impl Route {
     /// Delivers what changed between `prior` and the object `delta` carries.
     fn difference(&self, delta: &Delta, new: &Arc<CachedObject>, prior: &RouteRecord) {
         let key = new.key().as_str();
-        let gone = |route: &Route| {
-            if let Some(last_known) = stub(prior, key) {
-                route.emit(&Delta::Deleted {
-                    last_known,
-                    final_state_unknown: true,
-                });
-            }
-            route.remember(&Delta::Deleted {
+        // `emit` records what it hands over (and what the route's kinds of change skip).
+        let gone = |route: &Route| match stub(prior, key) {
+            Some(last_known) => route.emit(&Delta::Deleted {
+                last_known,
+                final_state_unknown: true,
+            }),
+            None => route.remember(&Delta::Deleted {
                 last_known: new.clone(),
                 final_state_unknown: true,
-            });
+            }),
         };
         if let Delta::Deleted { .. } = delta {
             self.emit(delta);
-            self.remember(delta);
             return;
         }
         if self.filter.apply(&Delta::Added(new.clone())).is_none() {
@@ -166,7 +164,6 @@ impl Route {
             Some(r) if r.uid != prior.uid => {
                 gone(self);
                 self.emit(&added);
-                self.remember(&added);
             }
             _ => {
                 let updated = match stub(prior, key) {
@@ -177,7 +174,6 @@ impl Route {
                     None => added,
                 };
                 self.emit(&updated);
-                self.remember(&updated);
             }
         }
     }
@@ -206,13 +202,14 @@ impl Route {
         gone.sort_by(|a, b| a.0.cmp(&b.0));
         tracing::info!(route = %self.name, unchanged = baseline.unchanged, changed = baseline.changed, deleted = gone.len(), "route restored from the state store: delivering the difference from the last run");
         for (key, prior) in gone {
-            if let Some(last_known) = stub(&prior, &key) {
-                self.emit(&Delta::Deleted {
+            match stub(&prior, &key) {
+                // Recorded (forgotten) by `emit`, with the handler's queue entry.
+                Some(last_known) => self.emit(&Delta::Deleted {
                     last_known,
                     final_state_unknown: true,
-                });
+                }),
+                None => memory.state.forgot(&self.name, &key),
             }
-            memory.state.forgot(&self.name, &key);
         }
     }
 }
