@@ -171,6 +171,8 @@ pub struct Shared {
     election: Option<Arc<ElectionStatus>>,
     /// The membership's counters, in sharded mode.
     shards: Option<Arc<crate::sharding::ShardStatus>>,
+    /// In sharded mode, this replica's hold on its ranges, which handlers check.
+    tenure: Option<Arc<crate::sharding::Tenure>>,
     /// How replicas share the work.
     ha: crate::config::HaSpec,
     /// The state store (`state_dir:`), if any.
@@ -274,6 +276,7 @@ impl Shared {
             active: watch::channel(config.ha.mode != HaMode::Leader).0,
             election: None,
             shards: None,
+            tenure: None,
             ha: config.ha.clone(),
             state: None,
             state_metrics: Default::default(),
@@ -314,6 +317,7 @@ impl Shared {
             client: &self.client,
             plugin_metrics: &self.plugin_metrics,
             active: &self.active,
+            tenure: self.tenure.as_ref(),
             state: self.state.as_ref(),
         }
     }
@@ -615,9 +619,10 @@ impl Daemon {
                 tx,
                 stopped,
             );
-            Arc::get_mut(&mut shared)
-                .expect("nothing else holds the shared state yet")
-                .shards = Some(membership.status());
+            let unique =
+                Arc::get_mut(&mut shared).expect("nothing else holds the shared state yet");
+            unique.shards = Some(membership.status());
+            unique.tenure = Some(membership.tenure());
             (stop, task)
         });
         // In leader mode the election runs before the handlers start: they wait, paused by

@@ -93,6 +93,8 @@ pub struct Stages<'a> {
     pub plugin_metrics: &'a Arc<PluginMetrics>,
     /// The replica's gate: handlers run only while it is true.
     pub active: &'a tokio::sync::watch::Sender<bool>,
+    /// In sharded mode, this replica's hold on its ranges, checked before each call.
+    pub tenure: Option<&'a Arc<crate::sharding::Tenure>>,
     /// The state store (`state_dir:`), if any.
     pub state: Option<&'a crate::state::State>,
 }
@@ -299,6 +301,9 @@ impl Topology {
                     );
                     if let Some(state) = stages.state {
                         new.set_state(state.clone());
+                    }
+                    if let Some(tenure) = stages.tenure {
+                        new.set_tenure(tenure.clone());
                     }
                     new.hold();
                     match old {

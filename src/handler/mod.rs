@@ -90,6 +90,8 @@ pub struct Handler {
     state: OnceLock<crate::state::State>,
     /// The plugin compared with the handler's on every event, if `shadow:` names one.
     shadow: Option<Arc<shadow::Shadow>>,
+    /// In sharded mode, this replica's hold on its ranges, checked before each call.
+    tenure: OnceLock<Arc<crate::sharding::Tenure>>,
 }
 
 impl Handler {
@@ -132,6 +134,7 @@ impl Handler {
             recent: Mutex::new(Recent::default()),
             state: OnceLock::new(),
             shadow,
+            tenure: OnceLock::new(),
         });
         let workers = (0..handler.spec.concurrency)
             .map(|worker| {

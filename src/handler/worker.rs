@@ -66,6 +66,20 @@ impl Handler {
                 .borrow_and_update()
                 .clone()
                 .expect("a plugin once set is never removed");
+            // Checked here, with nothing awaited between it and the call: after a pause
+            // this may be the first code to run, before any timer task.
+            if let Some(tenure) = self.tenure.get().filter(|t| !t.holds()) {
+                // This replica's Lease was not renewed in time (a pause, an outage): its
+                // ranges may be another's now. The key waits; the informers release what
+                // this replica lost, and it handles the rest once it claims ranges again.
+                self.queue.done(&key);
+                self.queue.add(key);
+                tokio::select! {
+                    () = tenure.claimed() => {}
+                    _ = self.wait_for_shutdown() => return,
+                }
+                continue;
+            }
             if let Some((delivery, event)) = self.take_next(&key) {
                 // Write-ahead: the event is in the store before the plugin sees it.
                 tokio::select! {
@@ -266,6 +280,12 @@ fn plugin_event(key: &WorkKey, event: &PendingEvent, attempt: u32) -> Event {
 }
 
 impl Handler {
+    /// In sharded mode: workers call the plugin only while `tenure` holds (checked right
+    /// before each call). Set once, before any event.
+    pub fn set_tenure(&self, tenure: Arc<crate::sharding::Tenure>) {
+        let _ = self.tenure.set(tenure);
+    }
+
     /// Waits until the handler is neither paused nor held by the replica's gate; false if
     /// either sender went away.
     async fn wait_until_running(&self) -> bool {

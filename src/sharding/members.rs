@@ -7,8 +7,11 @@
 //! contiguous range ([`super::split`]) and publishes it as an [`Assignment`].
 //!
 //! A replica that cannot renew its own Lease for `renew_deadline` gives up its range (owns
-//! nothing) before the others may take it over, as a leader steps down; on shutdown it
-//! deletes its Lease, so the others take over at their next poll.
+//! nothing) before the others may take it over, as a leader steps down: its
+//! [`Tenure`] checks the deadline before each plugin call, not only at each poll. On
+//! shutdown it deletes its Lease, so the others take over at their next poll; a replica
+//! that counts another dead deletes that one's Lease (if it has not changed since), so a
+//! replica started later never counts a dead one live.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -19,12 +22,13 @@ use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
-use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::api::{DeleteParams, ListParams, PostParams, Preconditions};
 use serde::Serialize;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::HashRange;
+use super::tenure::{Stamp, Tenure};
 use crate::config::HaSpec;
 use crate::util::lock;
 
@@ -79,6 +83,22 @@ impl ShardStatus {
         self.losses.load(Ordering::Relaxed)
     }
 
+    /// Counts a successful renewal.
+    pub(super) fn count_renewal(&self) {
+        self.renewals.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a range given up because the Lease was not renewed in time.
+    pub(super) fn count_loss(&self) {
+        self.losses.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Records a new assignment, counting the change.
+    pub(super) fn set_assignment(&self, next: Assignment) {
+        self.changes.fetch_add(1, Ordering::Relaxed);
+        *lock(&self.assignment) = next;
+    }
+
     /// The `/status` view.
     pub fn view(&self) -> ShardView {
         let a = self.assignment();
@@ -91,9 +111,11 @@ impl ShardStatus {
     }
 }
 
-/// A running membership: the assignment as it changes, and its counters.
+/// A running membership: the assignment as it changes, this replica's hold on it, and
+/// its counters.
 pub struct Membership {
     assignment: watch::Receiver<Option<Assignment>>,
+    tenure: Arc<Tenure>,
     status: Arc<ShardStatus>,
 }
 
@@ -117,9 +139,27 @@ impl Membership {
     ) -> (Self, tokio::task::JoinHandle<()>) {
         let status = Arc::new(ShardStatus::default());
         let assignment = tx.subscribe();
+        let tenure = Arc::new(Tenure::new(
+            &spec.identity,
+            spec.renew_deadline,
+            tx,
+            status.clone(),
+        ));
         let poller = Poller::new(client, &spec);
-        let task = tokio::spawn(run(spec, poller, tx, status.clone(), stop));
-        (Self { assignment, status }, task)
+        let task = tokio::spawn(run(spec, poller, tenure.clone(), stop));
+        (
+            Self {
+                assignment,
+                tenure,
+                status,
+            },
+            task,
+        )
+    }
+
+    /// This replica's hold on its ranges, which workers check before each call.
+    pub fn tenure(&self) -> Arc<Tenure> {
+        self.tenure.clone()
     }
 
     /// The assignment and its changes.
@@ -163,92 +203,45 @@ pub fn ranges_of(members: &[String], identity: &str) -> Vec<HashRange> {
 async fn run(
     spec: HaSpec,
     mut poller: Poller,
-    tx: watch::Sender<Option<Assignment>>,
-    status: Arc<ShardStatus>,
+    tenure: Arc<Tenure>,
     mut stop: watch::Receiver<bool>,
 ) {
-    let mut renewed: Option<Instant> = None;
     let mut polls = 0u32;
     loop {
         polls = polls.saturating_add(1);
         if *stop.borrow() {
             break;
         }
+        // Polls start every retry period, or at once when one took longer.
+        let next = Instant::now() + spec.retry_period;
+        // Taken before the request: the renewal counts from when it was sent, so a pause
+        // while it is under way cannot make an old renewal look new.
+        let sent = Stamp::now();
         match poller.renew().await {
             Ok(()) => {
-                renewed = Some(Instant::now());
-                status.renewals.fetch_add(1, Ordering::Relaxed);
+                tenure.renewed(sent);
+                tenure.status().count_renewal();
             }
             Err(e) => {
                 tracing::warn!(lease = %poller.own, error = %e, "cannot renew this replica's shard lease")
             }
         }
-        let holding = renewed.is_some_and(|at| at.elapsed() < spec.renew_deadline);
-        let next = match poller.live_members(spec.lease_duration).await {
-            Ok(mut members) => {
-                if holding && !members.contains(&spec.identity) {
-                    members.push(spec.identity.clone());
-                    members.sort();
-                }
-                let ranges = if holding {
-                    ranges_of(&members, &spec.identity)
-                } else {
-                    Vec::new()
-                };
-                Some(Assignment { members, ranges })
-            }
+        let members = match poller.live_members(spec.lease_duration).await {
+            Ok(members) => Some(members),
             Err(e) => {
+                // The current ranges are kept until the renew deadline passes.
                 tracing::warn!(error = %e, "cannot list the shard leases");
-                // Keep the current ranges until the renew deadline passes.
-                let current = tx.borrow().clone();
-                current.map(|mut a| {
-                    if !holding {
-                        a.ranges.clear();
-                    }
-                    a
-                })
+                None
             }
         };
         // The first poll only announces this replica: replicas starting together see each
         // other at the second one, before any claims a range.
-        if let Some(next) = next.filter(|_| polls > 1) {
-            publish(&tx, &status, next, &spec.identity);
-        }
-        if sleep_or_stop(spec.retry_period, &mut stop).await {
+        tenure.settle(members, polls == 1);
+        if sleep_or_stop(next, &mut stop).await {
             break;
         }
     }
     poller.delete().await;
-}
-
-/// Sends `next` when it differs from what was sent, counting the change (and a loss when
-/// ranges were given up).
-fn publish(
-    tx: &watch::Sender<Option<Assignment>>,
-    status: &ShardStatus,
-    next: Assignment,
-    identity: &str,
-) {
-    if tx.borrow().as_ref() == Some(&next) {
-        return;
-    }
-    let had = tx.borrow().as_ref().is_some_and(|a| !a.ranges.is_empty());
-    if had && next.ranges.is_empty() {
-        status.losses.fetch_add(1, Ordering::Relaxed);
-        tracing::warn!(
-            identity,
-            "gave up this replica's shard: its lease was not renewed within the renew deadline"
-        );
-    }
-    tracing::info!(
-        identity,
-        members = %next.members.join(","),
-        ranges = %next.ranges.iter().map(ToString::to_string).collect::<Vec<_>>().join(" "),
-        "shard assignment changed"
-    );
-    status.changes.fetch_add(1, Ordering::Relaxed);
-    *lock(&status.assignment) = next.clone();
-    tx.send_replace(Some(next));
 }
 
 /// This replica's Lease and what it saw of the others'.
@@ -260,6 +253,8 @@ struct Poller {
     duration_seconds: i32,
     /// Per Lease name: its resourceVersion when last seen changed, and when (local clock).
     seen: HashMap<String, (String, Instant)>,
+    /// This replica's Lease as it last wrote it.
+    written: Option<Lease>,
 }
 
 impl Poller {
@@ -272,57 +267,72 @@ impl Poller {
             duration_seconds: i32::try_from(spec.lease_duration.as_secs().max(1))
                 .unwrap_or(i32::MAX),
             seen: HashMap::new(),
+            written: None,
         }
     }
 
-    /// Creates this replica's Lease, or writes a new renew time into it.
+    /// Creates this replica's Lease, or writes a new renew time into it: straight over the
+    /// version it last wrote (one request, as client-go's leader renews), or after reading
+    /// it when that fails with a conflict or the Lease is gone.
     async fn renew(&mut self) -> Result<(), String> {
         let now = MicroTime(Timestamp::now());
         let shown = |e: kube::Error| crate::util::kube_error(&e).to_string();
-        let current = self.api.get_opt(&self.own).await.map_err(shown)?;
-        let mut labels = std::collections::BTreeMap::new();
-        labels.insert(MEMBER_LABEL.to_string(), self.group.clone());
-        let spec = LeaseSpec {
-            holder_identity: Some(self.identity.clone()),
-            lease_duration_seconds: Some(self.duration_seconds),
-            renew_time: Some(now.clone()),
-            ..LeaseSpec::default()
-        };
-        match current {
+        if let Some(last) = self.written.take() {
+            let lease = self.renewed(last, &now);
+            match self
+                .api
+                .replace(&self.own, &PostParams::default(), &lease)
+                .await
+            {
+                Ok(written) => {
+                    self.written = Some(written);
+                    return Ok(());
+                }
+                Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
+                Err(e) => return Err(shown(e)),
+            }
+        }
+        let written = match self.api.get_opt(&self.own).await.map_err(shown)? {
             None => {
                 let lease = Lease {
                     metadata: ObjectMeta {
                         name: Some(self.own.clone()),
-                        labels: Some(labels),
                         ..ObjectMeta::default()
                     },
-                    spec: Some(LeaseSpec {
-                        acquire_time: Some(now),
-                        ..spec
-                    }),
+                    spec: None,
                 };
-                self.api
-                    .create(&PostParams::default(), &lease)
-                    .await
-                    .map_err(shown)?;
+                let lease = self.renewed(lease, &now);
+                self.api.create(&PostParams::default(), &lease).await
             }
-            Some(mut lease) => {
-                let old = lease.spec.take().unwrap_or_default();
-                lease.metadata.labels = Some(labels);
-                lease.spec = Some(LeaseSpec {
-                    acquire_time: old.acquire_time.or(Some(now)),
-                    ..spec
-                });
+            Some(current) => {
+                let lease = self.renewed(current, &now);
                 self.api
                     .replace(&self.own, &PostParams::default(), &lease)
                     .await
-                    .map_err(shown)?;
             }
-        }
+        };
+        self.written = Some(written.map_err(shown)?);
         Ok(())
     }
 
-    /// The identities whose Lease changed within `duration`, sorted.
+    /// `lease` as this replica renews it at `now`: held by it, labelled as a member.
+    fn renewed(&self, mut lease: Lease, now: &MicroTime) -> Lease {
+        let old = lease.spec.take().unwrap_or_default();
+        let mut labels = std::collections::BTreeMap::new();
+        labels.insert(MEMBER_LABEL.to_string(), self.group.clone());
+        lease.metadata.labels = Some(labels);
+        lease.spec = Some(LeaseSpec {
+            holder_identity: Some(self.identity.clone()),
+            lease_duration_seconds: Some(self.duration_seconds),
+            renew_time: Some(now.clone()),
+            acquire_time: old.acquire_time.or(Some(now.clone())),
+            ..LeaseSpec::default()
+        });
+        lease
+    }
+
+    /// The identities whose Lease changed within `duration`, sorted. The Leases of others
+    /// that did not are deleted (see [`Poller::forget`]).
     async fn live_members(&mut self, duration: Duration) -> Result<Vec<String>, String> {
         let params = ListParams::default().labels(&format!("{MEMBER_LABEL}={}", self.group));
         let list = self
@@ -333,6 +343,7 @@ impl Poller {
         let now = Instant::now();
         let mut live = Vec::new();
         let mut names = Vec::new();
+        let mut dead = Vec::new();
         for lease in list.items {
             let name = lease.metadata.name.clone().unwrap_or_default();
             let rv = lease.metadata.resource_version.clone().unwrap_or_default();
@@ -344,18 +355,44 @@ impl Poller {
                 Some((seen_rv, at)) if *seen_rv == rv => *at,
                 _ => now,
             };
-            self.seen.insert(name.clone(), (rv, seen_at));
-            names.push(name);
-            if let Some(holder) = holder
-                && now.duration_since(seen_at) < duration
-            {
-                live.push(holder);
+            self.seen.insert(name.clone(), (rv.clone(), seen_at));
+            names.push(name.clone());
+            let lapsed = now.duration_since(seen_at) >= duration;
+            match holder {
+                Some(holder) if !lapsed => live.push(holder),
+                _ if lapsed && name != self.own => dead.push((name, rv)),
+                _ => {}
             }
         }
         self.seen.retain(|name, _| names.contains(name));
+        for (name, rv) in dead {
+            self.forget(&name, rv).await;
+        }
         live.sort();
         live.dedup();
         Ok(live)
+    }
+
+    /// Deletes the Lease `name` of a replica counted dead, if it is still at `rv` (a
+    /// replica that came back and renewed it keeps it): a replica started later then never
+    /// sees it, rather than counting it live for a lease duration of its own.
+    async fn forget(&mut self, name: &str, rv: String) {
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                resource_version: Some(rv),
+                uid: None,
+            }),
+            ..DeleteParams::default()
+        };
+        match self.api.delete(name, &params).await {
+            Ok(_) => {
+                self.seen.remove(name);
+                tracing::info!(lease = %name, "deleted the shard lease of a replica counted dead");
+            }
+            Err(e) => {
+                tracing::debug!(lease = %name, error = %crate::util::kube_error(&e), "did not delete the shard lease of a replica counted dead")
+            }
+        }
     }
 
     /// Deletes this replica's Lease, so the others take its range at their next poll.
@@ -369,10 +406,10 @@ impl Poller {
     }
 }
 
-/// Sleeps for `period`; true if `stop` turned true (or its sender went away) meanwhile.
-async fn sleep_or_stop(period: Duration, stop: &mut watch::Receiver<bool>) -> bool {
+/// Sleeps until `until`; true if `stop` turned true (or its sender went away) meanwhile.
+async fn sleep_or_stop(until: Instant, stop: &mut watch::Receiver<bool>) -> bool {
     let stopped = tokio::select! {
-        _ = tokio::time::sleep(period) => None,
+        _ = tokio::time::sleep_until(until) => None,
         _ = stop.wait_for(|s| *s) => Some(true),
     };
     stopped.unwrap_or_else(|| *stop.borrow())

@@ -7,7 +7,8 @@
 //! `[start, end)` of that hash space. The [`selector`] module reads and writes the wire form
 //! of a `shardSelector` (`shardRange(object.metadata.uid, '0x…', '0x…')`, joined by `||`),
 //! which both the simulator and the informers use; [`members`] finds the live replicas
-//! through one Lease each and computes this replica's range.
+//! through one Lease each and computes this replica's range; [`tenure`] is this replica's
+//! hold on it, which the handlers check before each plugin call.
 //!
 //! Why contiguous ranges from the sorted member list rather than a hash ring: with N
 //! replicas every one owns exactly 1/N of the space, one `shardRange` per replica is all
@@ -18,9 +19,11 @@
 
 pub mod members;
 pub mod selector;
+pub mod tenure;
 
 pub use members::{Assignment, Membership, ShardStatus};
 pub use selector::{HashRange, ShardField, ShardSelector};
+pub use tenure::Tenure;
 
 /// The 64-bit FNV-1a hash of `bytes`, as the API server computes it for `shardRange`.
 pub fn fnv1a64(bytes: &[u8]) -> u64 {

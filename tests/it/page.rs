@@ -366,8 +366,8 @@ ha:
   mode: sharded
   lease_namespace: default
   lease_name: page
-  lease_duration: 2s
-  renew_deadline: 1500ms
+  lease_duration: 6s
+  renew_deadline: 4s
   retry_period: 300ms
   identity: page-replica
 handlers:

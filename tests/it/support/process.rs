@@ -45,6 +45,11 @@ impl Process {
         }
     }
 
+    /// Its process id.
+    pub fn id(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Kills it with SIGKILL and returns every line it wrote, to the last.
     pub fn kill(mut self) -> Vec<String> {
         let _ = self.child.kill();
