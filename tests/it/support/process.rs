@@ -60,11 +60,6 @@ impl Process {
         self.lines()
     }
 
-    /// Its process id.
-    pub fn id(&self) -> u32 {
-        self.child.id()
-    }
-
     /// Every line so far.
     pub fn lines(&self) -> Vec<String> {
         self.lines.lock().unwrap().clone()
