@@ -7,6 +7,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::support::process::Process;
+use crate::support::spawned;
 use crate::support::{self, create_configmap};
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -130,10 +131,16 @@ async fn text_logs_have_no_colour_off_a_terminal_and_one_line_per_event() {
 
 #[test]
 fn an_unknown_log_format_is_refused() {
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_switchyard"))
-        .args(["run", "--config", "nowhere.yaml", "--log-format", "yaml"])
-        .output()
-        .unwrap();
+    let output = spawned::output(
+        std::process::Command::new(env!("CARGO_BIN_EXE_switchyard")).args([
+            "run",
+            "--config",
+            "nowhere.yaml",
+            "--log-format",
+            "yaml",
+        ]),
+        "switchyard run",
+    );
     assert_eq!(output.status.code(), Some(2));
     let err = String::from_utf8_lossy(&output.stderr);
     assert!(

@@ -1,15 +1,18 @@
 //! `switchyard run` as a child process, its standard error read line by line, killed when
-//! dropped: for what only the binary does (flags, environment, the log it writes); and any
-//! other switchyard command run to the end.
+//! dropped (with anything it started: see [`super::spawned`]): for what only the binary
+//! does (flags, environment, the log it writes); and any other switchyard command run to
+//! the end.
 
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use super::spawned::{self, Spawned};
+
 /// A running `switchyard` and every line it has written to standard error so far.
 pub struct Process {
-    child: Child,
+    child: Spawned,
     lines: Arc<Mutex<Vec<String>>>,
     reader: Option<std::thread::JoinHandle<()>>,
 }
@@ -28,8 +31,8 @@ impl Process {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
-        let mut child = command.spawn().expect("start switchyard");
-        let stderr = child.stderr.take().expect("piped standard error");
+        let mut child = Spawned::start(&mut command, "switchyard run");
+        let stderr = child.child().stderr.take().expect("piped standard error");
         let lines = Arc::new(Mutex::new(Vec::new()));
         let sink = lines.clone();
         let reader = std::thread::spawn(move || {
@@ -52,8 +55,7 @@ impl Process {
 
     /// Kills it with SIGKILL and returns every line it wrote, to the last.
     pub fn kill(mut self) -> Vec<String> {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.child.stop();
         if let Some(reader) = self.reader.take() {
             let _ = reader.join();
         }
@@ -84,13 +86,6 @@ impl Process {
     }
 }
 
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// Runs the switchyard binary to the end: exit code, stdout, stderr.
 pub fn switchyard(args: &[&str]) -> (i32, String, String) {
     switchyard_with_env(args, &[])
@@ -98,11 +93,12 @@ pub fn switchyard(args: &[&str]) -> (i32, String, String) {
 
 /// Like [`switchyard`], with `env` added to the environment.
 pub fn switchyard_with_env(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_switchyard"))
-        .args(args)
-        .envs(env.iter().copied())
-        .output()
-        .expect("run switchyard");
+    let output = spawned::output(
+        Command::new(env!("CARGO_BIN_EXE_switchyard"))
+            .args(args)
+            .envs(env.iter().copied()),
+        "switchyard",
+    );
     (
         output.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&output.stdout).into_owned(),

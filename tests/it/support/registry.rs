@@ -1,16 +1,18 @@
 //! A real OCI registry on loopback: Debian's `docker-registry` (distribution 2.8), storing
-//! into a temporary folder, stopped when dropped.
+//! into a temporary folder, stopped when dropped (see [`super::spawned`]).
 
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
+
+use super::spawned::Spawned;
 
 /// Where Debian installs the registry.
 const BINARY: &str = "/usr/bin/docker-registry";
 
 /// A running registry.
 pub struct Registry {
-    child: Child,
+    child: Spawned,
     /// `127.0.0.1:PORT`.
     pub host: String,
     _dir: tempfile::TempDir,
@@ -52,13 +54,15 @@ impl Registry {
             ));
         }
         std::fs::write(&config, text).unwrap();
-        let child = Command::new(BINARY)
-            .arg("serve")
-            .arg(&config)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start docker-registry");
+        let child = Spawned::start(
+            Command::new(BINARY)
+                .arg("serve")
+                .arg(&config)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null()),
+            "docker-registry",
+        );
         let registry = Self {
             child,
             host,
@@ -86,13 +90,6 @@ impl Registry {
 
     /// Stops the registry (it no longer answers).
     pub fn stop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Registry {
-    fn drop(&mut self) {
-        self.stop();
+        self.child.stop();
     }
 }
