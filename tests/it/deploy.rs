@@ -10,6 +10,7 @@ use switchyard::config::HaMode;
 
 use crate::support::process::switchyard;
 use crate::support::sim::{Kubectl, blocking};
+use crate::support::spawned;
 use crate::support::{self, start_sim};
 
 fn base() -> PathBuf {
@@ -272,10 +273,7 @@ fn built_overlay() -> Vec<Value> {
 
 /// The documents `kubectl kustomize` builds from `dir`.
 fn build(dir: &str) -> Vec<Value> {
-    let output = Command::new("kubectl")
-        .args(["kustomize", dir])
-        .output()
-        .expect("kubectl is installed");
+    let output = spawned::output(Command::new("kubectl").args(["kustomize", dir]), "kubectl");
     assert!(
         output.status.success(),
         "{}",
@@ -467,13 +465,14 @@ fn several_replicas_overlay(name: &str, replicas: u64, mode: HaMode, verbs: &[&s
     assert_eq!(verbs_on(role, "leases"), verbs);
 
     // The checked-in Role is what `switchyard rbac` adds to the base's for this config.
-    let output = Command::new(env!("CARGO_BIN_EXE_switchyard"))
-        .args(["rbac", "--config"])
-        .arg(dir.join("config.yaml"))
-        .args(["--namespace", "switchyard"])
-        .env("POD_NAMESPACE", "switchyard")
-        .output()
-        .expect("run switchyard");
+    let output = spawned::output(
+        Command::new(env!("CARGO_BIN_EXE_switchyard"))
+            .args(["rbac", "--config"])
+            .arg(dir.join("config.yaml"))
+            .args(["--namespace", "switchyard"])
+            .env("POD_NAMESPACE", "switchyard"),
+        "switchyard rbac",
+    );
     assert!(output.status.success());
     let fresh = String::from_utf8_lossy(&output.stdout);
     let base_rbac = std::fs::read_to_string(base().join("rbac.yaml")).unwrap();

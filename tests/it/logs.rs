@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::support::process::Process;
+use crate::support::spawned;
 use crate::support::{self, create_configmap};
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -228,10 +229,16 @@ async fn a_plugin_flooding_its_log_writes_a_bounded_log_and_is_counted() {
 
 #[test]
 fn an_unknown_log_format_is_refused() {
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_switchyard"))
-        .args(["run", "--config", "nowhere.yaml", "--log-format", "yaml"])
-        .output()
-        .unwrap();
+    let output = spawned::output(
+        std::process::Command::new(env!("CARGO_BIN_EXE_switchyard")).args([
+            "run",
+            "--config",
+            "nowhere.yaml",
+            "--log-format",
+            "yaml",
+        ]),
+        "switchyard run",
+    );
     assert_eq!(output.status.code(), Some(2));
     let err = String::from_utf8_lossy(&output.stderr);
     assert!(

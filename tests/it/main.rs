@@ -21,6 +21,7 @@ mod fuzz;
 mod ha;
 mod informer;
 mod informer_relist;
+mod leftovers;
 mod logs;
 mod oci;
 mod page;

@@ -12,6 +12,7 @@ use sha2::{Digest, Sha256};
 
 use crate::support::hostile::{Hostile, Reply, STREAM_BUDGET};
 use crate::support::registry::Registry;
+use crate::support::spawned;
 use crate::support::{self, TestDaemon};
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -325,7 +326,7 @@ async fn credentials_come_from_a_docker_config_file_and_never_show_in_errors() {
             Some(file) => command.env("SWITCHYARD_REGISTRY_AUTH", file),
             None => command.env_remove("SWITCHYARD_REGISTRY_AUTH"),
         };
-        let output = command.output().unwrap();
+        let output = spawned::output(&mut command, "switchyard");
         (
             output.status.code().unwrap_or(-1),
             String::from_utf8_lossy(&output.stdout).into_owned()

@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 
 use crate::support;
 use crate::support::process::{switchyard, switchyard_within};
+use crate::support::spawned::{self, Spawned};
 
 const WAIT: std::time::Duration = std::time::Duration::from_secs(20);
 
@@ -62,12 +63,13 @@ async fn record_writes_what_routes_deliver_and_replay_shows_logs_and_captured_wr
     let events = dir.path().join("events.jsonl");
 
     // Record until Ctrl-C: the two objects listed, then an update made meanwhile.
-    let mut child = Command::new(env!("CARGO_BIN_EXE_switchyard"))
-        .args(["record", "--config", text(&config), "--out", text(&events)])
-        .args(["--kubeconfig", text(&kubeconfig)])
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("run switchyard record");
+    let mut child = Spawned::start(
+        Command::new(env!("CARGO_BIN_EXE_switchyard"))
+            .args(["record", "--config", text(&config), "--out", text(&events)])
+            .args(["--kubeconfig", text(&kubeconfig)])
+            .stderr(std::process::Stdio::piped()),
+        "switchyard record",
+    );
     let recorded = |n: usize| {
         let events = events.clone();
         async move {
@@ -89,15 +91,12 @@ async fn record_writes_what_routes_deliver_and_replay_shows_logs_and_captured_wr
         recorded(6).await
     })
     .await;
-    let interrupted = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(interrupted.success());
+    spawned::signal(child.id(), "INT");
     let output = tokio::task::spawn_blocking(move || {
-        let status = child.wait().unwrap();
+        let status = child.child().wait().unwrap();
         let mut err = String::new();
-        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+        std::io::Read::read_to_string(&mut child.child().stderr.take().unwrap(), &mut err).unwrap();
+        child.stop();
         (status, err)
     })
     .await

@@ -5,6 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use crate::support::spawned;
+
 /// Runs `program` with `args` in `dir`, with `env` added.
 fn run(dir: &Path, program: &str, args: &[&str], env: &[(&str, &Path)]) -> Output {
     let mut command = Command::new(program);
@@ -12,9 +14,7 @@ fn run(dir: &Path, program: &str, args: &[&str], env: &[(&str, &Path)]) -> Outpu
     for (key, value) in env {
         command.env(key, value);
     }
-    command
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {program}: {e}"))
+    spawned::output(&mut command, program)
 }
 
 /// Panics with the output unless `output` succeeded; returns its stdout.

@@ -14,6 +14,7 @@ use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
 
 use crate::support::process::Process;
+use crate::support::spawned::Spawned;
 use crate::support::{self, eventually};
 
 pub(crate) const WAIT: Duration = Duration::from_secs(60);
@@ -565,16 +566,17 @@ async fn an_unreadable_store_is_refused_or_set_aside_as_configured() {
 
     support::write_config(dir.path(), &config("latest"));
     let config_path = dir.path().join("switchyard.yaml");
-    let mut refused = std::process::Command::new(env!("CARGO_BIN_EXE_switchyard"))
-        .args(["run", "--config", config_path.to_str().unwrap()])
-        .args(["--kubeconfig", kubeconfig.to_str().unwrap()])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut refused = Spawned::start(
+        std::process::Command::new(env!("CARGO_BIN_EXE_switchyard"))
+            .args(["run", "--config", config_path.to_str().unwrap()])
+            .args(["--kubeconfig", kubeconfig.to_str().unwrap()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped()),
+        "switchyard run",
+    );
     let exited = tokio::time::timeout(WAIT, async {
         loop {
-            if let Some(status) = refused.try_wait().unwrap() {
+            if let Some(status) = refused.child().try_wait().unwrap() {
                 return status;
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -582,12 +584,12 @@ async fn an_unreadable_store_is_refused_or_set_aside_as_configured() {
     })
     .await;
     let Ok(exited) = exited else {
-        let _ = refused.kill();
-        let _ = refused.wait();
         panic!("the daemon started on an unreadable store");
     };
     let mut stderr = String::new();
-    std::io::Read::read_to_string(&mut refused.stderr.take().unwrap(), &mut stderr).unwrap();
+    std::io::Read::read_to_string(&mut refused.child().stderr.take().unwrap(), &mut stderr)
+        .unwrap();
+    refused.stop();
     assert!(!exited.success(), "{stderr}");
     assert!(
         stderr.contains(&format!("state store {} cannot be read", store.display())),

@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 use switchyard::sim::ChurnConfig;
 
 use crate::state::{Child, WAIT};
+use crate::support::spawned::{self, Spawned};
 use crate::support::{self, eventually};
 
 /// What the `log-events` plugin logged in `lines`: (kind, route, namespace/name).
@@ -165,11 +166,12 @@ struct SmallDisk {
 impl SmallDisk {
     fn mount(size: &str) -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let mounted = std::process::Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(dir.path())
-            .status()
-            .expect("run mount");
+        let mounted = spawned::status(
+            std::process::Command::new("mount")
+                .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+                .arg(dir.path()),
+            "mount",
+        );
         assert!(
             mounted.success(),
             "this test mounts a small tmpfs as a disk that fills up, which needs root"
@@ -196,10 +198,12 @@ impl SmallDisk {
 
 impl Drop for SmallDisk {
     fn drop(&mut self) {
-        let _ = std::process::Command::new("umount")
-            .arg("-l")
-            .arg(self.dir.path())
-            .status();
+        spawned::status(
+            std::process::Command::new("umount")
+                .arg("-l")
+                .arg(self.dir.path()),
+            "umount",
+        );
     }
 }
 
@@ -349,23 +353,29 @@ async fn a_full_disk_holds_the_plugin_calls_and_loses_nothing_once_space_is_back
 /// `switchyard run` on the config in `dir`, expected to exit: its standard error.
 async fn run_refused(dir: &Path, kubeconfig: &Path) -> String {
     let config = dir.join("switchyard.yaml");
-    let args = [
-        "run",
-        "--config",
-        config.to_str().unwrap(),
-        "--kubeconfig",
-        kubeconfig.to_str().unwrap(),
-    ];
-    let run = tokio::process::Command::new(env!("CARGO_BIN_EXE_switchyard"))
-        .args(args)
-        .kill_on_drop(true)
-        .output();
-    let output = tokio::time::timeout(WAIT, run)
-        .await
-        .expect("the daemon started on a store that is not complete")
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-    assert!(!output.status.success(), "{stderr}");
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_switchyard"));
+    command
+        .args(["run", "--config", config.to_str().unwrap()])
+        .args(["--kubeconfig", kubeconfig.to_str().unwrap()])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    let mut run = Spawned::start(&mut command, "switchyard run");
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let status = loop {
+        if let Some(status) = run.child().try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the daemon started on a store that is not complete"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut run.child().stderr.take().unwrap(), &mut stderr).unwrap();
+    run.stop();
+    assert!(!status.success(), "{stderr}");
     stderr
 }
 

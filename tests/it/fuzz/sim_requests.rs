@@ -5,27 +5,30 @@
 //! code is the HTTP status.
 
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
-/// A `switchyard sim` process, killed when dropped.
+use crate::support::spawned::Spawned;
+
+/// A `switchyard sim` process, ended when dropped.
 struct Sim {
-    child: Child,
+    child: Spawned,
     url: String,
 }
 
 impl Sim {
     fn start() -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_switchyard"))
-            .args(["sim", "--listen", "127.0.0.1:0", "--prefill", "3"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("run switchyard sim");
-        let stdout = child.stdout.take().unwrap();
+        let mut child = Spawned::start(
+            Command::new(env!("CARGO_BIN_EXE_switchyard"))
+                .args(["sim", "--listen", "127.0.0.1:0", "--prefill", "3"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::inherit()),
+            "switchyard sim",
+        );
+        let stdout = child.child().stdout.take().unwrap();
         let mut lines = BufReader::new(stdout).lines();
         let url = loop {
             let line = lines.next().expect("the simulator's address").unwrap();
@@ -39,14 +42,7 @@ impl Sim {
     }
 
     fn still_running(&mut self) -> bool {
-        self.child.try_wait().unwrap().is_none()
-    }
-}
-
-impl Drop for Sim {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.child.child().try_wait().unwrap().is_none()
     }
 }
 

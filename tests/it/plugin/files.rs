@@ -69,10 +69,7 @@ fn replace(plugins: &Path, name: &str, make: impl FnOnce(&Path)) {
 }
 
 fn mkfifo(path: &Path) {
-    let status = std::process::Command::new("mkfifo")
-        .arg(path)
-        .status()
-        .expect("run mkfifo");
+    let status = support::spawned::status(std::process::Command::new("mkfifo").arg(path), "mkfifo");
     assert!(status.success(), "mkfifo {}", path.display());
 }
 

@@ -17,7 +17,7 @@ use switchyard::sim::{Cluster, SimOptions, Simulator, resources};
 
 use super::{LEASE, Replica, config, create, members_are, work_cluster};
 use crate::support::process::Process;
-use crate::support::{self, eventually, get_json};
+use crate::support::{self, eventually, get_json, spawned};
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -75,12 +75,7 @@ impl Child {
 
     /// Sends `signal` (`STOP`, `CONT`) to the process.
     fn signal(&self, signal: &str) {
-        let status = std::process::Command::new("kill")
-            .arg(format!("-{signal}"))
-            .arg(self.process.id().to_string())
-            .status()
-            .expect("run kill");
-        assert!(status.success(), "kill -{signal} failed");
+        spawned::signal(self.process.id(), signal);
     }
 
     /// Every line logged from line `from` on, as JSON.

@@ -2,7 +2,7 @@
 //! benchmarks, and visible live in `kubectl get pods -A -w` against `switchyard sim`.
 
 use std::collections::HashMap;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use switchyard::sim::cluster::ChangeType;
@@ -105,25 +105,23 @@ async fn a_prefilled_churn_starts_with_its_whole_population() {
 fn kubectl_get_pods_all_namespaces_watch_shows_the_churn_of_switchyard_sim_live() {
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
-    let sim = Command::new(env!("CARGO_BIN_EXE_switchyard"))
-        .args([
-            "sim",
-            "--listen",
-            "127.0.0.1:0",
-            "--churn-rate",
-            "20",
-            "--churn-objects",
-            "4",
-            "--churn-kinds",
-            "pods",
-            "--kubeconfig-out",
-        ])
-        .arg(&kubeconfig)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run switchyard sim");
-    let mut sim = Lines::follow(sim);
+    let mut sim = Lines::start(
+        Command::new(env!("CARGO_BIN_EXE_switchyard"))
+            .args([
+                "sim",
+                "--listen",
+                "127.0.0.1:0",
+                "--churn-rate",
+                "20",
+                "--churn-objects",
+                "4",
+                "--churn-kinds",
+                "pods",
+                "--kubeconfig-out",
+            ])
+            .arg(&kubeconfig),
+        "switchyard sim",
+    );
     sim.wait_for(Duration::from_secs(20), |l| l.starts_with("kubeconfig:"));
 
     let kubectl = Kubectl::with_kubeconfig(&kubeconfig);

@@ -11,14 +11,16 @@ use serde_json::json;
 use switchyard::sim::{ObjectRef, SimOptions, Simulator, resources};
 
 use crate::support;
+use crate::support::spawned;
 
 fn kubectl(kubeconfig: &Path, args: &[&str]) -> (bool, String, String) {
-    let output = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .output()
-        .expect("kubectl is installed");
+    let output = spawned::output(
+        Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .args(args),
+        "kubectl",
+    );
     (
         output.status.success(),
         String::from_utf8_lossy(&output.stdout).into_owned(),

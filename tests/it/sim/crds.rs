@@ -2,7 +2,7 @@
 //! served with discovery so that kubectl finds them by plural, short name and kind, and
 //! kube-rs works with them as dynamic objects.
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -11,6 +11,7 @@ use kube::core::GroupVersionKind;
 use serde_json::json;
 
 use crate::support::sim::{Kubectl, Lines, blocking, start_with_config};
+use crate::support::spawned;
 
 const CONFIG: &str = "
 crds:
@@ -219,16 +220,14 @@ fn switchyard_sim_serves_the_crds_of_its_config_file() {
     let config = dir.path().join("sim.yaml");
     std::fs::write(&config, CONFIG).unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
-    let child = Command::new(env!("CARGO_BIN_EXE_switchyard"))
-        .args(["sim", "--listen", "127.0.0.1:0", "--config"])
-        .arg(&config)
-        .arg("--kubeconfig-out")
-        .arg(&kubeconfig)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run switchyard sim");
-    let mut lines = Lines::follow(child);
+    let mut lines = Lines::start(
+        Command::new(env!("CARGO_BIN_EXE_switchyard"))
+            .args(["sim", "--listen", "127.0.0.1:0", "--config"])
+            .arg(&config)
+            .arg("--kubeconfig-out")
+            .arg(&kubeconfig),
+        "switchyard sim",
+    );
     lines.wait_for(Duration::from_secs(20), |l| l.starts_with("kubeconfig:"));
     let kubectl = Kubectl::with_kubeconfig(&kubeconfig);
     let out = kubectl.run(&["get", "wd", "-o", "name"]);
@@ -241,11 +240,12 @@ fn switchyard_sim_names_the_file_of_a_bad_config() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("bad.yaml");
     std::fs::write(&config, "crds:\n  - {group: example.com, version: v1}\n").unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_switchyard"))
-        .args(["sim", "--config"])
-        .arg(&config)
-        .output()
-        .expect("run switchyard sim");
+    let output = spawned::output(
+        Command::new(env!("CARGO_BIN_EXE_switchyard"))
+            .args(["sim", "--config"])
+            .arg(&config),
+        "switchyard sim",
+    );
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(

@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 use switchyard::sim::{ObjectRef, SimOptions, Simulator, resources};
 
 use crate::support::sim::{Kubectl, Lines, blocking, get_json, start_with_config};
+use crate::support::spawned::{self, Spawned};
 
 fn configmaps() -> usize {
     resources::find("", "v1", "configmaps").unwrap()
@@ -365,12 +366,13 @@ async fn a_table_list_carries_the_continue_token() {
 /// `switchyard sim --prefill 20 --history H` and the first version of the ConfigMaps
 /// listed exactly: the answer's status code.
 async fn exact_list_of_the_first_version(history: &str) -> (u16, Value) {
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_switchyard"))
-        .args(["sim", "--prefill", "20", "--history", history])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("start switchyard sim");
+    let child = Spawned::start(
+        std::process::Command::new(env!("CARGO_BIN_EXE_switchyard"))
+            .args(["sim", "--prefill", "20", "--history", history])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped()),
+        "switchyard sim",
+    );
     let (line, _running) = blocking(move || {
         let mut lines = Lines::follow(child);
         let line = lines.wait_for(Duration::from_secs(20), |l| l.starts_with("simulator: "));
@@ -400,10 +402,14 @@ async fn switchyard_sim_keeps_as_many_changes_as_its_history_flag_says() {
         "{status}"
     );
 
-    let refused = std::process::Command::new(env!("CARGO_BIN_EXE_switchyard"))
-        .args(["sim", "--history", "0"])
-        .output()
-        .expect("run switchyard sim");
+    let refused = spawned::output(
+        std::process::Command::new(env!("CARGO_BIN_EXE_switchyard")).args([
+            "sim",
+            "--history",
+            "0",
+        ]),
+        "switchyard sim",
+    );
     assert_eq!(refused.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(stderr.contains("--history"), "{stderr}");

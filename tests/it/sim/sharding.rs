@@ -8,6 +8,7 @@ use switchyard::sharding::{ShardSelector, fnv1a64};
 use switchyard::sim::{SimOptions, Simulator, resources};
 
 use crate::support::sim::{Lines, RawWatch, blocking, get_json};
+use crate::support::spawned::{self, Spawned};
 
 const LOWER: &str = "shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')";
 
@@ -148,28 +149,33 @@ async fn a_watch_sends_only_changes_to_objects_in_its_shard() {
 
 #[tokio::test]
 async fn switchyard_sim_takes_the_gate_from_its_flag_and_refuses_an_unknown_gate() {
-    let refused = std::process::Command::new(env!("CARGO_BIN_EXE_switchyard"))
-        .args(["sim", "--feature-gates", "Sharded=true"])
-        .output()
-        .expect("run switchyard sim");
+    let refused = spawned::output(
+        std::process::Command::new(env!("CARGO_BIN_EXE_switchyard")).args([
+            "sim",
+            "--feature-gates",
+            "Sharded=true",
+        ]),
+        "switchyard sim",
+    );
     assert_eq!(refused.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(
         stderr.contains("unknown feature gate \"Sharded\""),
         "{stderr}"
     );
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_switchyard"))
-        .args([
-            "sim",
-            "--prefill",
-            "20",
-            "--feature-gates",
-            "ShardedListAndWatch=true",
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("start switchyard sim");
+    let child = Spawned::start(
+        std::process::Command::new(env!("CARGO_BIN_EXE_switchyard"))
+            .args([
+                "sim",
+                "--prefill",
+                "20",
+                "--feature-gates",
+                "ShardedListAndWatch=true",
+            ])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped()),
+        "switchyard sim",
+    );
     let (line, _running) = blocking(move || {
         let mut lines = Lines::follow(child);
         let line = lines.wait_for(std::time::Duration::from_secs(20), |l| {

@@ -1,23 +1,34 @@
 //! A headless Chromium driven through chromedriver's WebDriver HTTP interface: JSON over
 //! HTTP, spoken with reqwest. Needs Debian's `chromium` and `chromium-driver` (`.ci/run`
 //! installs them).
+//!
+//! chromedriver runs in a process group of its own ([`super::spawned`]), which the
+//! browser it starts and the browser's helpers join: however a test ends (it passes and
+//! stops the browser, panics, or its future is dropped at a timeout), dropping the
+//! [`Browser`] kills them all, and the test fails if any is left. Ending the session over
+//! WebDriver first is a courtesy, bounded in time; killing only chromedriver orphaned the
+//! browser (issue 34).
 
 use std::path::Path;
-use std::process::Stdio;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use base64::Engine;
 use serde_json::{Value, json};
-use tokio::process::{Child, Command};
+
+use super::spawned::{Spawned, Started};
 
 const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
 const CHROMIUM: &str = "/usr/bin/chromium";
 /// The key WebDriver names element references by.
 const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
 
+/// How long ending the session over WebDriver may take before the processes are killed.
+const DELETE_WITHIN: Duration = Duration::from_secs(10);
+
 /// A chromedriver process and one browser session in it, ended on drop.
 pub struct Browser {
-    driver: Child,
+    driver: Spawned,
     http: reqwest::Client,
     session: String,
 }
@@ -31,13 +42,14 @@ impl Browser {
             "{CHROMEDRIVER} is missing: apt-get install -y chromium chromium-driver"
         );
         let port = super::free_port();
-        let driver = Command::new(CHROMEDRIVER)
-            .arg(format!("--port={port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("start chromedriver");
+        let driver = Spawned::start(
+            Command::new(CHROMEDRIVER)
+                .arg(format!("--port={port}"))
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null()),
+            "chromedriver",
+        );
         let http = reqwest::Client::new();
         let base = format!("http://127.0.0.1:{port}");
         super::eventually(
@@ -167,10 +179,21 @@ impl Browser {
         std::fs::write(path, bytes).expect("write the screenshot");
     }
 
-    /// Ends the session and chromedriver.
+    /// Every live process of this session: chromedriver, the browser and its helpers.
+    pub fn processes(&self) -> Vec<Started> {
+        self.driver.processes()
+    }
+
+    /// chromedriver's process group and marker, to look for what it started after it ended.
+    pub fn trace(&self) -> (u32, String) {
+        self.driver.trace()
+    }
+
+    /// Ends the session (waiting at most [`DELETE_WITHIN`] for chromedriver to), then
+    /// chromedriver, the browser and its helpers; panics if any is left.
     pub async fn stop(mut self) {
-        let _ = self.http.delete(&self.session).send().await;
-        let _ = self.driver.kill().await;
+        let _ = tokio::time::timeout(DELETE_WITHIN, self.http.delete(&self.session).send()).await;
+        self.driver.stop();
     }
 }
 

@@ -1,5 +1,6 @@
 //! Test support: the example plugins built once, a simulator, a daemon on a written config
-//! ([`TestDaemon`]), ConfigMaps and namespaces made through kube-rs, and waiting for a
+//! ([`TestDaemon`]), every child process started and ended with what it started
+//! ([`spawned`]), ConfigMaps and namespaces made through kube-rs, and waiting for a
 //! condition or for what a plugin logs. Tests wait by polling with a deadline
 //! ([`eventually`], [`wait_for_log`]), never by sleeping a fixed time.
 
@@ -9,6 +10,7 @@ pub mod hostile;
 pub mod process;
 pub mod registry;
 pub mod sim;
+pub mod spawned;
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -34,10 +36,10 @@ pub fn root() -> PathBuf {
 pub fn plugins_dir() -> PathBuf {
     static BUILT: OnceLock<()> = OnceLock::new();
     BUILT.get_or_init(|| {
-        let status = std::process::Command::new("bash")
-            .arg(root().join("scripts/build-plugins.sh"))
-            .status()
-            .expect("run scripts/build-plugins.sh");
+        let status = spawned::status(
+            std::process::Command::new("bash").arg(root().join("scripts/build-plugins.sh")),
+            "scripts/build-plugins.sh",
+        );
         assert!(status.success(), "building the example plugins failed");
     });
     root().join("plugins")

@@ -1,15 +1,18 @@
 //! `switchyard run` as a child process, its standard error read line by line, killed when
-//! dropped: for what only the binary does (flags, environment, the log it writes); and any
-//! other switchyard command run to the end.
+//! dropped (with anything it started: see [`super::spawned`]): for what only the binary
+//! does (flags, environment, the log it writes); and any other switchyard command run to
+//! the end.
 
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use super::spawned::{self, Spawned};
+
 /// A running `switchyard` and every line it has written to standard error so far.
 pub struct Process {
-    child: Child,
+    child: Spawned,
     lines: Arc<Mutex<Vec<String>>>,
     reader: Option<std::thread::JoinHandle<()>>,
 }
@@ -28,8 +31,8 @@ impl Process {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
-        let mut child = command.spawn().expect("start switchyard");
-        let stderr = child.stderr.take().expect("piped standard error");
+        let mut child = Spawned::start(&mut command, "switchyard run");
+        let stderr = child.child().stderr.take().expect("piped standard error");
         let lines = Arc::new(Mutex::new(Vec::new()));
         let sink = lines.clone();
         let reader = std::thread::spawn(move || {
@@ -52,8 +55,33 @@ impl Process {
 
     /// Kills it with SIGKILL and returns every line it wrote, to the last.
     pub fn kill(mut self) -> Vec<String> {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.child.stop();
+        if let Some(reader) = self.reader.take() {
+            let _ = reader.join();
+        }
+        self.lines()
+    }
+
+    /// Stops it with SIGTERM (a clean stop), waits up to `timeout` for it to exit, and
+    /// returns every line it wrote; panics if it did not exit in time.
+    pub fn terminate(mut self, timeout: Duration) -> Vec<String> {
+        spawned::signal(self.child.id(), "TERM");
+        let deadline = Instant::now() + timeout;
+        while self
+            .child
+            .child()
+            .try_wait()
+            .expect("wait for switchyard")
+            .is_none()
+        {
+            assert!(
+                Instant::now() < deadline,
+                "switchyard did not stop within {timeout:?} of SIGTERM; it wrote:\n{}",
+                self.lines().join("\n")
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.child.stop();
         if let Some(reader) = self.reader.take() {
             let _ = reader.join();
         }
@@ -84,43 +112,6 @@ impl Process {
     }
 }
 
-impl Process {
-    /// Stops it with SIGTERM (a clean stop), waits up to `timeout` for it to exit, and
-    /// returns every line it wrote; panics if it did not exit in time.
-    pub fn terminate(mut self, timeout: Duration) -> Vec<String> {
-        let sent = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()
-            .expect("run kill");
-        assert!(sent.success(), "kill -TERM failed");
-        let deadline = Instant::now() + timeout;
-        while self
-            .child
-            .try_wait()
-            .expect("wait for switchyard")
-            .is_none()
-        {
-            assert!(
-                Instant::now() < deadline,
-                "switchyard did not stop within {timeout:?} of SIGTERM; it wrote:\n{}",
-                self.lines().join("\n")
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        if let Some(reader) = self.reader.take() {
-            let _ = reader.join();
-        }
-        self.lines()
-    }
-}
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// Runs the switchyard binary to the end: exit code, stdout, stderr.
 pub fn switchyard(args: &[&str]) -> (i32, String, String) {
     switchyard_with_env(args, &[])
@@ -128,11 +119,12 @@ pub fn switchyard(args: &[&str]) -> (i32, String, String) {
 
 /// Like [`switchyard`], with `env` added to the environment.
 pub fn switchyard_with_env(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_switchyard"))
-        .args(args)
-        .envs(env.iter().copied())
-        .output()
-        .expect("run switchyard");
+    let output = spawned::output(
+        Command::new(env!("CARGO_BIN_EXE_switchyard"))
+            .args(args)
+            .envs(env.iter().copied()),
+        "switchyard",
+    );
     (
         output.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&output.stdout).into_owned(),
@@ -140,16 +132,17 @@ pub fn switchyard_with_env(args: &[&str], env: &[(&str, &str)]) -> (i32, String,
     )
 }
 
-/// Like [`switchyard`], but kills it and panics, saying what it wrote, if it has not ended
-/// within `limit`: for a command that must not hang.
+/// Runs the switchyard binary to the end, killing it if it runs longer than `limit`:
+/// exit code, stdout, stderr. Panics (with what it wrote) when it had to be killed.
 pub fn switchyard_within(args: &[&str], limit: Duration) -> (i32, String, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_switchyard"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_switchyard"));
+    command
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run switchyard");
+        .stderr(Stdio::piped());
+    let mut spawned = Spawned::start(&mut command, "switchyard");
+    let child = spawned.child();
     let read = |mut pipe: Box<dyn std::io::Read + Send>| {
         std::thread::spawn(move || {
             let mut text = String::new();
@@ -163,12 +156,11 @@ pub fn switchyard_within(args: &[&str], limit: Duration) -> (i32, String, String
     let err = read(Box::new(child.stderr.take().expect("piped standard error")));
     let deadline = Instant::now() + limit;
     let status = loop {
-        if let Some(status) = child.try_wait().expect("wait for switchyard") {
+        if let Some(status) = spawned.child().try_wait().expect("wait for switchyard") {
             break status;
         }
         if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
+            spawned.stop();
             panic!(
                 "switchyard {} was still running after {limit:?}; killed. It wrote:\n{}{}",
                 args.join(" "),
@@ -178,6 +170,7 @@ pub fn switchyard_within(args: &[&str], limit: Duration) -> (i32, String, String
         }
         std::thread::sleep(Duration::from_millis(20));
     };
+    spawned.stop();
     (
         status.code().unwrap_or(-1),
         out.join().unwrap_or_default(),

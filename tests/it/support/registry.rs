@@ -1,16 +1,18 @@
 //! A real OCI registry on loopback: Debian's `docker-registry` (distribution 2.8), storing
-//! into a temporary folder, stopped when dropped.
+//! into a temporary folder, stopped when dropped (see [`super::spawned`]).
 
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
+
+use super::spawned::Spawned;
 
 /// Where Debian installs the registry.
 const BINARY: &str = "/usr/bin/docker-registry";
 
 /// A running registry.
 pub struct Registry {
-    child: Child,
+    child: Spawned,
     /// `127.0.0.1:PORT`.
     pub host: String,
     /// The registry's config and storage.
@@ -92,24 +94,19 @@ impl Registry {
 
     /// Stops the registry (it no longer answers).
     pub fn stop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.child.stop();
     }
 }
 
-/// `docker-registry serve CONFIG`.
-fn serve(config: &std::path::Path) -> Child {
-    Command::new(BINARY)
-        .arg("serve")
-        .arg(config)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start docker-registry")
-}
-
-impl Drop for Registry {
-    fn drop(&mut self) {
-        self.stop();
-    }
+/// `docker-registry serve CONFIG`, in a process group of its own.
+fn serve(config: &std::path::Path) -> Spawned {
+    Spawned::start(
+        Command::new(BINARY)
+            .arg("serve")
+            .arg(config)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+        "docker-registry",
+    )
 }

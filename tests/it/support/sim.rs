@@ -3,9 +3,11 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
+
+use super::spawned::{self, Spawned};
 
 use serde_json::Value;
 use switchyard::sim::{SimConfig, SimOptions, Simulator};
@@ -76,7 +78,7 @@ impl Kubectl {
 
     /// Runs kubectl to the end (blocking; call it from `spawn_blocking` in async tests).
     pub fn run(&self, args: &[&str]) -> Output {
-        let output = self.command(args).output().expect("kubectl is installed");
+        let output = spawned::output(&mut self.command(args), "kubectl");
         Output {
             ok: output.status.success(),
             stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
@@ -86,17 +88,17 @@ impl Kubectl {
 
     /// Runs kubectl to the end with `input` on its standard input (`apply -f -`).
     pub fn run_with_input(&self, args: &[&str], input: &str) -> Output {
-        let mut child = self
-            .command(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("kubectl is installed");
-        let mut stdin = child.stdin.take().expect("stdin is piped");
+        let mut child = Spawned::start(
+            self.command(args)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped()),
+            "kubectl",
+        );
+        let mut stdin = child.child().stdin.take().expect("stdin is piped");
         let input = input.to_string();
         let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
-        let output = child.wait_with_output().expect("kubectl runs");
+        let output = child.wait_with_output();
         writer
             .join()
             .expect("the stdin writer")
@@ -110,23 +112,13 @@ impl Kubectl {
 
     /// Starts a long-running kubectl (such as `get -w`) whose output lines can be awaited.
     pub fn spawn(&self, args: &[&str]) -> Lines {
-        let child = self
-            .command(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("kubectl is installed");
-        Lines::follow(child)
-    }
-}
-
-/// Kills a child process (by its handle) when dropped.
-struct ChildGuard(Child);
-
-impl Drop for ChildGuard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+        Lines::start(
+            self.command(args)
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped()),
+            "kubectl",
+        )
     }
 }
 
@@ -135,14 +127,21 @@ pub struct Lines {
     lines: mpsc::Receiver<String>,
     errors: mpsc::Receiver<String>,
     seen: Vec<String>,
-    _child: ChildGuard,
+    _child: Spawned,
 }
 
 impl Lines {
-    /// Reads the piped stdout and stderr of `child`, which is killed when this is dropped.
-    pub fn follow(mut child: Child) -> Self {
+    /// Starts `command` (named `what` in failures) with its standard output and error piped
+    /// and reads them; it is ended, with what it started, when this is dropped.
+    pub fn start(command: &mut Command, what: &str) -> Self {
+        command.stdout(Stdio::piped()).stderr(Stdio::piped());
+        Self::follow(Spawned::start(command, what))
+    }
+
+    /// Reads the piped stdout and stderr of `child`, which is ended when this is dropped.
+    pub fn follow(mut child: Spawned) -> Self {
         let (tx, lines) = mpsc::channel();
-        let stdout = child.stdout.take().expect("stdout is piped");
+        let stdout = child.child().stdout.take().expect("stdout is piped");
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
                 if tx.send(line).is_err() {
@@ -151,7 +150,7 @@ impl Lines {
             }
         });
         let (etx, errors) = mpsc::channel();
-        if let Some(stderr) = child.stderr.take() {
+        if let Some(stderr) = child.child().stderr.take() {
             std::thread::spawn(move || {
                 for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                     if etx.send(line).is_err() {
@@ -164,7 +163,7 @@ impl Lines {
             lines,
             errors,
             seen: Vec::new(),
-            _child: ChildGuard(child),
+            _child: child,
         }
     }
 
