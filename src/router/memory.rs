@@ -123,8 +123,7 @@ impl Route {
             let Some(prior) = baseline.prior.remove(key.as_str()) else {
                 return false;
             };
-            let same = RouteRecord::of_json(&new.json())
-                .is_some_and(|r| r.uid == prior.uid && r.hash == prior.hash);
+            let same = RouteRecord::of_json(&new.json()).is_some_and(|r| r.is_same(&prior));
             if same {
                 baseline.unchanged += 1;
             } else {
@@ -160,7 +159,7 @@ impl Route {
         let record = RouteRecord::of_json(&new.json());
         let added = Delta::Added(new.clone());
         match record {
-            Some(r) if r.uid == prior.uid && r.hash == prior.hash => {}
+            Some(r) if r.is_same(prior) => {}
             Some(r) if r.uid != prior.uid => {
                 gone(self);
                 self.emit(&added);

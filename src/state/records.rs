@@ -55,6 +55,16 @@ impl RouteRecord {
         })
     }
 
+    /// Whether `other` records the same state of the same object: the same uid, and the
+    /// same content or the same resourceVersion (an event kept in a handler's queue holds
+    /// the object's JSON as it was written then, not byte for byte as a list gives it).
+    pub fn is_same(&self, other: &RouteRecord) -> bool {
+        self.uid == other.uid
+            && (self.hash == other.hash
+                || (!self.resource_version.is_empty()
+                    && self.resource_version == other.resource_version))
+    }
+
     /// The last state kept of the object under `key` (`namespace/name` or `name`), as JSON:
     /// its apiVersion, kind, name, namespace, uid and resourceVersion.
     pub fn stub_json(&self, key: &str) -> String {
