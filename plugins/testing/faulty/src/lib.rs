@@ -49,8 +49,7 @@ impl Handler for Faulty {
         if let Some(ms) = annotation(&object, "faulty/sleep-ms").and_then(|n| n.parse().ok()) {
             std::thread::sleep(std::time::Duration::from_millis(ms));
         }
-        if let Some(bytes) = annotation(&object, "faulty/log-bytes").and_then(|n| n.parse().ok())
-        {
+        if let Some(bytes) = annotation(&object, "faulty/log-bytes").and_then(|n| n.parse().ok()) {
             log(Level::Info, &"x".repeat(bytes));
         }
         if let Some(n) = annotation(&object, "faulty/log-lines").and_then(|n| n.parse::<u32>().ok())
