@@ -60,8 +60,8 @@ for app in "${apps[@]}"; do
   hash=$(
     cd "$root"
     {
-      echo "componentize-py $componentize_py_version world handler module app"
-      find "plugins/python/$name" plugins/wit -type f ! -path '*/__pycache__/*' -print0 |
+      echo "componentize-py $componentize_py_version world handler module app names types http_types"
+      find "plugins/python/$name" plugins/python/sdk plugins/wit -type f ! -path '*/__pycache__/*' -print0 |
         LC_ALL=C sort -z | xargs -0 sha256sum
     } | sha256sum | cut -c1-32
   )
@@ -75,7 +75,12 @@ for app in "${apps[@]}"; do
     work=$(mktemp -d)
     trap 'rm -rf "$work"' EXIT
     cp -R "$dir"/. "$work/app"
-    (cd "$work" && "$venv/bin/componentize-py" -d "$root/plugins/wit" -w handler componentize -p app app -o out.wasm >/dev/null)
+    # The SDK's helpers (switchyard_http) beside the handler's own modules.
+    cp "$root"/plugins/python/sdk/*.py "$work/app/"
+    (cd "$work" && "$venv/bin/componentize-py" -d "$root/plugins/wit" -w handler \
+      --import-interface-name switchyard:plugin/types@0.1.0=types \
+      --import-interface-name wasi:http/types@0.2.12=http_types \
+      componentize -p app app -o out.wasm >/dev/null)
     mv "$work/out.wasm" "$cache/.$hash.wasm.tmp"
     mv "$cache/.$hash.wasm.tmp" "$cached"
     rm -rf "$work"

@@ -193,6 +193,66 @@ pub struct LogLimitLabel {
     pub kind: String,
 }
 
+/// Plugins' outbound HTTP requests (`plugin::outbound`), counted as they are made.
+#[derive(Clone)]
+pub struct OutboundFamilies {
+    /// Requests made, by handler, destination and status code (or failure: `timeout`,
+    /// `connection`, `tls`, `dns`, `refused`, `error`).
+    pub requests: Family<OutboundLabel, Counter>,
+    /// Seconds from sending a request to its response's head, by handler and destination.
+    pub duration: Family<OutboundHostLabel, Histogram, fn() -> Histogram>,
+    /// Requests refused by a handler's policy, by reason: `not_allowed`, an address class
+    /// (`loopback`, `link-local`, `unspecified`, `private`), `request_body_too_large`,
+    /// `response_body_too_large`.
+    pub refused: Family<OutboundRefusedLabel, Counter>,
+}
+
+impl Default for OutboundFamilies {
+    fn default() -> Self {
+        Self {
+            requests: Family::default(),
+            duration: Family::new_with_constructor(outbound_histogram),
+            refused: Family::default(),
+        }
+    }
+}
+
+/// Request duration buckets from 5 ms to 30 s.
+fn outbound_histogram() -> Histogram {
+    Histogram::new([
+        0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+    ])
+}
+
+/// The labels of `switchyard_outbound_requests_total`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutboundLabel {
+    /// The handler.
+    pub handler: String,
+    /// The destination, `scheme://host:port`.
+    pub host: String,
+    /// The status code, or the kind of failure.
+    pub code: String,
+}
+
+/// The labels of `switchyard_outbound_request_duration_seconds`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutboundHostLabel {
+    /// The handler.
+    pub handler: String,
+    /// The destination, `scheme://host:port`.
+    pub host: String,
+}
+
+/// The labels of `switchyard_outbound_refused_total`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutboundRefusedLabel {
+    /// The handler.
+    pub handler: String,
+    /// Why it was refused.
+    pub reason: String,
+}
+
 /// The labels of `switchyard_replica_info`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReplicaLabel {
@@ -225,6 +285,8 @@ pub struct Metrics {
     pub stages: StageFamilies,
     /// What handlers' log limits held back.
     pub log_limits: LogLimitFamilies,
+    /// Plugins' outbound HTTP requests.
+    pub outbound: OutboundFamilies,
 }
 
 impl Default for Metrics {
@@ -260,11 +322,28 @@ impl Metrics {
             "Bytes of plugin log lines not written: cut from lines, and in lines dropped",
             log_limits.bytes.clone(),
         );
+        let outbound = OutboundFamilies::default();
+        registry.register(
+            "switchyard_outbound_requests",
+            "Plugins' outbound HTTP requests, by handler, destination and status code or failure",
+            outbound.requests.clone(),
+        );
+        registry.register(
+            "switchyard_outbound_request_duration_seconds",
+            "Seconds from sending a plugin's outbound request to its response's head",
+            outbound.duration.clone(),
+        );
+        registry.register(
+            "switchyard_outbound_refused",
+            "Plugins' outbound requests refused by the handler's policy, by reason",
+            outbound.refused.clone(),
+        );
         Self {
             registry: Mutex::new(registry),
             workqueue,
             stages,
             log_limits,
+            outbound,
         }
     }
 

@@ -4,8 +4,9 @@
 //
 // HANDLER.js is an ES module exporting `init(config)` and `handle(event)` for the `handler`
 // world in WIT-DIR; it imports the host's functions from `switchyard:plugin/host@0.1.0`
-// (and `metrics`, `cache`, `kube` likewise). WASI's HTTP is left out: the daemon does not
-// offer it to plugins.
+// (and `metrics`, `cache`, `kube` likewise). `fetch` sends outbound HTTP requests through
+// `wasi:http/outgoing-handler`, to the destinations the handler's `capabilities.http` allows;
+// incoming HTTP (`fetch-event`) is left out: a handler is called with events, not requests.
 import { componentize } from '@bytecodealliance/componentize-js';
 import { rename, writeFile } from 'node:fs/promises';
 
@@ -18,7 +19,7 @@ const { component } = await componentize({
   sourcePath: source,
   witPath: wit,
   worldName: 'handler',
-  disableFeatures: ['http', 'fetch-event'],
+  disableFeatures: ['fetch-event'],
 });
 // Through a temporary name, so a daemon watching the folder never sees half a file.
 await writeFile(`${out}.tmp`, component);

@@ -6,6 +6,7 @@
 pub mod capabilities;
 mod checked;
 mod document;
+pub mod egress;
 mod error;
 pub mod expand;
 pub mod field_path;
@@ -29,6 +30,7 @@ use error::SourceError;
 
 pub use capabilities::{Capabilities, Verb};
 pub use checked::{Checked, check};
+pub use egress::{Egress, EgressRule, HttpScheme};
 pub use error::{ConfigError, ConfigErrors};
 pub use field_path::FieldPath;
 pub use host::{HostPattern, HostPort};
@@ -38,7 +40,8 @@ pub use schema::{InstanceMode, OnCorrupt};
 pub use selector::Selector;
 pub use spec::{
     Condition, Config, Delivery, EventFilter, HaMode, HaSpec, HandlerSpec, InformerSpec, LogLimits,
-    QuarantineSpec, ResourceRef, RouteFilter, RouteSource, RouteSpec, ShardBy, StateSpec, Test,
+    OutboundSpec, QuarantineSpec, ResourceRef, RouteFilter, RouteSource, RouteSpec, ShardBy,
+    StateSpec, Test,
 };
 pub use token::{TokenError, TokenSource};
 pub use validate::{nearest, validate};

@@ -258,9 +258,43 @@ pub struct HandlerFile {
     /// Free-form settings passed to the plugin's `init` as JSON.
     #[serde(default)]
     pub config: Option<serde_json::Value>,
-    /// Kubernetes writes the plugin may make, per resource. Default: none.
+    /// Kubernetes writes the plugin may make, per resource, and under `http` the
+    /// destinations it may send HTTP requests to. Default: none.
     #[serde(default)]
     pub capabilities: Option<super::capabilities::CapabilitiesFile>,
+    /// How the plugin's outbound HTTP requests are made (body caps, address rules, TLS).
+    #[serde(default)]
+    pub outbound: Option<OutboundFile>,
+}
+
+/// `handlers.NAME.outbound:` — how the plugin's HTTP requests are made. Where they may go
+/// is `capabilities.http`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutboundFile {
+    /// Refuse private addresses (10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7) after
+    /// DNS resolution too, unless an entry names them. Default false.
+    #[serde(default)]
+    pub refuse_private: Option<bool>,
+    /// The largest request body a plugin may send. Default `1Mi`.
+    #[serde(default)]
+    pub max_request_body: Option<ByteSize>,
+    /// The largest response body a plugin may read; past it the read fails. Default `1Mi`.
+    #[serde(default)]
+    pub max_response_body: Option<ByteSize>,
+    /// A PEM file of CA certificates trusted besides the system's roots.
+    #[serde(default)]
+    pub ca_bundle: Option<String>,
+    /// A PEM client certificate (chain) presented to servers that ask, with `client_key`.
+    #[serde(default)]
+    pub client_cert: Option<String>,
+    /// The PEM private key of `client_cert`.
+    #[serde(default)]
+    pub client_key: Option<String>,
+    /// The status a shadow run's or replay's requests are answered with (they are recorded,
+    /// never sent). Default 200.
+    #[serde(default)]
+    pub capture_status: Option<u16>,
 }
 
 /// Reads an optional value and holds it to `check`, so a value out of bounds is reported

@@ -134,10 +134,43 @@ pub struct HandlerSpec {
     pub config: serde_json::Value,
     /// Kubernetes writes the plugin may make.
     pub capabilities: Capabilities,
+    /// Where and how the plugin may send HTTP requests.
+    pub outbound: OutboundSpec,
     /// When a failing plugin is quarantined, and how it is tried again.
     pub quarantine: QuarantineSpec,
     /// A fresh plugin instance per event, or one per worker reused across events.
     pub instance: super::schema::InstanceMode,
+}
+
+/// A handler's outbound HTTP: where requests may go (`capabilities.http` and the address
+/// rules) and how they are made (`outbound:`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct OutboundSpec {
+    /// The allow-list and address rules.
+    pub egress: super::egress::Egress,
+    /// The largest request body, in bytes.
+    pub max_request_body: u64,
+    /// The largest response body, in bytes.
+    pub max_response_body: u64,
+    /// CA certificates trusted besides the system roots (a PEM file).
+    pub ca_bundle: Option<std::path::PathBuf>,
+    /// A client certificate and its key (PEM files).
+    pub client_identity: Option<(std::path::PathBuf, std::path::PathBuf)>,
+    /// The status captured requests are answered with.
+    pub capture_status: u16,
+}
+
+impl Default for OutboundSpec {
+    fn default() -> Self {
+        Self {
+            egress: super::egress::Egress::default(),
+            max_request_body: 1 << 20,
+            max_response_body: 1 << 20,
+            ca_bundle: None,
+            client_identity: None,
+            capture_status: 200,
+        }
+    }
 }
 
 /// How much one call of a handler's plugin may log (`log_line_max`, `log_call_max`,

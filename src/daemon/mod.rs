@@ -154,6 +154,8 @@ pub struct Shared {
     logs: PluginLogs,
     client: kube::Client,
     plugin_metrics: Arc<PluginMetrics>,
+    /// The pooled clients of plugins' outbound HTTP, shared across reloads.
+    outbound: Arc<crate::plugin::outbound::Clients>,
     /// The largest memory a plugin instance may have in the pool, sized at start.
     pool_memory: u64,
     /// Plugin instances the pool holds, sized at start: the most concurrency the handlers
@@ -264,6 +266,7 @@ impl Shared {
             plugins_dir: config.plugins_dir.clone(),
             plugins,
             plugin_metrics: Arc::new(PluginMetrics::new(metrics.clone())),
+            outbound: Arc::default(),
             metrics,
             client,
             pool_memory,
@@ -316,6 +319,7 @@ impl Shared {
             plugins: &self.plugins,
             client: &self.client,
             plugin_metrics: &self.plugin_metrics,
+            outbound: &self.outbound,
             active: &self.active,
             tenure: self.tenure.as_ref(),
             state: self.state.as_ref(),

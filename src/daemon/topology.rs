@@ -32,6 +32,7 @@ use crate::informer::{
     CacheOptions, IndexFn, Indexers, Informer, InformerFactory, SubscriptionId, Transform, WatchKey,
 };
 use crate::metrics::Metrics;
+use crate::plugin::outbound::{Clients, Outbound};
 use crate::plugin::{
     HostContext, LogCounters, PluginLogs, PluginMetrics, PluginRegistry, PluginUser,
 };
@@ -91,6 +92,8 @@ pub struct Stages<'a> {
     pub client: &'a kube::Client,
     /// Where plugins' own metrics go.
     pub plugin_metrics: &'a Arc<PluginMetrics>,
+    /// The pooled clients of plugins' outbound HTTP.
+    pub outbound: &'a Arc<Clients>,
     /// The replica's gate: handlers run only while it is true.
     pub active: &'a tokio::sync::watch::Sender<bool>,
     /// In sharded mode, this replica's hold on its ranges, checked before each call.
@@ -537,6 +540,20 @@ async fn set_host_contexts(
                 handler.spec().logs,
                 LogCounters::of(stages.metrics, handler.name()),
             );
+        // Every handler gets one, so a refused request is logged once and counted even
+        // when the handler may reach nothing.
+        let outbound = Outbound::new(
+            handler.name().into(),
+            handler.spec().outbound.clone(),
+            stages.outbound.clone(),
+            stages.metrics.outbound.clone(),
+        );
+        if !handler.spec().outbound.egress.is_empty()
+            && let Err(e) = outbound.client()
+        {
+            tracing::error!(handler = %handler.name(), error = %e, "the handler's outbound requests will fail until its outbound TLS files are fixed");
+        }
+        context = context.with_outbound(Arc::new(outbound));
         for route in config.routes.iter().filter(|r| r.handler == handler.name()) {
             // A watch not served yet grants nothing until it is.
             let served = wiring.routes[&route.name]

@@ -32,7 +32,7 @@ use tracing::Instrument;
 
 use super::slot::Slot;
 use crate::metrics::Metrics;
-use crate::plugin::imports::capture::{Capture, CapturedWrite};
+use crate::plugin::imports::capture::{Capture, CapturedRequest, CapturedWrite};
 use crate::plugin::{
     self, CallLimits, Event, EventKind, HostContext, Outcome, Plugin, PluginLogs, PluginMetrics,
     PluginUser,
@@ -44,7 +44,7 @@ pub const RECENT_DIFFERENCES: usize = 50;
 
 /// The kinds of difference, as the metric's `kind` label and a difference's `differs`
 /// name them.
-pub const DIFFERENCE_KINDS: [&str; 3] = ["outcome", "writes", "errors"];
+pub const DIFFERENCE_KINDS: [&str; 4] = ["outcome", "writes", "requests", "errors"];
 
 /// How one call ended, as the comparison sees it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -59,6 +59,10 @@ pub struct CallResult {
     pub error: Option<String>,
     /// The writes the call made (the primary's as sent, the shadow's as captured).
     pub writes: Vec<CapturedWrite>,
+    /// The outbound HTTP requests the call made (the primary's as sent, the shadow's as
+    /// captured and answered by a stub), credentials redacted.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub requests: Vec<CapturedRequest>,
 }
 
 impl CallResult {
@@ -74,7 +78,15 @@ impl CallResult {
             requeue_after_ms,
             error,
             writes,
+            requests: Vec::new(),
         }
+    }
+
+    /// The same, with the outbound requests the call made.
+    #[must_use]
+    pub fn with_requests(mut self, requests: Vec<CapturedRequest>) -> Self {
+        self.requests = requests;
+        self
     }
 }
 
@@ -91,6 +103,9 @@ pub fn differences(primary: &CallResult, shadow: &CallResult) -> Vec<&'static st
     }
     if primary.writes != shadow.writes {
         kinds.push("writes");
+    }
+    if primary.requests != shadow.requests {
+        kinds.push("requests");
     }
     if primary.error != shadow.error {
         kinds.push("errors");
@@ -113,7 +128,7 @@ pub struct ShadowDifference {
     pub resource_version: Option<String>,
     /// The attempt the call was.
     pub attempt: u32,
-    /// What differs: `outcome`, `writes`, `errors`.
+    /// What differs: `outcome`, `writes`, `requests`, `errors`.
     pub differs: Vec<&'static str>,
     /// What the primary did.
     pub primary: CallResult,
@@ -133,6 +148,8 @@ pub struct ShadowCounts {
     pub differing_outcome: u64,
     /// Events on which their writes differed.
     pub differing_writes: u64,
+    /// Events on which the outbound HTTP requests differed.
+    pub differing_requests: u64,
     /// Events on which one failed and the other did not, or their errors differed.
     pub differing_errors: u64,
     /// Calls of the shadow that failed (errors, traps, timeouts).
@@ -283,7 +300,7 @@ impl Shadow {
         if let Err(error) = &result {
             tracing::debug!(handler = %self.handler, plugin = %self.plugin, %error, "shadow call failed");
         }
-        let shadow = CallResult::of(&result, capture.writes());
+        let shadow = CallResult::of(&result, capture.writes()).with_requests(capture.requests());
         let differs = differences(&primary, &shadow);
         let difference = (!differs.is_empty()).then(|| ShadowDifference {
             at: rfc3339(SystemTime::now()),
@@ -313,6 +330,7 @@ impl Shadow {
             match *kind {
                 "outcome" => counts.differing_outcome += 1,
                 "writes" => counts.differing_writes += 1,
+                "requests" => counts.differing_requests += 1,
                 _ => counts.differing_errors += 1,
             }
         }
@@ -339,6 +357,7 @@ impl ShadowCounts {
         match kind {
             "outcome" => self.differing_outcome,
             "writes" => self.differing_writes,
+            "requests" => self.differing_requests,
             _ => self.differing_errors,
         }
     }

@@ -65,6 +65,10 @@ pub struct HandlerStatus {
     /// The shadow plugin and its comparison counts, if the handler has one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shadow: Option<super::ShadowStatus>,
+    /// The plugin's outbound HTTP requests by destination, if its `capabilities.http`
+    /// allows any.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub outbound: Vec<crate::plugin::outbound::HostStatus>,
 }
 
 /// How many recent errors and call durations a handler remembers.
@@ -166,6 +170,10 @@ impl Handler {
             quarantines,
             undelivered: c.undelivered.load(Ordering::Relaxed),
             shadow: self.shadow.as_ref().map(|s| s.status()),
+            outbound: lock(&self.host_context)
+                .outbound()
+                .map(|o| o.status())
+                .unwrap_or_default(),
         }
     }
 

@@ -157,7 +157,8 @@ impl Handler {
         let result = instances
             .call(plugin, &primary_context, &limits, &self.config_json, &call)
             .await;
-        let compared = recorded.map(|c| CallResult::of(&result, c.writes()));
+        let compared =
+            recorded.map(|c| CallResult::of(&result, c.writes()).with_requests(c.requests()));
         let failure = result.as_ref().err().map(|e| RecentError {
             at: rfc3339(SystemTime::now()),
             object: format!("{}/{}", key.route, key.object),

@@ -42,6 +42,13 @@ pub fn text(report: &EventReport) -> String {
         }
         out.push('\n');
     }
+    for request in &report.requests {
+        out.push_str(&format!("  request {} {}", request.method, request.url));
+        if !request.body.is_empty() {
+            out.push_str(&format!(" {}", request.body));
+        }
+        out.push('\n');
+    }
     for metric in &report.metrics {
         let labels: Vec<String> = metric
             .labels

@@ -12,7 +12,8 @@ use super::events::{RecordedEvent, RecordedKind};
 use crate::config::{Config, HandlerSpec, ResourceRef, RouteSource};
 use crate::metrics::Metrics;
 use crate::plugin::imports::PluginMetrics;
-use crate::plugin::imports::capture::{Capture, CapturedMetric, CapturedWrite};
+use crate::plugin::imports::capture::{Capture, CapturedMetric, CapturedRequest, CapturedWrite};
+use crate::plugin::outbound::Outbound;
 use crate::plugin::{
     CallLimits, Event, EventKind, HostContext, LogCounters, Outcome, Plugin, PluginHost, PluginLog,
     PluginLogs, loader,
@@ -58,6 +59,9 @@ pub struct EventReport {
     pub writes: Vec<CapturedWrite>,
     /// The metrics it recorded, as it gave them.
     pub metrics: Vec<CapturedMetric>,
+    /// The outbound HTTP requests it made, captured (credentials redacted), answered by a
+    /// stub and not sent.
+    pub requests: Vec<CapturedRequest>,
 }
 
 /// An event that does not fit the config: the line and why.
@@ -152,13 +156,19 @@ impl Call<'_> {
         let logs = PluginLogs::default();
         let mut logged = logs.subscribe();
         let capture = Arc::new(Capture::new(names, event.object.clone()));
-        let context = Arc::new(
-            HostContext::new(spec.name.as_str().into(), logs)
-                .with_capabilities(spec.capabilities.clone())
-                .with_capture(capture.clone())
-                .with_metrics(metrics)
-                .with_log_limits(spec.logs, LogCounters::default()),
-        );
+        let context = HostContext::new(spec.name.as_str().into(), logs)
+            .with_capabilities(spec.capabilities.clone())
+            .with_capture(capture.clone())
+            .with_metrics(metrics)
+            .with_log_limits(spec.logs, LogCounters::default())
+            // Requests are checked as the daemon checks them, recorded, never sent.
+            .with_outbound(Arc::new(Outbound::new(
+                spec.name.as_str().into(),
+                spec.outbound.clone(),
+                Arc::default(),
+                Default::default(),
+            )));
+        let context = Arc::new(context);
         let limits = CallLimits {
             timeout: spec.timeout,
             memory: spec.memory,
@@ -200,6 +210,7 @@ impl Call<'_> {
             logs: lines,
             writes: capture.writes(),
             metrics: capture.metrics(),
+            requests: capture.requests(),
         }
     }
 }

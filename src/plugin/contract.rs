@@ -7,6 +7,44 @@
 /// The contract, as plugins are built against it.
 pub const WIT: &str = include_str!("../../plugins/wit/world.wit");
 
+/// The WASI packages the contract uses (`wasi:http` for outbound requests, and what it
+/// needs), as `wit/deps/NAME/package.wit` files beside the world.
+pub const WIT_DEPS: [(&str, &str); 7] = [
+    (
+        "cli",
+        include_str!("../../plugins/wit/deps/cli/package.wit"),
+    ),
+    (
+        "clocks",
+        include_str!("../../plugins/wit/deps/clocks/package.wit"),
+    ),
+    (
+        "filesystem",
+        include_str!("../../plugins/wit/deps/filesystem/package.wit"),
+    ),
+    (
+        "http",
+        include_str!("../../plugins/wit/deps/http/package.wit"),
+    ),
+    ("io", include_str!("../../plugins/wit/deps/io/package.wit")),
+    (
+        "random",
+        include_str!("../../plugins/wit/deps/random/package.wit"),
+    ),
+    (
+        "sockets",
+        include_str!("../../plugins/wit/deps/sockets/package.wit"),
+    ),
+];
+
+/// The Python module names componentize-py is given for the world's imports
+/// (`--import-interface-name`): the contract's `types` keeps the plain name `types`
+/// (`wit_world.imports.types`) although `wasi:http` has a `types` interface too.
+pub const PYTHON_MODULE_NAMES: [&str; 2] = [
+    "switchyard:plugin/types@0.1.0=types",
+    "wasi:http/types@0.2.12=http_types",
+];
+
 /// The package every contract interface belongs to.
 const PACKAGE: &str = "switchyard:plugin";
 
@@ -104,6 +142,26 @@ mod tests {
     #[test]
     fn the_daemon_speaks_the_version_in_its_wit() {
         assert_eq!(version(), v("0.1.0"));
+    }
+
+    #[test]
+    fn the_python_module_names_name_the_versions_in_the_wit() {
+        let http = WIT_DEPS.iter().find(|(n, _)| *n == "http").unwrap().1;
+        let http_version = http
+            .lines()
+            .find_map(|l| l.strip_prefix("package wasi:http@"))
+            .and_then(|rest| rest.strip_suffix(';'))
+            .unwrap();
+        assert_eq!(
+            PYTHON_MODULE_NAMES,
+            [
+                format!("switchyard:plugin/types@{}=types", version()).as_str(),
+                format!("wasi:http/types@{http_version}=http_types").as_str(),
+            ]
+        );
+        assert!(WIT.contains(&format!(
+            "import wasi:http/outgoing-handler@{http_version};"
+        )));
     }
 
     #[test]

@@ -69,33 +69,32 @@
 //! instance is never called again. Host imports need no deadline of their own.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
-use wasmtime::{Engine, ResourceLimiter, Store, StoreLimits, StoreLimitsBuilder, UpdateDeadline};
+use wasmtime::{Engine, Store, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::bindings::switchyard::plugin::{host, types};
 use super::bindings::{self, HandlerPre};
 use super::imports::HostContext;
+use super::limiter::CallLimiter;
 use super::logs::{CallLog, PluginLogs};
-use super::{Error, Result, mib};
-
-/// How often the engine's epoch advances while calls run: the resolution of call
-/// deadlines, and how often a long-running call yields to other tasks.
-pub const EPOCH_TICK: Duration = Duration::from_millis(10);
-
-/// How long the epoch ticker keeps ticking after the last call ended before it parks (an
-/// idle daemon then has no thread waking a hundred times a second).
-const TICKER_IDLE: Duration = Duration::from_secs(1);
+use super::outbound::CallHooks;
+pub use super::ticker::EPOCH_TICK;
+use super::ticker::Ticker;
+use super::{Error, Result};
 
 /// The per-call state a plugin instance runs with.
 pub struct CallState {
     /// Built the first time the plugin calls a WASI import: most calls never do, and
     /// building one (its random generators seeded) is a few percent of a call.
     wasi: Option<WasiCtx>,
+    http: WasiHttpCtx,
+    /// Where the plugin's outbound requests go: the handler's policy, the call's deadline.
+    hooks: CallHooks,
     table: ResourceTable,
     limits: CallLimiter,
     context: Arc<HostContext>,
@@ -126,6 +125,16 @@ impl WasiView for CallState {
         WasiCtxView {
             ctx: self.wasi.get_or_insert_with(|| WasiCtx::builder().build()),
             table: &mut self.table,
+        }
+    }
+}
+
+impl WasiHttpView for CallState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: &mut self.hooks,
         }
     }
 }
@@ -282,8 +291,18 @@ impl PluginHost {
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)
             .map_err(|e| Error::Engine(e.to_string()))?;
-        bindings::Handler::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)
             .map_err(|e| Error::Engine(e.to_string()))?;
+        // The contract's own interfaces; `wasi:http` and `wasi:io` come from their crates.
+        let linked = (|| {
+            use bindings::switchyard::plugin as contract;
+            contract::types::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)?;
+            contract::host::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)?;
+            contract::metrics::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)?;
+            contract::cache::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)?;
+            contract::kube::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)
+        })();
+        linked.map_err(|e| Error::Engine(e.to_string()))?;
         let ticker = Ticker::start(engine.clone())?;
         Ok(Arc::new(Self {
             engine,
@@ -361,91 +380,6 @@ fn header_problem(bytes: &[u8]) -> Option<&'static str> {
         Some("unsupported binary version")
     } else {
         None
-    }
-}
-
-/// The epoch ticker thread, stopped once the host and every plugin and instance made from
-/// it are gone: a call still running after the host is dropped (a worker stopped late at
-/// shutdown) must still reach its deadline, or it would spin forever without yielding.
-/// It parks once no call has run for [`TICKER_IDLE`], and a call starting wakes it.
-struct Ticker {
-    thread: std::thread::JoinHandle<()>,
-    state: Arc<TickerState>,
-}
-
-/// What the ticker thread and the calls share.
-#[derive(Default)]
-struct TickerState {
-    stop: AtomicBool,
-    /// Calls running wasm now (instantiation and `init`, or `handle`).
-    running: AtomicUsize,
-    /// The ticker is parked, or about to park, until a call starts.
-    parked: AtomicBool,
-}
-
-impl Ticker {
-    fn start(engine: Engine) -> Result<Arc<Self>> {
-        let state = Arc::new(TickerState::default());
-        let thread = std::thread::Builder::new()
-            .name("wasm-epoch".into())
-            .spawn({
-                let state = state.clone();
-                move || tick(&engine, &state)
-            })
-            .map_err(|e| Error::Engine(format!("cannot start the epoch ticker: {e}")))?;
-        Ok(Arc::new(Self { thread, state }))
-    }
-
-    /// Counts a call as running until the returned guard is dropped, waking the ticker if
-    /// it parked.
-    fn running(&self) -> Running<'_> {
-        self.state.running.fetch_add(1, Ordering::SeqCst);
-        if self.state.parked.load(Ordering::SeqCst) {
-            self.thread.thread().unpark();
-        }
-        Running(&self.state)
-    }
-}
-
-/// A call counted as running (see [`Ticker::running`]).
-struct Running<'a>(&'a TickerState);
-
-impl Drop for Running<'_> {
-    fn drop(&mut self) {
-        self.0.running.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
-/// The ticker thread: advances the epoch every [`EPOCH_TICK`] while calls run or ran within
-/// [`TICKER_IDLE`], parks otherwise, and ends when `state.stop` is set.
-fn tick(engine: &Engine, state: &TickerState) {
-    let idle_ticks = (TICKER_IDLE.as_millis() / EPOCH_TICK.as_millis()).max(1);
-    let mut idle = 0;
-    while !state.stop.load(Ordering::Relaxed) {
-        std::thread::sleep(EPOCH_TICK);
-        engine.increment_epoch();
-        if state.running.load(Ordering::SeqCst) > 0 {
-            idle = 0;
-            continue;
-        }
-        idle += 1;
-        if idle >= idle_ticks {
-            // A call that starts after `parked` is set sees it and unparks us; one that
-            // started before is seen here, and we do not park.
-            state.parked.store(true, Ordering::SeqCst);
-            if state.running.load(Ordering::SeqCst) == 0 && !state.stop.load(Ordering::SeqCst) {
-                std::thread::park();
-            }
-            state.parked.store(false, Ordering::SeqCst);
-            idle = 0;
-        }
-    }
-}
-
-impl Drop for Ticker {
-    fn drop(&mut self) {
-        self.state.stop.store(true, Ordering::SeqCst);
-        self.thread.thread().unpark();
     }
 }
 
@@ -564,6 +498,8 @@ impl Plugin {
             &self.engine,
             CallState {
                 wasi: None,
+                http: WasiHttpCtx::new(),
+                hooks: CallHooks::new(context.clone(), deadline),
                 table: ResourceTable::new(),
                 limits: CallLimiter::new(limits.memory),
                 context,
@@ -663,6 +599,7 @@ impl PluginInstance {
         if self.calls > 0 {
             let state = self.store.data_mut();
             state.deadline = Instant::now() + self.timeout;
+            state.hooks.deadline = state.deadline;
             state.timed_out = false;
             state.log = CallLog::new(state.context.log_limits());
             self.store.set_epoch_deadline(1);
@@ -706,74 +643,6 @@ fn reason_first(error: &wasmtime::Error) -> String {
         text.push_str(context);
     }
     text
-}
-
-/// The resource limits of one call: [`StoreLimits`]' defaults, and a memory cap whose trap
-/// names the cap and what the plugin asked for.
-struct CallLimiter {
-    memory: usize,
-    defaults: StoreLimits,
-}
-
-impl CallLimiter {
-    fn new(memory: u64) -> Self {
-        let memory = usize::try_from(memory).unwrap_or(usize::MAX);
-        Self {
-            memory,
-            defaults: StoreLimitsBuilder::new()
-                .memory_size(memory)
-                .trap_on_grow_failure(true)
-                .build(),
-        }
-    }
-}
-
-impl ResourceLimiter for CallLimiter {
-    fn memory_growing(
-        &mut self,
-        current: usize,
-        desired: usize,
-        maximum: Option<usize>,
-    ) -> wasmtime::Result<bool> {
-        if desired > self.memory {
-            wasmtime::bail!(
-                "memory cap of {} exceeded: the plugin asked to grow its memory from {} to {}",
-                mib(self.memory as u64),
-                mib(current as u64),
-                mib(desired as u64)
-            );
-        }
-        self.defaults.memory_growing(current, desired, maximum)
-    }
-
-    fn memory_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
-        self.defaults.memory_grow_failed(error)
-    }
-
-    fn table_growing(
-        &mut self,
-        current: usize,
-        desired: usize,
-        maximum: Option<usize>,
-    ) -> wasmtime::Result<bool> {
-        self.defaults.table_growing(current, desired, maximum)
-    }
-
-    fn table_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
-        self.defaults.table_grow_failed(error)
-    }
-
-    fn instances(&self) -> usize {
-        self.defaults.instances()
-    }
-
-    fn tables(&self) -> usize {
-        self.defaults.tables()
-    }
-
-    fn memories(&self) -> usize {
-        self.defaults.memories()
-    }
 }
 
 /// An error with its causes, on one line (a cause written over several lines is joined).
@@ -837,27 +706,6 @@ mod tests {
             "{error}"
         );
         assert!(!error.contains('\n'), "{error}");
-    }
-
-    #[test]
-    fn the_epoch_ticker_parks_when_idle_and_a_call_wakes_it() {
-        let ticker = Ticker::start(Engine::default()).unwrap();
-        let parked = || ticker.state.parked.load(Ordering::SeqCst);
-        let wait_for = |want: bool, within: Duration| {
-            let deadline = Instant::now() + within;
-            while parked() != want {
-                assert!(Instant::now() < deadline, "parked never became {want}");
-                std::thread::sleep(Duration::from_millis(5));
-            }
-        };
-        wait_for(true, TICKER_IDLE * 3);
-        let running = ticker.running();
-        wait_for(false, Duration::from_secs(1));
-        // While a call runs it keeps ticking, past the idle time.
-        std::thread::sleep(TICKER_IDLE + EPOCH_TICK * 10);
-        assert!(!parked(), "the ticker parked while a call ran");
-        drop(running);
-        wait_for(true, TICKER_IDLE * 3);
     }
 
     #[test]

@@ -12,10 +12,13 @@ pub mod bindings;
 pub mod contract;
 pub mod host;
 pub mod imports;
+mod limiter;
 pub mod loader;
 pub mod logs;
 pub mod oci;
+pub mod outbound;
 pub mod registry;
+mod ticker;
 pub mod watcher;
 
 use std::time::Duration;

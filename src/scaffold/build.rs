@@ -159,17 +159,13 @@ fn build_python(dir: &Path, out: &Path) -> Result<(), BuildError> {
     let tmp = temporary(out);
     let mut componentize = Command::new("componentize-py");
     componentize
-        .args([
-            "-d",
-            "wit",
-            "-w",
-            "handler",
-            "componentize",
-            "-p",
-            ".",
-            "app",
-            "-o",
-        ])
+        .args(["-d", "wit", "-w", "handler"])
+        .args(
+            crate::plugin::contract::PYTHON_MODULE_NAMES
+                .iter()
+                .flat_map(|n| ["--import-interface-name", n]),
+        )
+        .args(["componentize", "-p", ".", "app", "-o"])
         .arg(&tmp);
     run(
         componentize,

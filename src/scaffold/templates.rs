@@ -9,6 +9,8 @@ use crate::plugin::contract::{self, WIT};
 
 /// The Rust SDK's source.
 const SDK_LIB: &str = include_str!("../../plugins/sdk/src/lib.rs");
+/// The Rust SDK's outbound HTTP.
+const SDK_HTTP: &str = include_str!("../../plugins/sdk/src/http.rs");
 /// The Rust SDK's test host.
 const SDK_TESTING: &str = include_str!("../../plugins/sdk/src/testing.rs");
 /// The JavaScript build script and the pinned componentize-js.
@@ -44,6 +46,7 @@ pub fn files(name: &str, lang: Lang) -> Vec<(String, String)> {
                 ),
                 ("switchyard-sdk/src/lib.rs", SDK_LIB.to_string()),
                 ("switchyard-sdk/src/testing.rs", SDK_TESTING.to_string()),
+                ("switchyard-sdk/src/http.rs", SDK_HTTP.to_string()),
                 (".gitignore", "/target\n*.wasm\n".to_string()),
             ]);
             (
@@ -74,9 +77,13 @@ pub fn files(name: &str, lang: Lang) -> Vec<(String, String)> {
         .replace("{{test_command}}", test)
         .replace("{{needs}}", needs);
     files.push(("README.md", readme));
+    let deps = contract::WIT_DEPS
+        .iter()
+        .map(|(name, text)| (format!("wit/deps/{name}/package.wit"), text.to_string()));
     files
         .into_iter()
         .map(|(path, text)| (path.to_string(), text))
+        .chain(deps)
         .collect()
 }
 

@@ -80,6 +80,11 @@ impl SimTls {
         &self.ca_der
     }
 
+    /// The acceptor serving this identity, for a server of one's own.
+    pub fn acceptor(&self) -> TlsAcceptor {
+        self.acceptor.clone()
+    }
+
     /// `listener` serving TLS with this identity.
     pub fn listener(&self, listener: TcpListener) -> TlsListener {
         TlsListener {

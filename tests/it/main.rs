@@ -24,6 +24,7 @@ mod informer_relist;
 mod leftovers;
 mod logs;
 mod oci;
+mod outbound;
 mod page;
 mod probes;
 mod quarantine;

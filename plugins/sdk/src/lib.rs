@@ -26,8 +26,9 @@
 //!
 //! Besides [`log`], the host offers [`metrics`] (exposed on the daemon's `/metrics`),
 //! read-only [`cache`] access to the resources the handler's routes watch, and [`kube`]
-//! writes where the handler's `capabilities:` grant them. Each returns `Err(String)` when
-//! refused or failed; return it from `handle` (with `?`) and the daemon retries the event.
+//! writes where the handler's `capabilities:` grant them, and [`http`] requests to the
+//! destinations its `capabilities.http` allows. Each returns an error when refused or
+//! failed; return it from `handle` (with `?`) and the daemon retries the event.
 
 #![forbid(unsafe_code)]
 
@@ -41,12 +42,15 @@ pub mod bindings {
         export_macro_name: "__export_handler_world",
         default_bindings_module: "switchyard_sdk::bindings",
         additional_derives: [PartialEq],
+        additional_derives_ignore: ["stream-error"],
+        generate_all,
     });
 }
 
 pub use bindings::switchyard::plugin::host::Level;
 pub use bindings::switchyard::plugin::types::{Event, EventKind, Outcome};
 
+pub mod http;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod testing;
 

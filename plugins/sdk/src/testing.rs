@@ -98,6 +98,8 @@ pub struct Report {
     pub writes: Vec<Write>,
     /// The metrics recorded, in order.
     pub metrics: Vec<Metric>,
+    /// The HTTP requests sent, in order.
+    pub requests: Vec<crate::http::Request>,
 }
 
 impl Report {
@@ -118,7 +120,12 @@ struct Call {
     logs: Vec<(Level, String)>,
     writes: Vec<Write>,
     metrics: Vec<Metric>,
+    responses: Vec<(String, HttpAnswer)>,
+    requests: Vec<crate::http::Request>,
 }
+
+/// What the test host answers a request with.
+type HttpAnswer = Result<crate::http::Response, crate::http::Error>;
 
 thread_local! {
     static CALL: RefCell<Option<Call>> = const { RefCell::new(None) };
@@ -143,6 +150,7 @@ pub struct TestHost {
     objects: Vec<(String, Value)>,
     indexes: HashMap<String, IndexFn>,
     write_error: Option<String>,
+    responses: Vec<(String, HttpAnswer)>,
 }
 
 impl TestHost {
@@ -176,6 +184,21 @@ impl TestHost {
         self
     }
 
+    /// Answers HTTP requests whose URL starts with `url_prefix` with `response` (the first
+    /// matching prefix wins). A request nothing answers fails with `Error::Denied`, as a
+    /// destination missing from `capabilities.http` would.
+    pub fn http(mut self, url_prefix: &str, response: crate::http::Response) -> Self {
+        self.responses.push((url_prefix.to_string(), Ok(response)));
+        self
+    }
+
+    /// Makes HTTP requests whose URL starts with `url_prefix` fail with `error` (a timeout,
+    /// a refused connection, ...).
+    pub fn http_error(mut self, url_prefix: &str, error: crate::http::Error) -> Self {
+        self.responses.push((url_prefix.to_string(), Err(error)));
+        self
+    }
+
     /// Calls `H::init` with the config and then `H::handle` with `event`; returns what
     /// the call did.
     pub fn handle<H: Handler>(&self, event: Event) -> Report {
@@ -187,6 +210,8 @@ impl TestHost {
             logs: Vec::new(),
             writes: Vec::new(),
             metrics: Vec::new(),
+            responses: self.responses.clone(),
+            requests: Vec::new(),
         };
         CALL.with(|c| *c.borrow_mut() = Some(call));
         let outcome = H::init(config)
@@ -200,6 +225,7 @@ impl TestHost {
             logs: call.logs,
             writes: call.writes,
             metrics: call.metrics,
+            requests: call.requests,
         }
     }
 }
@@ -241,6 +267,26 @@ pub(crate) mod host {
                 labels: labels(l),
             })
         });
+    }
+
+    pub fn http_send(
+        request: crate::http::Request,
+    ) -> Result<crate::http::Response, crate::http::Error> {
+        with_call(|call| {
+            let answer = call
+                .responses
+                .iter()
+                .find(|(prefix, _)| request.url.starts_with(prefix.as_str()))
+                .map(|(_, answer)| answer.clone())
+                .unwrap_or_else(|| {
+                    Err(crate::http::Error::Denied(format!(
+                        "HttpRequestDenied: the TestHost has no answer for {} (give one with TestHost::http)",
+                        request.url
+                    )))
+                });
+            call.requests.push(request);
+            answer
+        })
     }
 
     pub fn log(level: Level, message: &str) {

@@ -17,6 +17,9 @@ pub(super) fn build(
 ) -> Capabilities {
     let mut grants = BTreeMap::new();
     for (resource, verbs) in file.into_iter().flatten() {
+        if resource == super::outbound::HTTP_KEY {
+            continue;
+        }
         let path = format!("handlers.{handler}.capabilities.{resource}");
         if resource.trim().is_empty() {
             errors.at_key(

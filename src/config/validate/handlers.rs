@@ -14,7 +14,12 @@ use crate::config::{HandlerSpec, LogLimits, QuarantineSpec};
 
 /// Builds the handler `name`. Each value was held to its bounds as it was read (see
 /// [`crate::config::limits`]); what is left are the checks across values.
-pub(super) fn build_handler(name: String, h: HandlerFile, errors: &mut Errors) -> HandlerSpec {
+pub(super) fn build_handler(
+    name: String,
+    h: HandlerFile,
+    base: &Path,
+    errors: &mut Errors,
+) -> HandlerSpec {
     let at = |field: &str| format!("handlers.{name}.{field}");
     let quarantine = quarantine(&h, &at, errors);
     let logs = log_limits(&h);
@@ -40,6 +45,7 @@ pub(super) fn build_handler(name: String, h: HandlerFile, errors: &mut Errors) -
         );
     }
     let capabilities = super::capabilities::build(&name, h.capabilities.as_ref(), errors);
+    let outbound = super::outbound::build(&name, h.capabilities.as_ref(), h.outbound, base, errors);
     // `qps` was checked as it was read; 0 turns the bucket off.
     let qps = match h.qps {
         Some(0.0) => None,
@@ -48,6 +54,7 @@ pub(super) fn build_handler(name: String, h: HandlerFile, errors: &mut Errors) -
     };
     HandlerSpec {
         capabilities,
+        outbound,
         resync: h.resync.map(|d| d.0).filter(|d| !d.is_zero()),
         qps,
         burst: h.burst.unwrap_or(100).max(1),

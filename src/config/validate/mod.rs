@@ -21,6 +21,7 @@ mod informers;
 mod names;
 pub use names::nearest;
 mod oci;
+mod outbound;
 mod routes;
 #[cfg(test)]
 mod tests;
@@ -133,7 +134,7 @@ fn build(file: &Path, top: ConfigFile, errors: &mut Errors) -> Config {
     let handlers: Vec<HandlerSpec> = handler_files
         .read
         .into_iter()
-        .map(|(name, h)| handlers::build_handler(name, h, errors))
+        .map(|(name, h)| handlers::build_handler(name, h, base, errors))
         .collect();
     handlers::check_workers(&handlers, errors);
     let known = Known {

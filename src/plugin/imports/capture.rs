@@ -59,6 +59,58 @@ pub struct CapturedMetric {
     pub labels: Vec<(String, String)>,
 }
 
+/// One outbound HTTP request a plugin made in capture mode: in a shadow run or a replay it
+/// is recorded and answered by a stub, never sent; for the primary of a shadow it is sent
+/// and recorded. Headers that carry credentials are redacted.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CapturedRequest {
+    /// The method.
+    pub method: String,
+    /// The URL.
+    pub url: String,
+    /// The headers, in order, credentials redacted.
+    pub headers: Vec<(String, String)>,
+    /// The body as text (invalid UTF-8 replaced).
+    pub body: String,
+}
+
+/// What stands in for a redacted value.
+pub const REDACTED: &str = "<redacted>";
+
+impl CapturedRequest {
+    /// The request `parts` with `body`, credentials redacted.
+    pub fn new(parts: &http::request::Parts, body: &[u8]) -> Self {
+        let headers = parts
+            .headers
+            .iter()
+            .map(|(name, value)| {
+                let value = if is_credential(name.as_str()) {
+                    REDACTED.to_string()
+                } else {
+                    String::from_utf8_lossy(value.as_bytes()).into_owned()
+                };
+                (name.as_str().to_string(), value)
+            })
+            .collect();
+        Self {
+            method: parts.method.to_string(),
+            url: parts.uri.to_string(),
+            headers,
+            body: String::from_utf8_lossy(body).into_owned(),
+        }
+    }
+}
+
+/// Whether a header's value is a credential: `Authorization`, cookies, and names that say
+/// key, token, secret, signature or password.
+fn is_credential(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    ["authorization", "cookie"].iter().any(|n| name.contains(n))
+        || ["key", "token", "secret", "signature", "password", "auth"]
+            .iter()
+            .any(|n| name.contains(n))
+}
+
 /// What a capture does with writes and cache reads (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CaptureMode {
@@ -81,6 +133,7 @@ pub struct Capture {
     object: Value,
     writes: Mutex<Vec<CapturedWrite>>,
     metrics: Mutex<Vec<CapturedMetric>>,
+    requests: Mutex<Vec<CapturedRequest>>,
 }
 
 impl Capture {
@@ -92,6 +145,7 @@ impl Capture {
             object,
             writes: Mutex::new(Vec::new()),
             metrics: Mutex::new(Vec::new()),
+            requests: Mutex::new(Vec::new()),
         }
     }
 
@@ -125,6 +179,16 @@ impl Capture {
     /// The metrics recorded so far, in order.
     pub fn metrics(&self) -> Vec<CapturedMetric> {
         lock(&self.metrics).clone()
+    }
+
+    /// The outbound requests captured so far, in order.
+    pub fn requests(&self) -> Vec<CapturedRequest> {
+        lock(&self.requests).clone()
+    }
+
+    /// Records an outbound request (the policy's checks passed).
+    pub fn record_request(&self, request: CapturedRequest) {
+        lock(&self.requests).push(request);
     }
 
     /// Records a metric the daemon's checks accepted.
@@ -166,7 +230,7 @@ impl Capture {
 
 impl HostContext {
     /// The capture that stands in for the API server's writes (offline or shadow), if any.
-    pub(super) fn capturing(&self) -> Option<&Capture> {
+    pub(crate) fn capturing(&self) -> Option<&Capture> {
         self.capture
             .as_deref()
             .filter(|c| c.mode != CaptureMode::Record)

@@ -40,6 +40,7 @@ pub struct HostContext {
     client: Option<kube::Client>,
     metrics: Option<Arc<PluginMetrics>>,
     capture: Option<Arc<capture::Capture>>,
+    outbound: Option<Arc<crate::plugin::outbound::Outbound>>,
     log_limits: LogLimits,
     log_counters: LogCounters,
 }
@@ -76,6 +77,7 @@ impl HostContext {
             client: None,
             metrics: None,
             capture: None,
+            outbound: None,
             log_limits: LogLimits::default(),
             log_counters: LogCounters::default(),
         }
@@ -134,6 +136,23 @@ impl HostContext {
     pub fn with_capture(mut self, capture: Arc<capture::Capture>) -> Self {
         self.capture = Some(capture);
         self
+    }
+
+    /// Lets the plugin send HTTP requests under this handler's outbound policy.
+    #[must_use]
+    pub fn with_outbound(mut self, outbound: Arc<crate::plugin::outbound::Outbound>) -> Self {
+        self.outbound = Some(outbound);
+        self
+    }
+
+    /// The handler's outbound HTTP, if it may send any.
+    pub fn outbound(&self) -> Option<&Arc<crate::plugin::outbound::Outbound>> {
+        self.outbound.as_ref()
+    }
+
+    /// The capture the call records into, of any kind.
+    pub fn capture(&self) -> Option<&capture::Capture> {
+        self.capture.as_deref()
     }
 
     /// The handler's name.

@@ -1,0 +1,386 @@
+//! Outbound HTTP: requests to destinations the handler's `capabilities.http` allows, over
+//! the standard `wasi:http` interface.
+//!
+//! ```ignore
+//! use switchyard_sdk::http::Request;
+//!
+//! let response = Request::post("https://hooks.example.com/notify")
+//!     .header("authorization", &format!("Bearer {token}"))
+//!     .json(&serde_json::json!({"text": "a pod failed"}))
+//!     .send()?;
+//! if response.status >= 500 {
+//!     return Err(format!("the receiver answered {}", response.status));
+//! }
+//! ```
+//!
+//! A request the allow-list refuses is [`Error::Denied`]; a timeout, a refused or dropped
+//! connection is [`Error::Timeout`] or [`Error::Connection`]. Each converts into the
+//! `String` error `handle` returns, so `?` makes the daemon retry the event with backoff
+//! (and, after `max_retries`, keep it as a dead letter). Built natively for `cargo test`,
+//! requests go to the [`crate::testing::TestHost`], which records them and answers with the
+//! responses the test gave it.
+
+use std::fmt;
+use std::time::Duration;
+
+/// An HTTP request to send.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Request {
+    /// The method: `GET`, `POST`, ...
+    pub method: String,
+    /// The absolute URL: `https://host[:port]/path?query`.
+    pub url: String,
+    /// Header names and values, in order.
+    pub headers: Vec<(String, String)>,
+    /// The body.
+    pub body: Vec<u8>,
+    /// How long to wait for the response's first byte; the daemon also bounds every wait
+    /// by what is left of the call's `timeout`.
+    pub timeout: Option<Duration>,
+}
+
+impl Request {
+    /// A request with `method` to `url`, no headers, no body.
+    pub fn new(method: &str, url: &str) -> Self {
+        Self {
+            method: method.to_string(),
+            url: url.to_string(),
+            headers: Vec::new(),
+            body: Vec::new(),
+            timeout: None,
+        }
+    }
+
+    /// A `GET` request.
+    pub fn get(url: &str) -> Self {
+        Self::new("GET", url)
+    }
+
+    /// A `POST` request.
+    pub fn post(url: &str) -> Self {
+        Self::new("POST", url)
+    }
+
+    /// A `PUT` request.
+    pub fn put(url: &str) -> Self {
+        Self::new("PUT", url)
+    }
+
+    /// Adds a header.
+    pub fn header(mut self, name: &str, value: &str) -> Self {
+        self.headers.push((name.to_string(), value.to_string()));
+        self
+    }
+
+    /// Sets the body.
+    pub fn body(mut self, body: impl Into<Vec<u8>>) -> Self {
+        self.body = body.into();
+        self
+    }
+
+    /// Sets the body to `value` as JSON, with `content-type: application/json`.
+    pub fn json(self, value: &serde_json::Value) -> Self {
+        self.header("content-type", "application/json")
+            .body(value.to_string())
+    }
+
+    /// Sets how long to wait for the response's first byte.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// Sends the request and reads the whole response.
+    pub fn send(self) -> Result<Response, Error> {
+        #[cfg(target_arch = "wasm32")]
+        return wasm::send(&self);
+        #[cfg(not(target_arch = "wasm32"))]
+        return crate::testing::host::http_send(self);
+    }
+}
+
+/// A response, read whole.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Response {
+    /// The status code.
+    pub status: u16,
+    /// Header names (lowercase) and values, in order.
+    pub headers: Vec<(String, String)>,
+    /// The body.
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    /// A response with `status` and `body`, no headers.
+    pub fn new(status: u16, body: impl Into<Vec<u8>>) -> Self {
+        Self {
+            status,
+            headers: Vec::new(),
+            body: body.into(),
+        }
+    }
+
+    /// Adds a header.
+    pub fn header(mut self, name: &str, value: &str) -> Self {
+        self.headers
+            .push((name.to_ascii_lowercase(), value.to_string()));
+        self
+    }
+
+    /// The first value of the header `name` (any case).
+    pub fn header_value(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The body as text (invalid UTF-8 replaced).
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    /// The body's first `max` characters, for an error message.
+    pub fn excerpt(&self, max: usize) -> String {
+        let text = self.text();
+        match text.char_indices().nth(max) {
+            Some((i, _)) => format!("{}…", &text[..i]),
+            None => text,
+        }
+    }
+
+    /// Whether the status is 2xx.
+    pub fn is_success(&self) -> bool {
+        (200..300).contains(&self.status)
+    }
+
+    /// The `Retry-After` header in seconds, when it is a number.
+    pub fn retry_after(&self) -> Option<Duration> {
+        self.header_value("retry-after")?
+            .trim()
+            .parse::<u64>()
+            .ok()
+            .map(Duration::from_secs)
+    }
+}
+
+/// Why a request got no response.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Error {
+    /// The handler's `capabilities.http` does not allow the destination, or its address
+    /// is refused (loopback, link-local, ...).
+    Denied(String),
+    /// No response within the request's timeout or the call's deadline.
+    Timeout(String),
+    /// The connection could not be made or was dropped (refused, reset, DNS, TLS).
+    Connection(String),
+    /// The response's body is larger than the handler's `outbound.max_response_body`, or
+    /// the request's larger than `outbound.max_request_body`.
+    TooLarge(String),
+    /// Anything else: an invalid URL or header, a protocol error.
+    Other(String),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Denied(m) => write!(f, "request refused: {m}"),
+            Error::Timeout(m) => write!(f, "request timed out: {m}"),
+            Error::Connection(m) => write!(f, "connection failed: {m}"),
+            Error::TooLarge(m) => write!(f, "too large: {m}"),
+            Error::Other(m) => write!(f, "request failed: {m}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<Error> for String {
+    fn from(error: Error) -> Self {
+        error.to_string()
+    }
+}
+
+/// The URL's scheme, authority and path with query; an error for anything not
+/// `http(s)://authority[/path]`.
+pub(crate) fn split_url(url: &str) -> Result<(&str, &str, &str), Error> {
+    let (scheme, rest) = url
+        .split_once("://")
+        .ok_or_else(|| Error::Other(format!("{url:?} is not an absolute URL")))?;
+    let end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(end);
+    if authority.is_empty() {
+        return Err(Error::Other(format!("{url:?} names no host")));
+    }
+    Ok((scheme, authority, if path.is_empty() { "/" } else { path }))
+}
+
+#[cfg(target_arch = "wasm32")]
+mod wasm {
+    use super::{Error, Request, Response, split_url};
+    use crate::bindings::wasi::http::outgoing_handler;
+    use crate::bindings::wasi::http::types::{
+        ErrorCode, Fields, IncomingBody, Method, OutgoingBody, OutgoingRequest, RequestOptions,
+        Scheme,
+    };
+    use crate::bindings::wasi::io::streams::StreamError;
+
+    /// What the host's error code means for the plugin.
+    fn error(code: ErrorCode) -> Error {
+        let text = format!("{code:?}");
+        match code {
+            ErrorCode::HttpRequestDenied | ErrorCode::DestinationIpProhibited => Error::Denied(
+                format!("{text} (see the handler's capabilities.http in the daemon's config)"),
+            ),
+            ErrorCode::ConnectionTimeout
+            | ErrorCode::ConnectionReadTimeout
+            | ErrorCode::ConnectionWriteTimeout
+            | ErrorCode::HttpResponseTimeout
+            | ErrorCode::DnsTimeout => Error::Timeout(text),
+            ErrorCode::HttpRequestBodySize(_) | ErrorCode::HttpResponseBodySize(_) => {
+                Error::TooLarge(text)
+            }
+            ErrorCode::ConnectionRefused
+            | ErrorCode::ConnectionTerminated
+            | ErrorCode::ConnectionLimitReached
+            | ErrorCode::DnsError(_)
+            | ErrorCode::DestinationNotFound
+            | ErrorCode::DestinationUnavailable
+            | ErrorCode::DestinationIpUnroutable
+            | ErrorCode::TlsProtocolError
+            | ErrorCode::TlsCertificateError
+            | ErrorCode::TlsAlertReceived(_) => Error::Connection(text),
+            _ => Error::Other(text),
+        }
+    }
+
+    fn method(name: &str) -> Method {
+        match name.to_ascii_uppercase().as_str() {
+            "GET" => Method::Get,
+            "HEAD" => Method::Head,
+            "POST" => Method::Post,
+            "PUT" => Method::Put,
+            "DELETE" => Method::Delete,
+            "OPTIONS" => Method::Options,
+            "PATCH" => Method::Patch,
+            other => Method::Other(other.to_string()),
+        }
+    }
+
+    pub(super) fn send(request: &Request) -> Result<Response, Error> {
+        let (scheme, authority, path) = split_url(&request.url)?;
+        let scheme = match scheme.to_ascii_lowercase().as_str() {
+            "http" => Scheme::Http,
+            "https" => Scheme::Https,
+            other => Scheme::Other(other.to_string()),
+        };
+        let entries: Vec<(String, Vec<u8>)> = request
+            .headers
+            .iter()
+            .map(|(n, v)| (n.to_ascii_lowercase(), v.as_bytes().to_vec()))
+            .collect();
+        let headers = Fields::from_list(&entries)
+            .map_err(|e| Error::Other(format!("header refused: {e:?}")))?;
+        let outgoing = OutgoingRequest::new(headers);
+        let invalid = |what: &str| Error::Other(format!("invalid {what} in {:?}", request.url));
+        outgoing
+            .set_method(&method(&request.method))
+            .map_err(|()| invalid("method"))?;
+        outgoing
+            .set_scheme(Some(&scheme))
+            .map_err(|()| invalid("scheme"))?;
+        outgoing
+            .set_authority(Some(authority))
+            .map_err(|()| invalid("host"))?;
+        outgoing
+            .set_path_with_query(Some(path))
+            .map_err(|()| invalid("path"))?;
+        let body = outgoing.body().map_err(|()| invalid("body"))?;
+        let options = request.timeout.map(|t| {
+            let options = RequestOptions::new();
+            let _ = options.set_first_byte_timeout(Some(t.as_nanos() as u64));
+            options
+        });
+        let pending = outgoing_handler::handle(outgoing, options).map_err(error)?;
+        {
+            let stream = body.write().map_err(|()| invalid("body"))?;
+            for chunk in request.body.chunks(4096) {
+                stream
+                    .blocking_write_and_flush(chunk)
+                    .map_err(|e| Error::Connection(format!("writing the body: {e:?}")))?;
+            }
+        }
+        OutgoingBody::finish(body, None).map_err(error)?;
+        pending.subscribe().block();
+        let response = pending
+            .get()
+            .ok_or_else(|| Error::Other("the response never arrived".into()))?
+            .map_err(|()| Error::Other("the response was taken twice".into()))?
+            .map_err(error)?;
+        let status = response.status();
+        let headers = response
+            .headers()
+            .entries()
+            .into_iter()
+            .map(|(n, v)| (n, String::from_utf8_lossy(&v).into_owned()))
+            .collect();
+        let incoming = response
+            .consume()
+            .map_err(|()| Error::Other("the body was taken twice".into()))?;
+        let mut bytes = Vec::new();
+        {
+            let stream = incoming
+                .stream()
+                .map_err(|()| Error::Other("the body was taken twice".into()))?;
+            loop {
+                match stream.blocking_read(64 * 1024) {
+                    Ok(chunk) => bytes.extend_from_slice(&chunk),
+                    Err(StreamError::Closed) => break,
+                    Err(StreamError::LastOperationFailed(e)) => {
+                        let detail = e.to_debug_string();
+                        return Err(
+                            match crate::bindings::wasi::http::types::http_error_code(&e) {
+                                Some(code) => error(code),
+                                None => Error::Connection(format!("reading the body: {detail}")),
+                            },
+                        );
+                    }
+                }
+            }
+        }
+        IncomingBody::finish(incoming);
+        Ok(Response {
+            status,
+            headers,
+            body: bytes,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_split_into_scheme_authority_and_path() {
+        assert_eq!(
+            split_url("https://hooks.example.com/a/b?c=d").unwrap(),
+            ("https", "hooks.example.com", "/a/b?c=d")
+        );
+        assert_eq!(
+            split_url("http://127.0.0.1:8080").unwrap(),
+            ("http", "127.0.0.1:8080", "/")
+        );
+        assert_eq!(split_url("http://h?x=1").unwrap(), ("http", "h", "?x=1"));
+        assert!(split_url("hooks.example.com/x").is_err());
+        assert!(split_url("http:///x").is_err());
+    }
+
+    #[test]
+    fn retry_after_and_excerpts_read_from_the_response() {
+        let r = Response::new(503, "x".repeat(300)).header("Retry-After", "7");
+        assert_eq!(r.retry_after(), Some(Duration::from_secs(7)));
+        assert_eq!(r.excerpt(5), "xxxxx…");
+        assert!(!r.is_success());
+    }
+}

@@ -1,0 +1,58 @@
+//! Posts each event (kind, namespace, name, resourceVersion, attempt) as JSON to the URL in
+//! its config, `{"url": "http://127.0.0.1:PORT/path"}`, and fails the call on anything but
+//! a 2xx, so the daemon retries it. With `"timeout_ms"`, waits at most that long for the
+//! response's first byte. The tests' outbound HTTP plugin.
+
+use std::cell::RefCell;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use switchyard_sdk::http::Request;
+use switchyard_sdk::{Event, Handler, Level, Outcome, export_handler, log};
+
+thread_local! {
+    static CONFIG: RefCell<Value> = const { RefCell::new(Value::Null) };
+}
+
+struct Outbound;
+
+impl Handler for Outbound {
+    fn init(config: String) -> Result<(), String> {
+        let config: Value = serde_json::from_str(&config).map_err(|e| e.to_string())?;
+        CONFIG.with(|c| *c.borrow_mut() = config);
+        Ok(())
+    }
+
+    fn handle(event: Event) -> Result<Outcome, String> {
+        let config = CONFIG.with(|c| c.borrow().clone());
+        let url = config["url"].as_str().ok_or("config has no url")?;
+        let object: Value = serde_json::from_str(&event.object).map_err(|e| e.to_string())?;
+        let meta = &object["metadata"];
+        let body = json!({
+            "kind": format!("{:?}", event.kind).to_lowercase(),
+            "namespace": meta["namespace"],
+            "name": meta["name"],
+            "resourceVersion": meta["resourceVersion"],
+            "attempt": event.attempt,
+        });
+        let mut request = Request::post(url)
+            .header("x-attempt", &event.attempt.to_string())
+            .header("authorization", "Bearer test-token")
+            .json(&body);
+        if let Some(ms) = config["timeout_ms"].as_u64() {
+            request = request.timeout(Duration::from_millis(ms));
+        }
+        let response = request.send()?;
+        if !response.is_success() {
+            return Err(format!(
+                "the receiver answered {}: {}",
+                response.status,
+                response.excerpt(100)
+            ));
+        }
+        log(Level::Debug, &format!("delivered: {}", response.status));
+        Ok(Outcome::Done)
+    }
+}
+
+export_handler!(Outbound);

@@ -1,0 +1,150 @@
+//! Outbound HTTP for plugins: the host side of `wasi:http/outgoing-handler`.
+//!
+//! Every request a plugin makes goes through [`send`], which holds it to the handler's
+//! policy before anything reaches the network:
+//!
+//! 1. the destination (scheme, host, port) must be on `capabilities.http`, or the plugin
+//!    gets the error `HTTP-request-denied` (a value, never a trap), logged once per
+//!    handler and host with the config path to change, and counted;
+//! 2. the address it connects to, after DNS (or the IP literal it names), must not be
+//!    loopback, link-local or unspecified (nor private with `refuse_private`) unless an
+//!    entry names it ([`client`]);
+//! 3. the request body is capped, the response body is capped, and every wait is bounded
+//!    by what is left of the call's deadline;
+//! 4. in a shadow run or a replay, the request is recorded and answered by a stub, never
+//!    sent.
+//!
+//! # Decision: redirects are not followed
+//!
+//! A 3xx reaches the plugin as it is. Following it would send the request (and its
+//! headers, credentials among them) to a destination the allow-list was never asked about;
+//! a plugin that wants to follow one makes the second request itself, and the allow-list
+//! sees it.
+//!
+//! # Decision: a failed delivery is the plugin's error, so the daemon's retries apply
+//!
+//! The host does not retry. The plugin returns an error for a 5xx, a timeout or a
+//! connection failure; the handler's per-key backoff, dead letters and durable state then
+//! apply exactly as to any failure, which is what makes outbound delivery lose nothing.
+
+mod client;
+mod send;
+mod stats;
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+
+pub use client::Clients;
+pub use send::send;
+pub use stats::HostStatus;
+
+use crate::config::OutboundSpec;
+use crate::metrics::OutboundFamilies;
+use crate::util::lock;
+
+/// One handler's outbound HTTP: its policy, the pooled client for it, its metrics and
+/// statistics. Built when the handler starts, shared by all its calls.
+pub struct Outbound {
+    handler: Arc<str>,
+    spec: OutboundSpec,
+    clients: Arc<Clients>,
+    /// Built on the first request sent (a shadow run or a replay never needs one).
+    client: std::sync::OnceLock<reqwest::Client>,
+    families: OutboundFamilies,
+    stats: stats::Stats,
+    /// Hosts whose refusal has been logged (once each).
+    refused: Mutex<HashSet<String>>,
+}
+
+impl std::fmt::Debug for Outbound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Outbound")
+            .field("handler", &self.handler)
+            .field("rules", &self.spec.egress.rules.len())
+            .finish()
+    }
+}
+
+impl Outbound {
+    /// The outbound HTTP of `handler` under `spec`, through a client from `clients` (shared
+    /// with every handler whose address rules and TLS settings are the same).
+    pub fn new(
+        handler: Arc<str>,
+        spec: OutboundSpec,
+        clients: Arc<Clients>,
+        families: OutboundFamilies,
+    ) -> Self {
+        Self {
+            handler,
+            spec,
+            clients,
+            client: std::sync::OnceLock::new(),
+            families,
+            stats: stats::Stats::default(),
+            refused: Mutex::new(HashSet::new()),
+        }
+    }
+
+    /// The client requests go through, built on first use; the error says which TLS file
+    /// could not be used.
+    pub fn client(&self) -> Result<&reqwest::Client, String> {
+        if let Some(client) = self.client.get() {
+            return Ok(client);
+        }
+        let client = self.clients.client(&self.spec)?;
+        Ok(self.client.get_or_init(|| client))
+    }
+
+    /// The handler's policy.
+    pub fn spec(&self) -> &OutboundSpec {
+        &self.spec
+    }
+
+    /// Requests per destination host so far: counts, errors, latency.
+    pub fn status(&self) -> Vec<HostStatus> {
+        self.stats.status()
+    }
+
+    /// Logs a refusal once per host, with what to change; counts every one.
+    fn refuse(&self, host: &str, reason: &str, message: impl FnOnce() -> String) {
+        self.families
+            .refused
+            .get_or_create(&crate::metrics::OutboundRefusedLabel {
+                handler: self.handler.to_string(),
+                reason: reason.to_string(),
+            })
+            .inc();
+        if lock(&self.refused).insert(format!("{reason} {host}")) {
+            tracing::warn!(handler = %self.handler, host, reason, "{}", message());
+        }
+    }
+}
+
+/// The `wasi:http` hooks of one call: every request goes through [`send`] with the
+/// calling handler's context and the call's deadline.
+pub struct CallHooks {
+    context: Arc<crate::plugin::imports::HostContext>,
+    /// When the call ends; requests are bounded by it.
+    pub deadline: std::time::Instant,
+}
+
+impl CallHooks {
+    /// Hooks for a call of the handler of `context` ending at `deadline`.
+    pub fn new(
+        context: Arc<crate::plugin::imports::HostContext>,
+        deadline: std::time::Instant,
+    ) -> Self {
+        Self { context, deadline }
+    }
+}
+
+impl wasmtime_wasi_http::WasiHttpHooks for CallHooks {
+    fn send_request(
+        &mut self,
+        request: http::Request<wasmtime_wasi_http::WasiBody>,
+        options: Option<wasmtime_wasi_http::RequestOptions>,
+        _fut: Box<dyn Future<Output = Result<(), wasmtime_wasi_http::Error>> + Send>,
+    ) -> Box<dyn Future<Output = Result<send::Sent, wasmtime_wasi_http::Error>> + Send> {
+        Box::new(send(self.context.clone(), self.deadline, request, options))
+    }
+}

@@ -1,0 +1,206 @@
+//! An HTTP receiver on loopback for outbound tests: speaks HTTP/1.1 (keep-alive) over a real
+//! socket, optionally TLS, and does what the test sets: answer 200, answer 503, reset the
+//! connection, or stall without answering. It counts every connection it accepts, so a test
+//! can show that a refused destination was never reached.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+/// What the receiver does with the next requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Answers 200.
+    Ok,
+    /// Answers 503 with `Retry-After: 1`.
+    Unavailable,
+    /// Closes the connection without answering.
+    Reset,
+    /// Reads the request and never answers.
+    Stall,
+}
+
+/// One request the receiver read.
+#[derive(Debug, Clone)]
+pub struct Received {
+    /// The request line's target (path and query).
+    pub path: String,
+    /// Header names (lowercase) and values.
+    pub headers: Vec<(String, String)>,
+    /// The body, parsed as JSON (null if it is not).
+    pub body: Value,
+    /// What the receiver did with it.
+    pub mode: Mode,
+}
+
+struct Shared {
+    mode: Mutex<Mode>,
+    received: Mutex<Vec<Received>>,
+    connections: AtomicUsize,
+}
+
+/// A running receiver; stops when dropped.
+pub struct Receiver {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Receiver {
+    /// Starts a plain HTTP receiver on 127.0.0.1, answering 200.
+    pub async fn start() -> Self {
+        Self::start_with(None).await
+    }
+
+    /// Starts a receiver; with `tls`, it speaks HTTPS with that server config.
+    pub async fn start_with(tls: Option<tokio_rustls::TlsAcceptor>) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let shared = Arc::new(Shared {
+            mode: Mutex::new(Mode::Ok),
+            received: Mutex::new(Vec::new()),
+            connections: AtomicUsize::new(0),
+        });
+        let acceptor = tls;
+        let task = tokio::spawn({
+            let shared = shared.clone();
+            async move {
+                loop {
+                    let Ok((stream, _)) = listener.accept().await else {
+                        return;
+                    };
+                    shared.connections.fetch_add(1, Ordering::SeqCst);
+                    let shared = shared.clone();
+                    let acceptor = acceptor.clone();
+                    tokio::spawn(async move {
+                        match acceptor {
+                            Some(acceptor) => {
+                                if let Ok(stream) = acceptor.accept(stream).await {
+                                    serve(stream, shared).await;
+                                }
+                            }
+                            None => serve(stream, shared).await,
+                        }
+                    });
+                }
+            }
+        });
+        Self { addr, shared, task }
+    }
+
+    /// The port it listens on.
+    pub fn port(&self) -> u16 {
+        self.addr.port()
+    }
+
+    /// `http://127.0.0.1:PORT` (or https).
+    pub fn url(&self, scheme: &str) -> String {
+        format!("{scheme}://127.0.0.1:{}", self.port())
+    }
+
+    /// Sets what it does with the next requests.
+    pub fn set(&self, mode: Mode) {
+        *self.shared.mode.lock().unwrap() = mode;
+    }
+
+    /// Every request read so far.
+    pub fn received(&self) -> Vec<Received> {
+        self.shared.received.lock().unwrap().clone()
+    }
+
+    /// The requests answered 200 so far.
+    pub fn delivered(&self) -> Vec<Received> {
+        self.received()
+            .into_iter()
+            .filter(|r| r.mode == Mode::Ok)
+            .collect()
+    }
+
+    /// Connections accepted so far.
+    pub fn connections(&self) -> usize {
+        self.shared.connections.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Serves one connection: requests in turn, each answered as the mode says.
+async fn serve(mut stream: impl AsyncRead + AsyncWrite + Unpin, shared: Arc<Shared>) {
+    let mut buffer = Vec::new();
+    loop {
+        let Some((path, headers, body)) = read_request(&mut stream, &mut buffer).await else {
+            return;
+        };
+        let mode = *shared.mode.lock().unwrap();
+        shared.received.lock().unwrap().push(Received {
+            path,
+            headers,
+            body: serde_json::from_slice(&body).unwrap_or(Value::Null),
+            mode,
+        });
+        let answer: &[u8] = match mode {
+            Mode::Ok => b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok",
+            Mode::Unavailable => {
+                b"HTTP/1.1 503 Service Unavailable\r\nretry-after: 1\r\ncontent-length: 11\r\n\r\nmaintenance"
+            }
+            Mode::Reset => return,
+            Mode::Stall => {
+                tokio::time::sleep(Duration::from_secs(3600)).await;
+                return;
+            }
+        };
+        if stream.write_all(answer).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Reads one request (head and a `content-length` body); `None` at the end of the stream.
+async fn read_request(
+    stream: &mut (impl AsyncRead + Unpin),
+    buffer: &mut Vec<u8>,
+) -> Option<(String, Vec<(String, String)>, Vec<u8>)> {
+    let head_end = loop {
+        if let Some(i) = buffer.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+        let mut chunk = [0u8; 8192];
+        let n = stream.read(&mut chunk).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        buffer.extend_from_slice(&chunk[..n]);
+    };
+    let head = String::from_utf8_lossy(&buffer[..head_end]).into_owned();
+    let mut lines = head.split("\r\n");
+    let path = lines.next()?.split(' ').nth(1)?.to_string();
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    let length: usize = headers
+        .iter()
+        .find(|(n, _)| n == "content-length")
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(0);
+    while buffer.len() < head_end + length {
+        let mut chunk = [0u8; 8192];
+        let n = stream.read(&mut chunk).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        buffer.extend_from_slice(&chunk[..n]);
+    }
+    let body = buffer[head_end..head_end + length].to_vec();
+    buffer.drain(..head_end + length);
+    Some((path, headers, body))
+}
