@@ -208,7 +208,12 @@ impl fmt::Display for EgressRule {
         match &self.host {
             HostPattern::Exact(name) => write!(f, "{name}")?,
             HostPattern::Subdomains(suffix) => write!(f, "*.{suffix}")?,
-            HostPattern::Range(range) if range.network.is_ipv6() => write!(f, "[{range}]")?,
+            HostPattern::Range(range) if range.network.is_ipv6() && range.prefix == 128 => {
+                write!(f, "[{}]", range.network)?
+            }
+            HostPattern::Range(range) if range.network.is_ipv6() => {
+                write!(f, "[{}]/{}", range.network, range.prefix)?
+            }
             HostPattern::Range(range) => write!(f, "{range}")?,
         }
         match self.port {

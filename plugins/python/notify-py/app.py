@@ -38,6 +38,8 @@ class WitWorld(wit_world.WitWorld):
             response = post(url, json_body=summary, headers=[("x-attempt", str(event.attempt))])
         except HttpError as e:
             raise Err(str(e))
+        except Exception as e:  # anything else is an error too, never a trap
+            raise Err(f"{type(e).__name__}: {e}")
         if not response.ok:
             raise Err(f"the receiver answered {response.status}: {response.text()[:100]}")
         log(Level.DEBUG, f"delivered: {response.status}")

@@ -138,16 +138,25 @@ def request(
         pending = _handler.handle(outgoing, options)
     except Err as e:
         raise _error(e.value) from None
-    with out_body.write() as stream:
-        for i in range(0, len(body), 4096):
-            stream.blocking_write_and_flush(body[i : i + 4096])
-    _t.OutgoingBody.finish(out_body, None)
+    # A request the host refuses or fails stops reading the body: the write then fails,
+    # and the host's answer (below) says why.
+    written = True
+    try:
+        with out_body.write() as stream:
+            for i in range(0, len(body), 4096):
+                stream.blocking_write_and_flush(body[i : i + 4096])
+        _t.OutgoingBody.finish(out_body, None)
+    except Err:
+        written = False
     with pending.subscribe() as ready:
         ready.block()
     result = pending.get()
-    if result is None or isinstance(result, Err) or isinstance(result.value, Err):
-        code = result.value.value if result is not None and isinstance(result.value, Err) else None
-        raise _error(code) if code is not None else HttpError("other", "no response")
+    if result is None or isinstance(result, Err):
+        raise HttpError("other", "no response")
+    if isinstance(result.value, Err):
+        raise _error(result.value.value)
+    if not written:
+        raise HttpError("connection", "writing the body failed")
     response = result.value.value
     status = response.status()
     with response.headers() as fields:

@@ -228,6 +228,7 @@ mod wasm {
     /// What the host's error code means for the plugin.
     fn error(code: ErrorCode) -> Error {
         let text = format!("{code:?}");
+        let text = text.trim_start_matches("ErrorCode::").to_string();
         match code {
             ErrorCode::HttpRequestDenied | ErrorCode::DestinationIpProhibited => Error::Denied(
                 format!("{text} (see the handler's capabilities.http in the daemon's config)"),
@@ -302,21 +303,26 @@ mod wasm {
             options
         });
         let pending = outgoing_handler::handle(outgoing, options).map_err(error)?;
-        {
+        // A request the host refuses or fails stops reading the body: the write then fails,
+        // and the host's answer (below) says why.
+        let written = {
             let stream = body.write().map_err(|()| invalid("body"))?;
-            for chunk in request.body.chunks(4096) {
-                stream
-                    .blocking_write_and_flush(chunk)
-                    .map_err(|e| Error::Connection(format!("writing the body: {e:?}")))?;
-            }
-        }
-        OutgoingBody::finish(body, None).map_err(error)?;
+            request
+                .body
+                .chunks(4096)
+                .try_for_each(|chunk| stream.blocking_write_and_flush(chunk))
+        };
+        let finished = match written {
+            Ok(()) => OutgoingBody::finish(body, None).map_err(error),
+            Err(e) => Err(Error::Connection(format!("writing the body: {e:?}"))),
+        };
         pending.subscribe().block();
         let response = pending
             .get()
             .ok_or_else(|| Error::Other("the response never arrived".into()))?
             .map_err(|()| Error::Other("the response was taken twice".into()))?
             .map_err(error)?;
+        finished?;
         let status = response.status();
         let headers = response
             .headers()

@@ -173,35 +173,50 @@ impl Outbound {
 
     /// The `wasi:http` error for a failed request, counting a refused address.
     fn failed(&self, error: &reqwest::Error) -> Error {
-        let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
-        while let Some(e) = source {
-            if let Some(refused) = e.downcast_ref::<AddressRefused>() {
-                self.refuse(&refused.host, refused.class.as_str(), || {
-                    format!(
-                        "outbound request refused: {refused}; name the address in handlers.{}.capabilities.http to allow it",
-                        self.handler
-                    )
-                });
-                return Error::DestinationIpProhibited;
-            }
-            if let Some(io) = e.downcast_ref::<std::io::Error>() {
-                match io.kind() {
-                    std::io::ErrorKind::ConnectionRefused => return Error::ConnectionRefused,
-                    std::io::ErrorKind::ConnectionReset
-                    | std::io::ErrorKind::ConnectionAborted
-                    | std::io::ErrorKind::BrokenPipe
-                    | std::io::ErrorKind::UnexpectedEof => return Error::ConnectionTerminated,
-                    _ => {}
-                }
-            }
-            if let Some(tls) = e.downcast_ref::<rustls::Error>() {
-                return match tls {
-                    rustls::Error::InvalidCertificate(_) => Error::TlsCertificateError,
-                    _ => Error::TlsProtocolError,
-                };
-            }
-            source = e.source();
+        let causes = causes(error);
+        if let Some(refused) = causes
+            .iter()
+            .find_map(|e| e.downcast_ref::<AddressRefused>())
+        {
+            self.refuse(&refused.host, refused.class.as_str(), || {
+                format!(
+                    "outbound request refused: {refused}; name the address in handlers.{}.capabilities.http to allow it",
+                    self.handler
+                )
+            });
+            return Error::DestinationIpProhibited;
         }
+        if let Some(tls) = causes
+            .iter()
+            .find_map(|e| e.downcast_ref::<rustls::Error>())
+        {
+            return match tls {
+                rustls::Error::InvalidCertificate(_) => Error::TlsCertificateError,
+                _ => Error::TlsProtocolError,
+            };
+        }
+        if causes
+            .iter()
+            .filter_map(|e| e.downcast_ref::<hyper::Error>())
+            .any(|e| e.is_incomplete_message() || e.is_closed() || e.is_canceled())
+        {
+            return Error::ConnectionTerminated;
+        }
+        let kinds = causes
+            .iter()
+            .filter_map(|e| e.downcast_ref::<std::io::Error>())
+            .map(std::io::Error::kind);
+        for kind in kinds {
+            match kind {
+                std::io::ErrorKind::ConnectionRefused => return Error::ConnectionRefused,
+                std::io::ErrorKind::ConnectionReset
+                | std::io::ErrorKind::ConnectionAborted
+                | std::io::ErrorKind::BrokenPipe
+                | std::io::ErrorKind::UnexpectedEof => return Error::ConnectionTerminated,
+                _ => {}
+            }
+        }
+        tracing::debug!(handler = %self.handler, error = %error_chain(error), "outbound request failed");
         if error.is_timeout() {
             Error::ConnectionTimeout
         } else if error.is_connect() {
@@ -228,6 +243,38 @@ impl Outbound {
             .observe(took.as_secs_f64());
         self.stats.made(dest, took, failed);
     }
+}
+
+/// An error and its sources, on one line.
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(e) = source {
+        text.push_str(": ");
+        text.push_str(&e.to_string());
+        source = e.source();
+    }
+    text
+}
+
+/// An error's causes, outermost first, with the errors I/O errors wrap (an I/O error's
+/// `source` skips the error it holds, and TLS failures come wrapped twice).
+fn causes<'a>(
+    error: &'a (dyn std::error::Error + 'static),
+) -> Vec<&'a (dyn std::error::Error + 'static)> {
+    let mut found = Vec::new();
+    let mut next = Some(error);
+    while let Some(e) = next {
+        found.push(e);
+        next = match e
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+        {
+            Some(inner) => Some(inner as &(dyn std::error::Error + 'static)),
+            None => e.source(),
+        };
+    }
+    found
 }
 
 /// Reads the plugin's request body, up to the handler's cap and within the deadline.

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use switchyard_sdk::http::Request;
-use switchyard_sdk::{Event, Handler, Level, Outcome, export_handler, log};
+use switchyard_sdk::{Event, EventKind, Handler, Level, Outcome, export_handler, log};
 
 thread_local! {
     static CONFIG: RefCell<Value> = const { RefCell::new(Value::Null) };
@@ -29,7 +29,12 @@ impl Handler for Outbound {
         let object: Value = serde_json::from_str(&event.object).map_err(|e| e.to_string())?;
         let meta = &object["metadata"];
         let body = json!({
-            "kind": format!("{:?}", event.kind).to_lowercase(),
+            "kind": match event.kind {
+                EventKind::Added => "added",
+                EventKind::Updated => "updated",
+                EventKind::Deleted => "deleted",
+                EventKind::Sync => "sync",
+            },
             "namespace": meta["namespace"],
             "name": meta["name"],
             "resourceVersion": meta["resourceVersion"],
