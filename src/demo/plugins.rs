@@ -103,7 +103,10 @@ pub fn prepare(say: impl Fn(&str)) -> Result<PathBuf> {
         .filter(|(s, _)| !out.join(format!("{}.wasm", s.name)).is_file())
         .collect();
     if missing.is_empty() {
-        say(&format!("the demo's plugins, built earlier: {}", out.display()));
+        say(&format!(
+            "the demo's plugins, built earlier: {}",
+            out.display()
+        ));
         return Ok(out);
     }
     say(&format!(
@@ -227,7 +230,13 @@ fn build_rust(dir: &Path, name: &str, target: &Path) -> Result<PathBuf> {
     let mut cargo = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
     cargo
         .current_dir(dir)
-        .args(["build", "--release", "--target", "wasm32-wasip2", "--target-dir"])
+        .args([
+            "build",
+            "--release",
+            "--target",
+            "wasm32-wasip2",
+            "--target-dir",
+        ])
         .arg(target);
     run(
         cargo,
@@ -299,7 +308,16 @@ fn build_python(dir: &Path, componentize_py: &Path) -> Result<PathBuf> {
     let mut command = Command::new(componentize_py);
     command
         .current_dir(dir)
-        .args(["-d", "wit", "-w", "handler", "componentize", "-p", ".", "app"])
+        .args([
+            "-d",
+            "wit",
+            "-w",
+            "handler",
+            "componentize",
+            "-p",
+            ".",
+            "app",
+        ])
         .arg("-o")
         .arg(&out)
         .stdout(Stdio::null());

@@ -24,11 +24,9 @@ impl Demo {
         // componentize-py as the repository's build installed it, and the plugins'
         // compiled dependencies shared with it, so the first build is quick here.
         let venv = root.join("plugins/target/python-venv/bin");
-        let path = std::env::join_paths(
-            std::iter::once(venv).chain(std::env::split_paths(
-                &std::env::var_os("PATH").unwrap_or_default(),
-            )),
-        )
+        let path = std::env::join_paths(std::iter::once(venv).chain(std::env::split_paths(
+            &std::env::var_os("PATH").unwrap_or_default(),
+        )))
         .expect("a PATH");
         let mut command = Command::new(env!("CARGO_BIN_EXE_switchyard"));
         command
@@ -42,7 +40,11 @@ impl Demo {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         let mut spawned = Spawned::start(&mut command, "switchyard demo");
-        let stdout = spawned.child().stdout.take().expect("piped standard output");
+        let stdout = spawned
+            .child()
+            .stdout
+            .take()
+            .expect("piped standard output");
         let mut stderr = spawned.child().stderr.take().expect("piped standard error");
         let lines = Arc::new(Mutex::new(Vec::new()));
         let sink = lines.clone();

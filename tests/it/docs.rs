@@ -145,7 +145,10 @@ fn broken_links(file: &Path) -> Vec<String> {
 
 #[test]
 fn anchors_are_made_as_github_makes_them() {
-    assert_eq!(anchor(" Restarts and `state_dir`"), "restarts-and-state_dir");
+    assert_eq!(
+        anchor(" Restarts and `state_dir`"),
+        "restarts-and-state_dir"
+    );
     assert_eq!(
         anchor(" Probes, logs and metrics"),
         "probes-logs-and-metrics"
@@ -167,10 +170,7 @@ fn anchors_are_made_as_github_makes_them() {
 #[test]
 fn every_relative_link_and_anchor_in_the_documentation_resolves() {
     let files = markdown_files();
-    assert!(
-        files.len() > 5,
-        "the docs/ pages were not found: {files:?}"
-    );
+    assert!(files.len() > 5, "the docs/ pages were not found: {files:?}");
     let broken: Vec<String> = files.iter().flat_map(|f| broken_links(f)).collect();
     assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
 }
@@ -197,9 +197,9 @@ fn reference_yaml() -> String {
         let indent = line.len() - line.trim_start().len();
         let trimmed = line.trim_start();
         if let Some(commented) = trimmed.strip_prefix("# ") {
-            let key_like = commented
-                .split_once(": ")
-                .is_some_and(|(k, _)| !k.is_empty() && k.chars().all(|c| c.is_ascii_lowercase() || c == '_'));
+            let key_like = commented.split_once(": ").is_some_and(|(k, _)| {
+                !k.is_empty() && k.chars().all(|c| c.is_ascii_lowercase() || c == '_')
+            });
             if key_like && indent == key_indent {
                 out.push(format!("{}{commented}", " ".repeat(indent)));
             }
@@ -242,7 +242,8 @@ fn documented_keys(value: &Value) -> BTreeMap<&'static str, BTreeSet<String>> {
             .map(|m| m.keys().cloned().collect())
             .unwrap_or_default()
     };
-    let union = |items: Vec<&Value>| -> BTreeSet<String> { items.into_iter().flat_map(keys).collect() };
+    let union =
+        |items: Vec<&Value>| -> BTreeSet<String> { items.into_iter().flat_map(keys).collect() };
     let informers = values(&value["informers"]);
     let routes = values(&value["routes"]);
     let mut found = BTreeMap::new();
