@@ -10,4 +10,4 @@ scripts/build-plugins.sh
 echo "==> building switchyard (the first build takes several minutes; cargo shows its progress)"
 cargo build
 echo "==> running the demo"
-exec cargo run --quiet -- demo "$@"
+exec cargo run --quiet -- demo --config config/demo.yaml "$@"

@@ -9,10 +9,27 @@
 //! API server ─▶ informer ─▶ router ─▶ handler (queue ─▶ workers) ─▶ plugin
 //! ```
 //!
-//! Each stage is a folder; a stage imports only the stages below it in this list, and
-//! calls up through a trait the upper stage implements (the informer delivers to routes
-//! through `informer::DeltaSink`, the plugin registry swaps versions into handlers through
-//! `plugin::PluginUser`, the admin API reads the daemon through `admin::Backend`).
+//! Each stage is a folder; a module imports only the modules below it in this list (and
+//! the leaves after it), and calls up through a trait the upper stage implements (the
+//! informer delivers to routes through `informer::DeltaSink`, the plugin registry swaps
+//! versions into handlers through `plugin::PluginUser`, the admin API reads the daemon
+//! through `admin::Backend`).
+//!
+//! On top, the binary's tools over the config, the daemon and the plugins:
+//!
+//! - [`demo`]: `switchyard demo`: the daemon on the simulator with churn and a scripted
+//!   tour; its config is built in and its plugins are built on first use.
+//! - [`offline`]: `switchyard record` and `replay`: events the routes deliver written to a
+//!   file, and handed to the plugins with no API server, their writes captured.
+//! - [`check`]: `switchyard check`: every finding about a config at once, its plugins
+//!   loaded, built-in resources known offline, discovery with `--cluster`.
+//! - [`scaffold`]: a plugin author's projects: `switchyard new plugin` and
+//!   `switchyard build`; takes the contract from [`plugin`], the SDK's sources are built
+//!   in.
+//! - [`rbac`]: the Kubernetes permissions a config needs (`switchyard rbac`); reads the
+//!   config only.
+//!
+//! Then the daemon and its stages, from the top down:
 //!
 //! - [`daemon`]: owns the lifecycle: builds every stage from a config, applies reload
 //!   diffs, shuts them down in order.
@@ -25,24 +42,24 @@
 //! - [`plugin`]: the wasm host only: engine, pooling, limits, the plugin contract's
 //!   bindings, host imports, loading and the plugins folder watcher.
 //! - [`informer`]: shared watches (reflector), the indexed cache (store) and deltas.
+//! - [`election`]: `ha.mode: leader`: leader election through a Lease (client-go's
+//!   algorithm) and its status.
+//! - [`sim`]: the built-in Kubernetes API simulator (a stage of its own, used by tests,
+//!   the demo and `switchyard sim`).
 //! - [`sharding`]: `ha.mode: sharded`: the hash ranges, the `shardSelector` wire form
 //!   (shared with the simulator) and the per-replica Leases that say who owns which range.
 //! - [`state`]: durable state (`state_dir:`): what each route delivered, handlers'
 //!   queues and dead letters, in an embedded store written by one group-commit thread;
 //!   imports config and util only (routes and handlers use it).
-//! - [`sim`]: the built-in Kubernetes API simulator (a stage of its own, used by tests,
-//!   the demo and `switchyard sim`).
-//! - [`rbac`]: the Kubernetes permissions a config needs (`switchyard rbac`); reads the
-//!   config only.
-//! - [`scaffold`]: a plugin author's projects: `switchyard new plugin` and
-//!   `switchyard build`; takes the contract from [`plugin`], the SDK's sources are built
-//!   in.
 //! - [`config`]: the bottom floor: the YAML schema, validation with precise locations,
 //!   units, field paths, selectors. Imports no other stage; every stage may read it.
 //!
-//! Beside the stages, two leaves any stage may use: [`metrics`] (the Prometheus registry)
-//! and [`util`] (poison-tolerant locks, RFC 3339 times); and [`logging`], which the binary
-//! installs (text or JSON, one line per event).
+//! Beside the stages, leaves any module may use:
+//!
+//! - [`metrics`]: the Prometheus registry;
+//! - [`util`]: poison-tolerant locks, RFC 3339 times, bearer tokens, Kubernetes errors as
+//!   text;
+//! - [`logging`]: the log the binary installs (text or JSON, one line per event).
 
 pub mod admin;
 pub mod check;

@@ -102,9 +102,10 @@ enum Command {
     /// Run the daemon against the built-in simulator with steady churn, printing what the
     /// handlers log.
     Demo {
-        /// The routing config to run.
-        #[arg(long, short, default_value = "config/demo.yaml")]
-        config: PathBuf,
+        /// The routing config to run (default: the demo's own, built into the binary, with
+        /// its plugins built on first use).
+        #[arg(long, short)]
+        config: Option<PathBuf>,
         /// Stop after this many seconds (default: run until Ctrl-C).
         #[arg(long)]
         seconds: Option<u64>,
@@ -303,7 +304,7 @@ fn main() -> ExitCode {
                 config,
                 seconds,
                 rate,
-            } => demo(&config, seconds, rate).await,
+            } => demo(config.as_deref(), seconds, rate).await,
             Command::Record {
                 config,
                 out,
@@ -539,15 +540,17 @@ async fn check(
     })
 }
 
-async fn demo(path: &Path, seconds: Option<u64>, rate: f64) -> Result<ExitCode> {
+async fn demo(path: Option<&Path>, seconds: Option<u64>, rate: f64) -> Result<ExitCode> {
     init_logging(&format!(
         "warn,switchyard=info,switchyard::plugin::logs=off,{QUIET_DEPENDENCIES}"
     ));
-    if let Err(code) = load_config(path) {
+    if let Some(path) = path
+        && let Err(code) = load_config(path)
+    {
         return Ok(code);
     }
     let options = switchyard::demo::Options {
-        config: path.to_path_buf(),
+        config: path.map(Path::to_path_buf),
         seconds,
         rate,
     };

@@ -1,5 +1,5 @@
 //! The YAML schema of a switchyard config file, as serde types. Every struct rejects unknown
-//! fields; defaults are the ones the README's config reference states. Each informer,
+//! fields; defaults are the ones the config reference (docs/configuration.md) states. Each informer,
 //! handler and route is read on its own (see `validate`), so the top level keeps them as
 //! plain values; where a value is in the file comes from [`super::document::Document`].
 
@@ -79,7 +79,7 @@ pub enum InstanceMode {
     PerEvent,
     /// Each worker keeps its instance across events, until a call fails or the plugin, its
     /// settings or the handler's caches change: faster, with the isolation that gives up
-    /// spelled out in the README.
+    /// spelled out in docs/plugins.md (Instances).
     Reuse,
 }
 

@@ -19,15 +19,16 @@ const FILE: &str = "/nonexistent-switchyard-fuzz/config.yaml";
 /// How long validating one config may take, even a bomb, in a debug build on a busy machine.
 const PROMPT: Duration = Duration::from_secs(2);
 
-/// The configs the mutations start from: the examples, and the README's reference.
+/// The configs the mutations start from: the examples, and the config reference
+/// (docs/configuration.md).
 fn seeds() -> Vec<String> {
-    let readme = include_str!("../../../README.md");
-    let reference = readme
-        .split("## Config reference")
+    let page = include_str!("../../../docs/configuration.md");
+    let reference = page
+        .split("# Configuration reference")
         .nth(1)
         .and_then(|s| s.split("```yaml\n").nth(1))
         .and_then(|s| s.split("```").next())
-        .expect("the README's config reference");
+        .expect("the config reference's YAML");
     vec![
         include_str!("../../../config/demo.yaml").to_string(),
         include_str!("../../../config/host-imports.yaml").to_string(),

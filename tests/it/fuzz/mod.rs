@@ -5,7 +5,7 @@
 //!
 //! Each target runs a bounded number of cases by default, so the whole module stays well
 //! under a minute of a debug build; `PROPTEST_CASES` raises every count at once for a long
-//! run (see the README's development section). A failing case prints its minimal input;
+//! run (see docs/development.md, Fuzzing). A failing case prints its minimal input;
 //! proptest also saves its seed under `tests/proptest-regressions/` (ignored by git), and
 //! each failure found so far is kept as a named regression test next to its target.
 

@@ -287,7 +287,7 @@ async fn cut_off(
     eprintln!(
         "gate {gate}: the survivors owned c's range {owned_after:?} and had handled its objects {handled_after:?} after the cut"
     );
-    // Within lease_duration and two polls (README's bound), with room for a loaded machine.
+    // Within lease_duration and two polls (docs/replicas.md's bound), with room for a loaded machine.
     assert!(
         owned_after < LEASE + Duration::from_secs(3),
         "the survivors took over after {owned_after:?}"

@@ -5,7 +5,12 @@
 //! a new plugin dropped in, after which the dead letter is retried and succeeds.
 //!
 //! The daemon runs on a copy of the config and of its plugins, in a temporary folder, so the
-//! scripted edits touch nothing in the repository.
+//! scripted edits touch nothing in the repository. Without `--config` the demo runs the
+//! config built into the binary (`config/demo.yaml`) with its plugins built on first use
+//! ([`plugins`]), so an installed binary runs it from any folder. The copy gets an admin
+//! token, printed at start, so the status page's buttons work.
+
+pub mod plugins;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -26,10 +31,13 @@ const FLAKY_PLUGIN: &str = "event-summary";
 /// The plugin dropped in as the fix.
 const FIX_PLUGIN: &str = "log-events";
 
+/// The demo's config, built into the binary.
+pub const CONFIG: &str = include_str!("../../config/demo.yaml");
+
 /// What to run.
 pub struct Options {
-    /// The routing config.
-    pub config: PathBuf,
+    /// The routing config; `None` for the built-in one ([`CONFIG`]) and its plugins.
+    pub config: Option<PathBuf>,
     /// Stop after this long (else at Ctrl-C or SIGTERM).
     pub seconds: Option<u64>,
     /// Changes per second the churn makes.
@@ -43,11 +51,21 @@ fn step(text: &str) {
 
 /// Runs the demo until `shutdown` completes or the time is up.
 pub async fn run(options: Options, shutdown: impl std::future::Future<Output = ()>) -> Result<()> {
+    let work = tempfile::tempdir()?;
+    let (config_path, token) = match &options.config {
+        Some(path) => {
+            let loaded = config::load(path).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let text = std::fs::read_to_string(path)?;
+            copy_config(&text, &loaded.plugins_dir, work.path())?
+        }
+        None => {
+            let built = tokio::task::spawn_blocking(|| plugins::prepare(step)).await??;
+            copy_config(CONFIG, &built, work.path())?
+        }
+    };
     step("starting the Kubernetes API simulator");
     let sim = Simulator::start(SimOptions::default()).await?;
     seed(&sim)?;
-    let work = tempfile::tempdir()?;
-    let config_path = copy_config(&options.config, work.path())?;
     let kubeconfig = work.path().join("kubeconfig");
     sim.write_kubeconfig(&kubeconfig)?;
     step("starting switchyard (plugins compile on first use; cached after)");
@@ -62,6 +80,13 @@ pub async fn run(options: Options, shutdown: impl std::future::Future<Output = (
     let daemon = Arc::new(daemon);
     println!("  status page: {}/", daemon.admin_url());
     println!("  admin API:   {}/status", daemon.admin_url());
+    match &token {
+        Some(token) => println!(
+            "  token:       {token} (for the page's buttons, typed into its token field, and for POST requests: curl -H 'Authorization: Bearer {token}' -X POST {}/handlers/summary/pause)",
+            daemon.admin_url()
+        ),
+        None => println!("  token:       the config's own (admin.token_file or admin.token_env)"),
+    }
     println!("  simulator:   {}", sim.url());
     println!(
         "  kubectl:     kubectl --kubeconfig {} get configmaps -A",
@@ -211,22 +236,21 @@ fn changed(plan: &Plan) -> String {
     }
 }
 
-/// Copies the config into `dir`, with its plugins (every `.wasm` of its plugins folder) in
-/// `dir/plugins`, and points the copy's `plugins_dir` there.
-fn copy_config(config: &Path, dir: &Path) -> Result<PathBuf> {
-    let loaded = config::load(config).map_err(|e| anyhow::anyhow!("{e}"))?;
+/// Writes the config `text` into `dir` with its plugins (every `.wasm` of `plugins_dir`)
+/// in `dir/plugins`, and points the copy's `plugins_dir` there. A config without an admin
+/// token gets one, written to `dir/token` and returned.
+fn copy_config(text: &str, plugins_dir: &Path, dir: &Path) -> Result<(PathBuf, Option<String>)> {
     let plugins = dir.join("plugins");
     std::fs::create_dir(&plugins)?;
-    for entry in std::fs::read_dir(&loaded.plugins_dir)
-        .with_context(|| format!("reading {}", loaded.plugins_dir.display()))?
+    for entry in std::fs::read_dir(plugins_dir)
+        .with_context(|| format!("reading {}", plugins_dir.display()))?
     {
         let path = entry?.path();
         if path.extension().is_some_and(|e| e == "wasm") {
             std::fs::copy(&path, plugins.join(path.file_name().unwrap_or_default()))?;
         }
     }
-    let text = std::fs::read_to_string(config)?;
-    let copied: String = text
+    let mut lines: Vec<String> = text
         .lines()
         .map(|line| {
             if line.starts_with("plugins_dir:") {
@@ -235,11 +259,37 @@ fn copy_config(config: &Path, dir: &Path) -> Result<PathBuf> {
                 line.to_string()
             }
         })
-        .collect::<Vec<_>>()
-        .join("\n");
+        .collect();
+    let token = with_token(&mut lines);
+    if let Some(token) = &token {
+        std::fs::write(dir.join("token"), token)?;
+    }
     let path = dir.join("config.yaml");
-    std::fs::write(&path, copied + "\n")?;
-    Ok(path)
+    std::fs::write(&path, lines.join("\n") + "\n")?;
+    Ok((path, token))
+}
+
+/// Adds `admin.token_file: token` to a config's lines that name no admin token, and
+/// returns the new token; `None` when the config has one, or writes `admin:` in a form
+/// this cannot add to (a flow mapping).
+fn with_token(lines: &mut Vec<String>) -> Option<String> {
+    let admin = lines.iter().position(|l| l.starts_with("admin:"));
+    let has_token = |l: &String| {
+        let l = l.trim_start();
+        l.starts_with("token_file:") || l.starts_with("token_env:")
+    };
+    match admin {
+        Some(_) if lines.iter().any(has_token) => return None,
+        Some(at) if lines[at].trim_end() == "admin:" => {
+            lines.insert(at + 1, "  token_file: token".into());
+        }
+        Some(_) => return None,
+        None => lines.extend(["admin:".to_string(), "  token_file: token".to_string()]),
+    }
+    let token: String = (0..32)
+        .map(|_| char::from(b"0123456789abcdef"[rand::random_range(0..16)]))
+        .collect();
+    Some(token)
 }
 
 /// Objects the demo starts with, beside the churned ConfigMaps: the demo's own ConfigMaps
