@@ -137,6 +137,10 @@ fn python_files(name: &str) -> Vec<(&'static str, String)> {
                 "[project]\nname = \"{name}\"\nversion = \"0.1.0\"\ndescription = \"A switchyard handler plugin\"\n\n# Built by `switchyard build` with componentize-py {COMPONENTIZE_PY}.\n"
             ),
         ),
+        (
+            "switchyard_http.py",
+            include_str!("../../plugins/python/sdk/switchyard_http.py").into(),
+        ),
         ("tests/__init__.py", String::new()),
         (
             "tests/test_app.py",
