@@ -195,8 +195,8 @@ impl Handler {
         }
     }
 
-    /// The retry policy: retry with the key's backoff, or after `max_retries` give the event
-    /// up to the dead letters.
+    /// The retry policy: retry with the key's backoff, or after `max_retries` (or at once,
+    /// for an error the plugin calls permanent) give the event up to the dead letters.
     fn failed(
         &self,
         key: &WorkKey,
@@ -208,9 +208,15 @@ impl Handler {
         self.counters.failed.fetch_add(1, Ordering::Relaxed);
         let now = SystemTime::now();
         let first_failure = event.first_failure.unwrap_or(now);
-        if attempt > self.spec.max_retries {
+        let permanent = error.is_permanent();
+        if attempt > self.spec.max_retries || permanent {
             self.counters.dead_lettered.fetch_add(1, Ordering::Relaxed);
-            tracing::error!(object = %key.object, route = %key.route, %error, attempt, "giving up: event moved to dead letters");
+            let why = if permanent {
+                "the plugin called the failure permanent"
+            } else {
+                "out of retries"
+            };
+            tracing::error!(object = %key.object, route = %key.route, %error, attempt, "giving up ({why}): event moved to dead letters");
             self.queue.forget(key);
             let letter = DeadLetter {
                 route: key.route.to_string(),

@@ -90,7 +90,17 @@ pub enum Error {
     Handler(String),
 }
 
+/// What an error returned from `handle` begins with when retrying cannot help (a receiver
+/// that refused the request as malformed, say): the event goes to the dead letters at once.
+pub const PERMANENT: &str = "permanent:";
+
 impl Error {
+    /// Whether the plugin called this failure permanent: an error from `handle` that begins
+    /// with [`PERMANENT`].
+    pub fn is_permanent(&self) -> bool {
+        matches!(self, Self::Handler(message) if message.starts_with(PERMANENT))
+    }
+
     /// Whether this is a failed read because the plugin file does not exist.
     pub fn is_file_gone(&self) -> bool {
         matches!(

@@ -633,3 +633,31 @@ async fn a_shadows_requests_are_compared_and_never_sent() {
     assert_eq!(receiver.received().len(), 2, "{:?}", receiver.received());
     t.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_4xx_the_plugin_calls_permanent_is_a_dead_letter_at_once_with_the_answer_in_it() {
+    let receiver = Receiver::start().await;
+    receiver.set(Mode::Rejected);
+    let url = format!("{}/events", receiver.url("http"));
+    let t = TestDaemon::builder(&config(&url, &[&receiver.url("http")]))
+        .plugin_file("outbound", "outbound")
+        .start()
+        .await;
+    t.create_configmap(json!({"metadata": {"name": "a"}})).await;
+    let letters = wait_for("a dead letter", async || {
+        let (_, letters) = t.get("/handlers/notify/dead-letters").await;
+        match letters["dead_letters"].as_array() {
+            Some(list) if !list.is_empty() => Ok(list[0].clone()),
+            _ => Err(format!("{letters:#}")),
+        }
+    })
+    .await;
+    assert_eq!(letters["attempts"], 1, "{letters:#}");
+    assert_eq!(
+        letters["last_error"],
+        "permanent: the receiver answered 400: unknown channel",
+        "{letters:#}"
+    );
+    assert_eq!(receiver.received().len(), 1, "a permanent failure was retried");
+    t.stop().await;
+}

@@ -436,3 +436,43 @@ async fn shadow_cell(browser: &Browser, index: usize) -> Option<u64> {
     let cells: Vec<String> = serde_json::from_value(cells).ok()?;
     cells.get(index)?.replace(',', "").parse().ok()
 }
+
+#[tokio::test]
+async fn the_page_shows_outbound_requests_per_destination() {
+    let receiver = crate::support::receiver::Receiver::start().await;
+    let base = receiver.url("http");
+    let t = TestDaemon::builder(&format!(
+        "
+handlers:
+  notify:
+    plugin: outbound
+    config: {{url: \"{base}/events\"}}
+    capabilities:
+      http: [\"{base}\"]
+routes:
+  - {{name: cms, resource: configmaps, handler: notify}}
+"
+    ))
+    .plugin_file("outbound", "outbound")
+    .start()
+    .await;
+    t.create_configmap(json!({"metadata": {"name": "a"}})).await;
+    let browser = Browser::start().await;
+    browser.open(&t.url("/")).await;
+    // Columns: handler, destination, requests, errors, refused, p99.
+    shown_eventually(&browser, "#outbound tr[data-handler=notify]", &base).await;
+    let cells = support::eventually("a request on the page", WAIT, async || {
+        let cells = browser
+            .script(
+                "const r = document.querySelector('#outbound tr[data-handler=notify]'); return r ? [...r.cells].map(c => c.textContent) : null",
+                json!([]),
+            )
+            .await;
+        let cells: Vec<String> = serde_json::from_value(cells).ok()?;
+        (cells.get(2).map(String::as_str) == Some("1")).then_some(cells)
+    })
+    .await;
+    assert_eq!(cells[3], "0", "{cells:?}");
+    assert!(cells[5].ends_with(" ms"), "{cells:?}");
+    assert!(page_errors(&browser).await.is_empty());
+}

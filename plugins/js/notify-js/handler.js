@@ -3,8 +3,9 @@
 // Config: {"url": "https://hooks.example.com/..."}; the URL's destination must be on the
 // handler's `capabilities.http` allow-list. The body is a small JSON summary of the change.
 // A 5xx, a timeout or a refused connection throws, so the daemon retries the event with
-// backoff (and keeps it as a dead letter after `max_retries`); a 4xx throws too, with the
-// receiver's answer in the message, so it shows in the handler's last errors.
+// backoff (and keeps it as a dead letter after `max_retries`); a 4xx (but 429) throws an
+// error beginning with `permanent:`, which the daemon does not retry: the event becomes a
+// dead letter at once, with the receiver's answer in it.
 import { log } from 'switchyard:plugin/host@0.1.0';
 
 let url = null;
@@ -38,7 +39,10 @@ export async function handle(event) {
     });
     const text = await response.text();
     if (!response.ok) {
-      throw `the receiver answered ${response.status}: ${text.slice(0, 100)}`;
+      const error = `the receiver answered ${response.status}: ${text.slice(0, 100)}`;
+      // A 4xx will not get better by itself (a 429 will): no retries, a dead letter at once.
+      const permanent = response.status >= 400 && response.status < 500 && response.status !== 429;
+      throw permanent ? `permanent: ${error}` : error;
     }
     log('debug', `delivered: ${response.status}`);
     return { tag: 'done' };

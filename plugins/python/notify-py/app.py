@@ -2,7 +2,8 @@
 
 Config: {"url": "https://hooks.example.com/..."}; the URL's destination must be on the
 handler's `capabilities.http` allow-list. A 5xx, a timeout or a refused connection raises,
-so the daemon retries the event with backoff; a 4xx raises too, with the receiver's answer.
+so the daemon retries the event with backoff; a 4xx (but 429) raises an error beginning with
+`permanent:`, which the daemon does not retry: a dead letter at once, with the answer in it.
 """
 
 import json
@@ -41,6 +42,9 @@ class WitWorld(wit_world.WitWorld):
         except Exception as e:  # anything else is an error too, never a trap
             raise Err(f"{type(e).__name__}: {e}")
         if not response.ok:
-            raise Err(f"the receiver answered {response.status}: {response.text()[:100]}")
+            error = f"the receiver answered {response.status}: {response.text()[:100]}"
+            # A 4xx will not get better by itself (a 429 will): a dead letter at once.
+            permanent = 400 <= response.status < 500 and response.status != 429
+            raise Err(f"permanent: {error}" if permanent else error)
         log(Level.DEBUG, f"delivered: {response.status}")
         return Outcome_Done()

@@ -226,6 +226,19 @@ pub mod kube {
     }
 }
 
+/// An error for `handle` that retrying cannot help (a receiver that refused the request as
+/// malformed or unauthorised, say): the daemon does not retry it and moves the event to the
+/// dead letters at once, where it can be retried by hand once the cause is fixed.
+///
+/// ```ignore
+/// if (400..500).contains(&response.status) {
+///     return Err(switchyard_sdk::permanent(&format!("the receiver answered {}", response.status)));
+/// }
+/// ```
+pub fn permanent(message: &str) -> String {
+    format!("permanent: {message}")
+}
+
 /// A handler plugin: what the daemon calls for each event.
 pub trait Handler {
     /// Called once per instance with the handler's `config` from the daemon's YAML, as JSON.

@@ -121,6 +121,7 @@ function render(status) {
   renderConfig(status.config);
   renderReplica(status.replica);
   renderShadows(status.handlers);
+  renderOutbound(status.handlers);
   renderWaiting(status.waiting);
   renderPlots(status.handlers);
 }
@@ -311,8 +312,20 @@ function renderShadows(handlers) {
     return el("tr", { "data-handler": h.name },
       el("td", {}, h.name), el("td", { class: s.loaded ? "" : "bad" }, plugin),
       count(s.compared), count(s.same), count(s.differing_outcome, true), count(s.differing_writes, true),
+      count(s.differing_requests, true),
       count(s.differing_errors, true), count(s.shadow_errors, true));
   }));
+}
+
+// Each handler's outbound HTTP requests, by destination.
+function renderOutbound(handlers) {
+  const rows = handlers.flatMap((h) => (h.outbound || []).map((o) => ({ handler: h.name, ...o })));
+  $("outbound-section").hidden = !rows.length;
+  const count = (n, bad) => el("td", { class: n && bad ? "n bad" : "n" }, fmt(n));
+  fillTable("outbound", rows.map((o) => el("tr", { "data-handler": o.handler },
+    el("td", {}, o.handler), el("td", {}, o.host),
+    count(o.requests), count(o.errors, true), count(o.refused, true),
+    el("td", { class: "n" }, o.p99_ms == null ? "–" : fmt(Math.round(o.p99_ms)) + " ms"))));
 }
 
 function renderWaiting(waiting) {

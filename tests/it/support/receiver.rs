@@ -19,6 +19,8 @@ pub enum Mode {
     Ok,
     /// Answers 503 with `Retry-After: 1`.
     Unavailable,
+    /// Answers 400 `unknown channel`.
+    Rejected,
     /// Closes the connection without answering.
     Reset,
     /// Reads the request and never answers.
@@ -151,6 +153,9 @@ async fn serve(mut stream: impl AsyncRead + AsyncWrite + Unpin, shared: Arc<Shar
             Mode::Ok => b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok",
             Mode::Unavailable => {
                 b"HTTP/1.1 503 Service Unavailable\r\nretry-after: 1\r\ncontent-length: 11\r\n\r\nmaintenance"
+            }
+            Mode::Rejected => {
+                b"HTTP/1.1 400 Bad Request\r\ncontent-length: 15\r\n\r\nunknown channel"
             }
             Mode::Reset => return,
             Mode::Stall => {

@@ -1,6 +1,7 @@
 //! Posts each event (kind, namespace, name, resourceVersion, attempt) as JSON to the URL in
 //! its config, `{"url": "http://127.0.0.1:PORT/path"}`, and fails the call on anything but
-//! a 2xx, so the daemon retries it. With `"timeout_ms"`, waits at most that long for the
+//! a 2xx, so the daemon retries it; a 4xx other than 429 fails it as permanent, so the event
+//! goes to the dead letters at once. With `"timeout_ms"`, waits at most that long for the
 //! response's first byte. The tests' outbound HTTP plugin.
 
 use std::cell::RefCell;
@@ -49,11 +50,18 @@ impl Handler for Outbound {
         }
         let response = request.send()?;
         if !response.is_success() {
-            return Err(format!(
+            let error = format!(
                 "the receiver answered {}: {}",
                 response.status,
                 response.excerpt(100)
-            ));
+            );
+            // A 4xx will not get better by itself (a 429 will).
+            let permanent = (400..500).contains(&response.status) && response.status != 429;
+            return Err(if permanent {
+                switchyard_sdk::permanent(&error)
+            } else {
+                error
+            });
         }
         log(Level::Debug, &format!("delivered: {}", response.status));
         Ok(Outcome::Done)
