@@ -425,7 +425,10 @@ mod tests {
             .header("retry-after", "5")
             .error_for_status()
             .unwrap_err();
-        assert_eq!(error, format!("the receiver answered 400: {}…", "y".repeat(200)));
+        assert_eq!(
+            error,
+            format!("the receiver answered 400: {}…", "y".repeat(200))
+        );
         assert!(Response::new(302, "").error_for_status().is_err());
     }
 }

@@ -149,9 +149,17 @@ mod tests {
 
     #[test]
     fn a_change_carries_apiserversource_s_type_subject_and_extensions() {
-        let event = build(EventKind::Updated, &pod(Some("shop")), "https://k8s", Data::Resource);
-        let attributes: Vec<(&str, &str)> =
-            event.attributes.iter().map(|(n, v)| (*n, v.as_str())).collect();
+        let event = build(
+            EventKind::Updated,
+            &pod(Some("shop")),
+            "https://k8s",
+            Data::Resource,
+        );
+        let attributes: Vec<(&str, &str)> = event
+            .attributes
+            .iter()
+            .map(|(n, v)| (*n, v.as_str()))
+            .collect();
         assert_eq!(
             attributes,
             [
@@ -170,7 +178,11 @@ mod tests {
 
     #[test]
     fn the_id_is_the_same_for_one_change_and_differs_between_changes() {
-        let id = |kind, object: &Value| build(kind, object, "s", Data::Resource).attributes[1].1.clone();
+        let id = |kind, object: &Value| {
+            build(kind, object, "s", Data::Resource).attributes[1]
+                .1
+                .clone()
+        };
         let p = pod(Some("shop"));
         assert_eq!(id(EventKind::Added, &p), id(EventKind::Added, &p));
         assert_ne!(id(EventKind::Added, &p), id(EventKind::Deleted, &p));
@@ -203,10 +215,22 @@ mod tests {
             subject("networking.k8s.io/v1", "NetworkPolicy", "a", "b"),
             "/apis/networking.k8s.io/v1/namespaces/a/networkpolicies/b"
         );
-        assert_eq!(subject("v1", "Endpoints", "a", "b"), "/apis/v1/namespaces/a/endpoints/b");
-        assert_eq!(subject("networking.k8s.io/v1", "Ingress", "a", "b"), "/apis/networking.k8s.io/v1/namespaces/a/ingresses/b");
-        assert_eq!(subject("apps/v1", "Deployment", "a", "b"), "/apis/apps/v1/namespaces/a/deployments/b");
-        assert_eq!(subject("example.com", "Widget", "a", "b"), "/apis/example.com/versionUnknown/namespaces/a/widgets/b");
+        assert_eq!(
+            subject("v1", "Endpoints", "a", "b"),
+            "/apis/v1/namespaces/a/endpoints/b"
+        );
+        assert_eq!(
+            subject("networking.k8s.io/v1", "Ingress", "a", "b"),
+            "/apis/networking.k8s.io/v1/namespaces/a/ingresses/b"
+        );
+        assert_eq!(
+            subject("apps/v1", "Deployment", "a", "b"),
+            "/apis/apps/v1/namespaces/a/deployments/b"
+        );
+        assert_eq!(
+            subject("example.com", "Widget", "a", "b"),
+            "/apis/example.com/versionUnknown/namespaces/a/widgets/b"
+        );
     }
 
     #[test]

@@ -210,8 +210,14 @@ mod tests {
         let h = &request.headers;
         assert_eq!(header(h, "ce-specversion"), Some("1.0"));
         assert_eq!(header(h, "ce-id"), Some("u-1.7.add"));
-        assert_eq!(header(h, "ce-type"), Some("dev.knative.apiserver.resource.add"));
-        assert_eq!(header(h, "ce-source"), Some("https://kubernetes.default.svc"));
+        assert_eq!(
+            header(h, "ce-type"),
+            Some("dev.knative.apiserver.resource.add")
+        );
+        assert_eq!(
+            header(h, "ce-source"),
+            Some("https://kubernetes.default.svc")
+        );
         assert_eq!(
             header(h, "ce-subject"),
             Some("/apis/v1/namespaces/shop/configmaps/a")
@@ -221,7 +227,10 @@ mod tests {
         assert_eq!(header(h, "ce-namespace"), Some("shop"));
         assert_eq!(header(h, "content-type"), Some("application/json"));
         assert_eq!(header(h, "authorization"), Some("Bearer t"));
-        assert_eq!(serde_json::from_slice::<Value>(&request.body).unwrap(), cm());
+        assert_eq!(
+            serde_json::from_slice::<Value>(&request.body).unwrap(),
+            cm()
+        );
     }
 
     #[test]

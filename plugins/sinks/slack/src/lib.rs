@@ -147,30 +147,42 @@ mod tests {
 
     #[test]
     fn a_warning_event_is_posted_as_text_and_blocks() {
-        let report = host(Response::new(200, "ok")).handle::<Slack>(event(EventKind::Added, warning()));
+        let report =
+            host(Response::new(200, "ok")).handle::<Slack>(event(EventKind::Added, warning()));
         assert_eq!(report.outcome, Ok(Outcome::Done));
         let request = &report.requests[0];
-        assert_eq!((request.method.as_str(), request.url.as_str()), ("POST", URL));
+        assert_eq!(
+            (request.method.as_str(), request.url.as_str()),
+            ("POST", URL)
+        );
         let body: Value = serde_json::from_slice(&request.body).unwrap();
         assert_eq!(
             body["text"],
             "Warning BackOff on Pod shop/web-1: Back-off restarting failed container"
         );
         assert_eq!(body["blocks"].as_array().unwrap().len(), 2);
-        assert_eq!((body["channel"].as_str(), body["icon_emoji"].as_str()), (Some("#alerts"), Some(":k8s:")));
+        assert_eq!(
+            (body["channel"].as_str(), body["icon_emoji"].as_str()),
+            (Some("#alerts"), Some(":k8s:"))
+        );
         assert!(body.get("username").is_none());
     }
 
     #[test]
     fn an_expired_event_posts_nothing() {
-        let report = host(Response::new(200, "ok")).handle::<Slack>(event(EventKind::Deleted, warning()));
+        let report =
+            host(Response::new(200, "ok")).handle::<Slack>(event(EventKind::Deleted, warning()));
         assert_eq!(report.outcome, Ok(Outcome::Done));
         assert!(report.requests.is_empty());
     }
 
     #[test]
     fn slack_s_refusals_and_failures_are_errors_with_its_answer() {
-        let outcome = |response| host(response).handle::<Slack>(event(EventKind::Added, warning())).outcome;
+        let outcome = |response| {
+            host(response)
+                .handle::<Slack>(event(EventKind::Added, warning()))
+                .outcome
+        };
         assert_eq!(
             outcome(Response::new(404, "no_service")),
             Err("the receiver answered 404: no_service".into())
@@ -181,10 +193,16 @@ mod tests {
         );
         let timeout = TestHost::new()
             .config(json!({"url": URL}))
-            .http_error("https://hooks.slack.com/", Error::Timeout("HttpResponseTimeout".into()))
+            .http_error(
+                "https://hooks.slack.com/",
+                Error::Timeout("HttpResponseTimeout".into()),
+            )
             .handle::<Slack>(event(EventKind::Added, warning()))
             .outcome;
-        assert_eq!(timeout, Err("request timed out: HttpResponseTimeout".into()));
+        assert_eq!(
+            timeout,
+            Err("request timed out: HttpResponseTimeout".into())
+        );
     }
 
     #[test]
@@ -199,6 +217,9 @@ mod tests {
         assert!(error(Value::Null).contains("needs at least `url`"));
         assert!(error(json!({"url": URL, "chanel": "#a"})).contains("unknown field `chanel`"));
         let error = error(json!({"url": "hooks.slack.com/services/secret"}));
-        assert!(error.contains("config.url") && !error.contains("secret"), "{error}");
+        assert!(
+            error.contains("config.url") && !error.contains("secret"),
+            "{error}"
+        );
     }
 }

@@ -24,7 +24,10 @@ pub fn build(kind: EventKind, object: &Value, cluster: Option<&str>) -> Option<V
 /// Whether `object` is a Kubernetes Event.
 fn is_event(object: &Value) -> bool {
     object["kind"] == "Event"
-        && matches!(object["apiVersion"].as_str(), Some("v1" | "events.k8s.io/v1"))
+        && matches!(
+            object["apiVersion"].as_str(),
+            Some("v1" | "events.k8s.io/v1")
+        )
 }
 
 /// Text for Slack's mrkdwn: `&`, `<` and `>` escaped.
@@ -100,14 +103,23 @@ fn event_message(event: &Value, cluster: Option<&str>) -> Value {
     }
     let from = text(
         event,
-        &["/source/component", "/reportingController", "/reportingComponent"],
+        &[
+            "/source/component",
+            "/reportingController",
+            "/reportingComponent",
+        ],
     );
     if !from.is_empty() {
         details.push(format!("from {}", escape(from)));
     }
     let last = text(
         event,
-        &["/lastTimestamp", "/series/lastObservedTime", "/eventTime", "/firstTimestamp"],
+        &[
+            "/lastTimestamp",
+            "/series/lastObservedTime",
+            "/eventTime",
+            "/firstTimestamp",
+        ],
     );
     if !last.is_empty() {
         details.push(format!("last seen {last}"));
@@ -185,7 +197,9 @@ mod tests {
             json!([
                 section(":warning: *Warning* `BackOff` on *Pod shop/web-1*"),
                 section("Back-off restarting failed container &lt;app&gt; in pod web-1"),
-                context("cluster *prod* · seen 5 times · from kubelet · last seen 2025-01-02T03:04:05Z"),
+                context(
+                    "cluster *prod* · seen 5 times · from kubelet · last seen 2025-01-02T03:04:05Z"
+                ),
             ])
         );
     }

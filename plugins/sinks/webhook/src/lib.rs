@@ -199,7 +199,10 @@ mod tests {
         let [request] = report.requests.as_slice() else {
             panic!("one request: {:?}", report.requests)
         };
-        assert_eq!((request.method.as_str(), request.url.as_str()), ("POST", URL));
+        assert_eq!(
+            (request.method.as_str(), request.url.as_str()),
+            ("POST", URL)
+        );
         assert_eq!(
             request.headers,
             [
@@ -231,7 +234,10 @@ mod tests {
         assert_eq!(request.method, "PUT");
         assert_eq!(
             request.headers,
-            [("Content-Type".to_string(), "application/vnd.audit+json".to_string())]
+            [(
+                "Content-Type".to_string(),
+                "application/vnd.audit+json".to_string()
+            )]
         );
         let body: Value = serde_json::from_slice(&request.body).unwrap();
         assert_eq!(
@@ -285,7 +291,9 @@ mod tests {
         assert!(outcome(json!({"url": "hooks.example.com"})).contains("config.url"));
         assert!(outcome(json!({"url": URL, "method": "GET"})).contains("config.method"));
         assert!(outcome(json!({"url": URL, "headers": {"x y": "1"}})).contains("\"x y\""));
-        assert!(outcome(json!({"url": URL, "headers": {"x": "a\r\nb"}})).contains("config.headers.x"));
+        assert!(
+            outcome(json!({"url": URL, "headers": {"x": "a\r\nb"}})).contains("config.headers.x")
+        );
         assert!(outcome(json!({"url": URL, "body": {"n": "{{kind"}})).contains("config.body.n"));
         assert!(outcome(json!({"url": URL, "headers": {"x": 1}})).contains("invalid type"));
     }

@@ -61,9 +61,9 @@ fn placeholders(text: &str) -> Result<Vec<Piece<'_>>, String> {
         let end = inner
             .find("}}")
             .ok_or_else(|| format!("{text:?} opens a placeholder with {{{{ and never closes it"))?;
-        pieces.push(Piece::Path(pointer(inner[..end].trim()).map_err(|e| {
-            format!("{text:?}: {e}")
-        })?));
+        pieces.push(Piece::Path(
+            pointer(inner[..end].trim()).map_err(|e| format!("{text:?}: {e}"))?,
+        ));
         rest = &inner[end + 2..];
     }
     if !rest.is_empty() {
@@ -156,7 +156,9 @@ mod tests {
     #[test]
     fn placeholders_inside_text_are_replaced_by_the_value_s_text() {
         let filled = fill(
-            &json!("{{object.metadata.name}} was {{kind}} ({{object.spec.replicas}} replicas{{object.none}})"),
+            &json!(
+                "{{object.metadata.name}} was {{kind}} ({{object.spec.replicas}} replicas{{object.none}})"
+            ),
             &event(),
         );
         assert_eq!(filled, json!("web was updated (3 replicas)"));
