@@ -10,7 +10,7 @@ use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
-use crate::support::receiver::{Mode, Receiver, Received};
+use crate::support::receiver::{Mode, Received, Receiver};
 use crate::support::{self, TestDaemon};
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -81,10 +81,8 @@ async fn webhook_delivers_the_configured_subset_with_the_headers_and_dead_letter
             "cluster": "test",
         },
     });
-    let yaml = config("webhook", sink, &receiver, CONFIGMAPS).replace(
-        "max_retries: 1000",
-        "max_retries: 1",
-    );
+    let yaml = config("webhook", sink, &receiver, CONFIGMAPS)
+        .replace("max_retries: 1000", "max_retries: 1");
     let t = start("webhook", &yaml).await;
     t.create_configmap(json!({"metadata": {"name": "a", "labels": {"app": "shop"}},
                               "data": {"v": "1"}}))
@@ -121,7 +119,14 @@ async fn webhook_delivers_the_configured_subset_with_the_headers_and_dead_letter
 fn attributes(request: &Received, structured: bool) -> Value {
     let mut attributes = serde_json::Map::new();
     for name in [
-        "specversion", "id", "source", "type", "subject", "kind", "name", "namespace",
+        "specversion",
+        "id",
+        "source",
+        "type",
+        "subject",
+        "kind",
+        "name",
+        "namespace",
     ] {
         let value = if structured {
             request.body[name].as_str()
@@ -141,8 +146,14 @@ async fn cloudevents_through_503s(mode: &str) {
     receiver.set(Mode::Unavailable);
     let sink = json!({"url": format!("{}/default/default", receiver.url("http")), "mode": mode,
                       "source": "https://10.96.0.1:443"});
-    let t = start("cloudevents", &config("cloudevents", sink, &receiver, CONFIGMAPS)).await;
-    let made = t.create_configmap(json!({"metadata": {"name": "a"}, "data": {"v": "1"}})).await;
+    let t = start(
+        "cloudevents",
+        &config("cloudevents", sink, &receiver, CONFIGMAPS),
+    )
+    .await;
+    let made = t
+        .create_configmap(json!({"metadata": {"name": "a"}, "data": {"v": "1"}}))
+        .await;
     support::eventually_sync("two refused attempts", WAIT, || {
         (receiver.received().len() >= 2).then_some(())
     })
@@ -170,9 +181,15 @@ async fn cloudevents_through_503s(mode: &str) {
         .map(|r| attributes(r, structured)["id"].clone())
         .collect();
     assert!(ids.len() >= 3, "{ids:?}");
-    assert!(ids.iter().all(|id| *id == ids[0]), "a retry changed the id: {ids:?}");
+    assert!(
+        ids.iter().all(|id| *id == ids[0]),
+        "a retry changed the id: {ids:?}"
+    );
     let data = if structured {
-        assert_eq!(header(&first, "content-type"), Some("application/cloudevents+json"));
+        assert_eq!(
+            header(&first, "content-type"),
+            Some("application/cloudevents+json")
+        );
         assert_eq!(first.body["datacontenttype"], "application/json");
         first.body["data"].clone()
     } else {
@@ -184,7 +201,11 @@ async fn cloudevents_through_503s(mode: &str) {
 
     let patched: ConfigMap = t
         .configmaps("default")
-        .patch("a", &PatchParams::default(), &Patch::Merge(json!({"data": {"v": "2"}})))
+        .patch(
+            "a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"v": "2"}})),
+        )
         .await
         .unwrap();
     let update = delivered(&receiver, 2).await.remove(1);
@@ -192,7 +213,10 @@ async fn cloudevents_through_503s(mode: &str) {
     assert_eq!(attributes["type"], "dev.knative.apiserver.resource.update");
     assert_eq!(
         attributes["id"],
-        format!("{uid}.{}.update", patched.metadata.resource_version.unwrap())
+        format!(
+            "{uid}.{}.update",
+            patched.metadata.resource_version.unwrap()
+        )
     );
     t.stop().await;
 }
@@ -234,10 +258,18 @@ async fn slack_posts_a_warning_event_and_nothing_for_a_normal_one() {
     // Normal one through, it would have counted it before the Warning was posted.
     for (name, event_type, reason, message) in [
         ("web-1.1", "Normal", "Pulled", "Successfully pulled image"),
-        ("web-1.2", "Warning", "BackOff", "Back-off restarting failed container app"),
+        (
+            "web-1.2",
+            "Warning",
+            "BackOff",
+            "Back-off restarting failed container app",
+        ),
     ] {
         events
-            .create(&PostParams::default(), &core_event(name, event_type, reason, message))
+            .create(
+                &PostParams::default(),
+                &core_event(name, event_type, reason, message),
+            )
             .await
             .unwrap();
     }
