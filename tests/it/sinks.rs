@@ -15,8 +15,8 @@ use crate::support::{self, TestDaemon};
 
 const WAIT: Duration = Duration::from_secs(60);
 
-/// A handler `sink` running `plugin` with `config`, allowed to reach `receiver`, and a
-/// route `route` to it from `source` (the route's lines after `name`).
+/// A handler `sink` running `plugin` with `config` (JSON, which YAML reads as it is),
+/// allowed to reach `receiver`, and a route `sink` to it, `route` giving its other lines.
 fn config(plugin: &str, config: Value, receiver: &Receiver, route: &str) -> String {
     format!(
         "

@@ -169,7 +169,7 @@ impl Handler for CloudEvents {
 
 export_handler!(CloudEvents);
 
-#[cfg(test)]
+#[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests {
     use serde_json::json;
     use switchyard_sdk::EventKind;

@@ -119,7 +119,7 @@ impl Handler for Slack {
 
 export_handler!(Slack);
 
-#[cfg(test)]
+#[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests {
     use serde_json::json;
     use switchyard_sdk::EventKind;

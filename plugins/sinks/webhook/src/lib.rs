@@ -171,7 +171,7 @@ impl Handler for Webhook {
 
 export_handler!(Webhook);
 
-#[cfg(test)]
+#[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests {
     use switchyard_sdk::http::{Error, Response};
     use switchyard_sdk::testing::{TestHost, event, updated};
