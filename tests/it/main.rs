@@ -35,6 +35,7 @@ mod replay;
 mod scaffold;
 mod shadow;
 mod sharded;
+mod sinks;
 mod state;
 mod state_faults;
 mod unserved;

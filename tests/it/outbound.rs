@@ -637,7 +637,7 @@ async fn a_shadows_requests_are_compared_and_never_sent() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_4xx_the_plugin_calls_permanent_is_a_dead_letter_at_once_with_the_answer_in_it() {
     let receiver = Receiver::start().await;
-    receiver.set(Mode::Rejected);
+    receiver.set(Mode::Reject);
     let url = format!("{}/events", receiver.url("http"));
     let t = TestDaemon::builder(&config(&url, &[&receiver.url("http")]))
         .plugin_file("outbound", "outbound")
@@ -655,7 +655,7 @@ async fn a_4xx_the_plugin_calls_permanent_is_a_dead_letter_at_once_with_the_answ
     assert_eq!(letters["attempts"], 1, "{letters:#}");
     assert_eq!(
         letters["last_error"],
-        "permanent: the receiver answered 400: unknown channel",
+        "permanent: the receiver answered 400: invalid_payload",
         "{letters:#}"
     );
     assert_eq!(receiver.received().len(), 1, "a permanent failure was retried");

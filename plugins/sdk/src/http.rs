@@ -154,6 +154,32 @@ impl Response {
         (200..300).contains(&self.status)
     }
 
+    /// The response itself when its status is 2xx; otherwise the error for `handle` to
+    /// return, so the daemon retries the event (and its dead letter says why): the status,
+    /// the `Retry-After` header of a 429 or 503 that has one, and the body's first 200
+    /// characters, as in `the receiver answered 503 (Retry-After: 30): maintenance`.
+    pub fn error_for_status(self) -> Result<Response, String> {
+        if self.is_success() {
+            return Ok(self);
+        }
+        let mut message = format!("the receiver answered {}", self.status);
+        if matches!(self.status, 429 | 503)
+            && let Some(after) = self.header_value("retry-after")
+        {
+            message.push_str(&format!(" (Retry-After: {})", after.trim()));
+        }
+        let excerpt = self.excerpt(200);
+        let excerpt = excerpt.trim();
+        if !excerpt.is_empty() {
+            message.push_str(&format!(": {excerpt}"));
+        }
+        // A 4xx will not get better by itself (a 429 will): no retries, a dead letter at once.
+        if (400..500).contains(&self.status) && self.status != 429 {
+            return Err(crate::permanent(&message));
+        }
+        Err(message)
+    }
+
     /// The `Retry-After` header in seconds, when it is a number.
     pub fn retry_after(&self) -> Option<Duration> {
         self.header_value("retry-after")?
@@ -202,7 +228,8 @@ impl From<Error> for String {
 }
 
 /// The URL's scheme, authority and path with query; an error for anything not
-/// `http(s)://authority[/path]`.
+/// `http(s)://authority[/path]`. (Built natively, only the tests use it.)
+#[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 pub(crate) fn split_url(url: &str) -> Result<(&str, &str, &str), Error> {
     let (scheme, rest) = url
         .split_once("://")
@@ -388,5 +415,31 @@ mod tests {
         assert_eq!(r.retry_after(), Some(Duration::from_secs(7)));
         assert_eq!(r.excerpt(5), "xxxxx…");
         assert!(!r.is_success());
+    }
+
+    #[test]
+    fn a_status_other_than_2xx_is_an_error_naming_it() {
+        let ok = Response::new(204, "");
+        assert_eq!(ok.clone().error_for_status(), Ok(ok));
+        assert_eq!(
+            Response::new(503, "maintenance\n")
+                .header("Retry-After", "30")
+                .error_for_status(),
+            Err("the receiver answered 503 (Retry-After: 30): maintenance".into())
+        );
+        assert_eq!(
+            Response::new(429, "").error_for_status(),
+            Err("the receiver answered 429".into())
+        );
+        // Retry-After is mentioned only where it means "come back later".
+        let error = Response::new(400, "y".repeat(500))
+            .header("retry-after", "5")
+            .error_for_status()
+            .unwrap_err();
+        assert_eq!(
+            error,
+            format!("permanent: the receiver answered 400: {}…", "y".repeat(200))
+        );
+        assert!(Response::new(302, "").error_for_status().is_err());
     }
 }

@@ -1,6 +1,6 @@
 //! An HTTP receiver on loopback for outbound tests: speaks HTTP/1.1 (keep-alive) over a real
-//! socket, optionally TLS, and does what the test sets: answer 200, answer 503, reset the
-//! connection, or stall without answering. It counts every connection it accepts, so a test
+//! socket, optionally TLS, and does what the test sets: answer 200, answer 503, answer 400,
+//! reset the connection, or stall without answering. It counts every connection it accepts, so a test
 //! can show that a refused destination was never reached.
 
 use std::net::SocketAddr;
@@ -19,8 +19,8 @@ pub enum Mode {
     Ok,
     /// Answers 503 with `Retry-After: 1`.
     Unavailable,
-    /// Answers 400 `unknown channel`.
-    Rejected,
+    /// Answers 400 with the body `invalid_payload`, as Slack refuses a message.
+    Reject,
     /// Closes the connection without answering.
     Reset,
     /// Reads the request and never answers.
@@ -154,8 +154,8 @@ async fn serve(mut stream: impl AsyncRead + AsyncWrite + Unpin, shared: Arc<Shar
             Mode::Unavailable => {
                 b"HTTP/1.1 503 Service Unavailable\r\nretry-after: 1\r\ncontent-length: 11\r\n\r\nmaintenance"
             }
-            Mode::Rejected => {
-                b"HTTP/1.1 400 Bad Request\r\ncontent-length: 15\r\n\r\nunknown channel"
+            Mode::Reject => {
+                b"HTTP/1.1 400 Bad Request\r\ncontent-length: 15\r\n\r\ninvalid_payload"
             }
             Mode::Reset => return,
             Mode::Stall => {

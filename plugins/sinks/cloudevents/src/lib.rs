@@ -1,0 +1,314 @@
+//! cloudevents: sends each change as a CloudEvent over HTTP, in binary or structured mode,
+//! in the format Knative's ApiServerSource gives its own events, so a Knative Broker (and
+//! its Triggers' filters on `type`, `kind`, `name`, `namespace`) takes them as from that
+//! source. See [`event`] for the attributes.
+//!
+//! ```yaml
+//! handlers:
+//!   to-broker:
+//!     plugin: cloudevents
+//!     config:
+//!       url: http://broker-ingress.knative-eventing.svc.cluster.local/default/default
+//!       mode: binary              # binary (default) | structured
+//!       data: resource            # resource (default): the object | reference
+//!       source: https://10.96.0.1:443   # default https://kubernetes.default.svc
+//!       headers: {}               # optional, name to value
+//!     capabilities:
+//!       http: [http://broker-ingress.knative-eventing.svc.cluster.local]
+//! ```
+//!
+//! Anything but a 2xx answer, and a timeout or a failed connection, is an error: the daemon
+//! retries the event with backoff and then keeps it as a dead letter, whose error names the
+//! status and the start of the answer's body. A retry carries the same `id`.
+
+mod event;
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use serde_json::{Map, Value};
+use switchyard_sdk::http::Request;
+use switchyard_sdk::{Event, Handler, Level, Outcome, export_handler, log};
+
+use event::{CloudEvent, Data};
+
+/// How the event travels in the HTTP message (the CloudEvents HTTP binding's modes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum Mode {
+    /// Attributes in `ce-*` headers, the data as the body.
+    Binary,
+    /// The whole event as one `application/cloudevents+json` body.
+    Structured,
+}
+
+/// The handler's `config`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Config {
+    /// Where to send: a Broker's ingress, a Knative Service, any CloudEvents receiver.
+    url: String,
+    /// `binary` (the default) or `structured`.
+    #[serde(default = "binary")]
+    mode: Mode,
+    /// `resource` (the default) or `reference`.
+    #[serde(default = "resource")]
+    data: Data,
+    /// The events' `source`; ApiServerSource's is the API server's URL.
+    #[serde(default = "kubernetes")]
+    source: String,
+    /// Headers sent with every request, name to value.
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+}
+
+fn binary() -> Mode {
+    Mode::Binary
+}
+
+fn resource() -> Data {
+    Data::Resource
+}
+
+fn kubernetes() -> String {
+    "https://kubernetes.default.svc".into()
+}
+
+impl Config {
+    /// Reads and checks the config the daemon passes to `init`.
+    fn parse(text: &str) -> Result<Config, String> {
+        let value: Value = serde_json::from_str(text).map_err(|e| format!("config: {e}"))?;
+        if value.is_null() {
+            return Err("config: needs at least `url` (see the cloudevents sink's docs)".into());
+        }
+        let config: Config = serde_json::from_value(value).map_err(|e| format!("config: {e}"))?;
+        if !(config.url.starts_with("http://") || config.url.starts_with("https://")) {
+            return Err(format!(
+                "config.url: {:?} is not an http:// or https:// URL",
+                config.url
+            ));
+        }
+        if config.source.is_empty() {
+            return Err("config.source: must not be empty (a CloudEvent needs a source)".into());
+        }
+        for (name, value) in &config.headers {
+            let lower = name.to_ascii_lowercase();
+            if lower.starts_with("ce-") || lower == "content-type" {
+                return Err(format!(
+                    "config.headers: {name:?} is set by the sink from the event"
+                ));
+            }
+            if name.is_empty() || value.chars().any(|c| c.is_control() && c != '\t') {
+                return Err(format!(
+                    "config.headers: {name:?} has an empty name or a control character in its value"
+                ));
+            }
+        }
+        Ok(config)
+    }
+}
+
+thread_local! {
+    static CONFIG: RefCell<Option<Config>> = const { RefCell::new(None) };
+}
+
+/// The request carrying `event` in `mode`.
+fn request(config: &Config, event: CloudEvent) -> Request {
+    let mut request = Request::post(&config.url);
+    for (name, value) in &config.headers {
+        request = request.header(name, value);
+    }
+    match config.mode {
+        Mode::Binary => {
+            for (name, value) in &event.attributes {
+                request = request.header(&format!("ce-{name}"), &event::header_value(value));
+            }
+            request.json(&event.data)
+        }
+        Mode::Structured => {
+            let mut envelope = Map::new();
+            for (name, value) in event.attributes {
+                envelope.insert(name.to_string(), Value::String(value));
+            }
+            envelope.insert("datacontenttype".into(), "application/json".into());
+            envelope.insert("data".into(), event.data);
+            request
+                .header("content-type", "application/cloudevents+json")
+                .body(Value::Object(envelope).to_string())
+        }
+    }
+}
+
+struct CloudEvents;
+
+impl Handler for CloudEvents {
+    fn init(config: String) -> Result<(), String> {
+        let config = Config::parse(&config)?;
+        CONFIG.with(|c| *c.borrow_mut() = Some(config));
+        Ok(())
+    }
+
+    fn handle(event: Event) -> Result<Outcome, String> {
+        CONFIG.with(|c| {
+            let config = c.borrow();
+            let config = config.as_ref().ok_or("handle before init")?;
+            let object: Value = serde_json::from_str(&event.object)
+                .map_err(|e| format!("the event's object: {e}"))?;
+            let cloud_event = event::build(event.kind, &object, &config.source, config.data);
+            let id = cloud_event.attributes[1].1.clone();
+            let response = request(config, cloud_event).send()?.error_for_status()?;
+            log(
+                Level::Debug,
+                &format!("delivered {id}: {}", response.status),
+            );
+            Ok(Outcome::Done)
+        })
+    }
+}
+
+export_handler!(CloudEvents);
+
+#[cfg(all(test, not(target_arch = "wasm32")))]
+mod tests {
+    use serde_json::json;
+    use switchyard_sdk::EventKind;
+    use switchyard_sdk::http::Response;
+    use switchyard_sdk::testing::{Report, TestHost, event};
+
+    use super::*;
+
+    const URL: &str = "http://broker-ingress.knative-eventing.svc/default/default";
+
+    fn cm() -> Value {
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a",
+               "namespace": "shop", "uid": "u-1", "resourceVersion": "7"}, "data": {"v": "1"}})
+    }
+
+    fn send(config: Value, kind: EventKind) -> Report {
+        TestHost::new()
+            .config(config)
+            .http("http://broker-ingress", Response::new(202, ""))
+            .handle::<CloudEvents>(event(kind, cm()))
+    }
+
+    fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
+        headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    #[test]
+    fn binary_mode_puts_the_attributes_in_ce_headers_and_the_object_in_the_body() {
+        let report = send(
+            json!({"url": URL, "headers": {"authorization": "Bearer t"}}),
+            EventKind::Added,
+        );
+        assert_eq!(report.outcome, Ok(Outcome::Done));
+        let request = &report.requests[0];
+        let h = &request.headers;
+        assert_eq!(header(h, "ce-specversion"), Some("1.0"));
+        assert_eq!(header(h, "ce-id"), Some("u-1.7.add"));
+        assert_eq!(
+            header(h, "ce-type"),
+            Some("dev.knative.apiserver.resource.add")
+        );
+        assert_eq!(
+            header(h, "ce-source"),
+            Some("https://kubernetes.default.svc")
+        );
+        assert_eq!(
+            header(h, "ce-subject"),
+            Some("/apis/v1/namespaces/shop/configmaps/a")
+        );
+        assert_eq!(header(h, "ce-kind"), Some("ConfigMap"));
+        assert_eq!(header(h, "ce-name"), Some("a"));
+        assert_eq!(header(h, "ce-namespace"), Some("shop"));
+        assert_eq!(header(h, "content-type"), Some("application/json"));
+        assert_eq!(header(h, "authorization"), Some("Bearer t"));
+        assert_eq!(
+            serde_json::from_slice::<Value>(&request.body).unwrap(),
+            cm()
+        );
+    }
+
+    #[test]
+    fn structured_mode_sends_one_json_envelope() {
+        let config = json!({"url": URL, "mode": "structured", "data": "reference",
+                            "source": "https://10.96.0.1:443"});
+        let report = send(config, EventKind::Deleted);
+        assert_eq!(report.outcome, Ok(Outcome::Done));
+        let request = &report.requests[0];
+        assert_eq!(
+            header(&request.headers, "content-type"),
+            Some("application/cloudevents+json")
+        );
+        assert!(header(&request.headers, "ce-id").is_none());
+        assert_eq!(
+            serde_json::from_slice::<Value>(&request.body).unwrap(),
+            json!({
+                "specversion": "1.0",
+                "id": "u-1.7.delete",
+                "source": "https://10.96.0.1:443",
+                "type": "dev.knative.apiserver.ref.delete",
+                "subject": "/apis/v1/namespaces/shop/configmaps/a",
+                "kind": "ConfigMap",
+                "name": "a",
+                "namespace": "shop",
+                "datacontenttype": "application/json",
+                "data": {"apiVersion": "v1", "kind": "ConfigMap", "name": "a", "namespace": "shop"},
+            })
+        );
+    }
+
+    #[test]
+    fn a_retry_carries_the_first_attempt_s_id() {
+        let first = TestHost::new()
+            .config(json!({"url": URL}))
+            .http("http://broker-ingress", Response::new(503, "overloaded"))
+            .handle::<CloudEvents>(event(EventKind::Updated, cm()));
+        assert_eq!(
+            first.outcome,
+            Err("the receiver answered 503: overloaded".into())
+        );
+        let retry = TestHost::new()
+            .config(json!({"url": URL}))
+            .http("http://broker-ingress", Response::new(200, ""))
+            .handle::<CloudEvents>(Event {
+                attempt: 2,
+                ..event(EventKind::Updated, cm())
+            });
+        assert_eq!(retry.outcome, Ok(Outcome::Done));
+        let id = |r: &Report| header(&r.requests[0].headers, "ce-id").map(str::to_string);
+        assert_eq!(id(&first), id(&retry));
+        assert_eq!(id(&first).as_deref(), Some("u-1.7.update"));
+    }
+
+    #[test]
+    fn a_4xx_is_an_error_with_the_status_and_the_answer() {
+        let outcome = TestHost::new()
+            .config(json!({"url": URL}))
+            .http(
+                "http://broker-ingress",
+                Response::new(400, "unknown content type"),
+            )
+            .handle::<CloudEvents>(event(EventKind::Added, cm()))
+            .outcome;
+        assert_eq!(
+            outcome,
+            Err("permanent: the receiver answered 400: unknown content type".into())
+        );
+    }
+
+    #[test]
+    fn a_bad_config_is_an_init_error_that_names_the_key() {
+        let error = |config: Value| send(config, EventKind::Added).outcome.unwrap_err();
+        assert!(error(Value::Null).contains("needs at least `url`"));
+        assert!(error(json!({"url": URL, "mode": "batch"})).contains("unknown variant `batch`"));
+        assert!(error(json!({"url": URL, "data": "ref"})).contains("unknown variant `ref`"));
+        assert!(error(json!({"url": URL, "headers": {"ce-id": "x"}})).contains("\"ce-id\""));
+        assert!(error(json!({"url": "broker"})).contains("config.url"));
+        assert!(error(json!({"url": URL, "source": ""})).contains("config.source"));
+    }
+}

@@ -1,0 +1,300 @@
+//! webhook: sends each event it gets as JSON to one URL, with the headers its config names.
+//!
+//! ```yaml
+//! handlers:
+//!   audit-hook:
+//!     plugin: webhook
+//!     config:
+//!       url: https://hooks.example.com/kubernetes
+//!       headers: {authorization: "Bearer s3cr3t"}
+//!       body:                               # optional; default: the whole event
+//!         change: "{{kind}}"
+//!         name: "{{object.metadata.name}}"
+//!         labels: "{{object.metadata.labels}}"
+//!     capabilities:
+//!       http: [https://hooks.example.com]
+//! ```
+//!
+//! The event, as the template sees it (and as the body is without one):
+//! `{"kind": "added|updated|deleted|sync", "route", "attempt", "object", "oldObject",
+//! "finalStateUnknown"}`. See [`template`] for the placeholders.
+//!
+//! Anything but a 2xx answer, and a timeout or a failed connection, is an error: the daemon
+//! retries the event with backoff and then keeps it as a dead letter, whose error names the
+//! status and the start of the answer's body.
+
+mod template;
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+use switchyard_sdk::http::Request;
+use switchyard_sdk::{Event, EventKind, Handler, Level, Outcome, export_handler, log};
+
+/// The handler's `config`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Config {
+    /// Where to send: `http(s)://host[:port]/path?query`.
+    url: String,
+    /// `POST` (the default), `PUT` or `PATCH`.
+    #[serde(default = "post")]
+    method: String,
+    /// Headers sent with every request, name to value.
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+    /// The body's template; the whole event without one.
+    #[serde(default)]
+    body: Option<Value>,
+}
+
+fn post() -> String {
+    "POST".into()
+}
+
+impl Config {
+    /// Reads and checks the config the daemon passes to `init`.
+    fn parse(text: &str) -> Result<Config, String> {
+        let value: Value = serde_json::from_str(text).map_err(|e| format!("config: {e}"))?;
+        if value.is_null() {
+            return Err("config: needs at least `url` (see the webhook sink's docs)".into());
+        }
+        let mut config: Config =
+            serde_json::from_value(value).map_err(|e| format!("config: {e}"))?;
+        if !(config.url.starts_with("http://") || config.url.starts_with("https://")) {
+            return Err(format!(
+                "config.url: {:?} is not an http:// or https:// URL",
+                config.url
+            ));
+        }
+        config.method = config.method.to_ascii_uppercase();
+        if !["POST", "PUT", "PATCH"].contains(&config.method.as_str()) {
+            return Err(format!(
+                "config.method: {:?} is not POST, PUT or PATCH",
+                config.method
+            ));
+        }
+        for (name, value) in &config.headers {
+            check_header(name, value)?;
+        }
+        if let Some(body) = &config.body {
+            template::check(body, "config.body")?;
+        }
+        Ok(config)
+    }
+}
+
+/// A header name must be an HTTP token and a value must not hold control characters.
+fn check_header(name: &str, value: &str) -> Result<(), String> {
+    let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
+    if name.is_empty() || !name.chars().all(token) {
+        return Err(format!(
+            "config.headers: {name:?} is not a valid header name"
+        ));
+    }
+    if value.chars().any(|c| c.is_control() && c != '\t') {
+        return Err(format!(
+            "config.headers.{name}: the value holds a control character (a line break?)"
+        ));
+    }
+    Ok(())
+}
+
+thread_local! {
+    static CONFIG: RefCell<Option<Config>> = const { RefCell::new(None) };
+}
+
+/// The event as JSON: what the template reads, and the body without one.
+fn event_json(event: &Event) -> Result<Value, String> {
+    let parse = |what: &str, text: &str| {
+        serde_json::from_str::<Value>(text).map_err(|e| format!("the event's {what}: {e}"))
+    };
+    let kind = match event.kind {
+        EventKind::Added => "added",
+        EventKind::Updated => "updated",
+        EventKind::Deleted => "deleted",
+        EventKind::Sync => "sync",
+    };
+    let old = match &event.old_object {
+        Some(text) => parse("old object", text)?,
+        None => Value::Null,
+    };
+    Ok(json!({
+        "kind": kind,
+        "route": event.route,
+        "attempt": event.attempt,
+        "object": parse("object", &event.object)?,
+        "oldObject": old,
+        "finalStateUnknown": event.final_state_unknown,
+    }))
+}
+
+struct Webhook;
+
+impl Handler for Webhook {
+    fn init(config: String) -> Result<(), String> {
+        let config = Config::parse(&config)?;
+        CONFIG.with(|c| *c.borrow_mut() = Some(config));
+        Ok(())
+    }
+
+    fn handle(event: Event) -> Result<Outcome, String> {
+        CONFIG.with(|c| {
+            let config = c.borrow();
+            let config = config.as_ref().ok_or("handle before init")?;
+            let event = event_json(&event)?;
+            let body = match &config.body {
+                Some(template) => template::fill(template, &event),
+                None => event,
+            };
+            let mut request = Request::new(&config.method, &config.url);
+            for (name, value) in &config.headers {
+                request = request.header(name, value);
+            }
+            let typed = config
+                .headers
+                .keys()
+                .any(|n| n.eq_ignore_ascii_case("content-type"));
+            request = if typed {
+                request.body(body.to_string())
+            } else {
+                request.json(&body)
+            };
+            let response = request.send()?.error_for_status()?;
+            log(Level::Debug, &format!("delivered: {}", response.status));
+            Ok(Outcome::Done)
+        })
+    }
+}
+
+export_handler!(Webhook);
+
+#[cfg(all(test, not(target_arch = "wasm32")))]
+mod tests {
+    use switchyard_sdk::http::{Error, Response};
+    use switchyard_sdk::testing::{TestHost, event, updated};
+
+    use super::*;
+
+    const URL: &str = "https://hooks.example.com/k8s?team=a";
+
+    fn cm(name: &str, value: &str) -> Value {
+        json!({"kind": "ConfigMap", "metadata": {"name": name, "namespace": "default",
+               "labels": {"app": "shop"}}, "data": {"v": value}})
+    }
+
+    fn host(config: Value) -> TestHost {
+        TestHost::new()
+            .config(config)
+            .http("https://hooks.example.com/", Response::new(200, "ok"))
+    }
+
+    #[test]
+    fn without_a_template_the_whole_event_goes_with_the_headers() {
+        let report = host(json!({"url": URL, "headers": {"authorization": "Bearer t"}}))
+            .handle::<Webhook>(updated(cm("a", "1"), cm("a", "2")));
+        assert_eq!(report.outcome, Ok(Outcome::Done));
+        let [request] = report.requests.as_slice() else {
+            panic!("one request: {:?}", report.requests)
+        };
+        assert_eq!(
+            (request.method.as_str(), request.url.as_str()),
+            ("POST", URL)
+        );
+        assert_eq!(
+            request.headers,
+            [
+                ("authorization".to_string(), "Bearer t".to_string()),
+                ("content-type".to_string(), "application/json".to_string()),
+            ]
+        );
+        let body: Value = serde_json::from_slice(&request.body).unwrap();
+        assert_eq!(
+            body,
+            json!({"kind": "updated", "route": "test", "attempt": 1, "object": cm("a", "2"),
+                   "oldObject": cm("a", "1"), "finalStateUnknown": false})
+        );
+    }
+
+    #[test]
+    fn a_template_sends_the_subset_it_names() {
+        let config = json!({
+            "url": URL,
+            "method": "put",
+            "headers": {"Content-Type": "application/vnd.audit+json"},
+            "body": {"change": "{{kind}}", "name": "{{object.metadata.name}}",
+                     "labels": "{{object.metadata.labels}}", "cluster": "prod",
+                     "text": "{{object.kind}} {{object.metadata.name}} was {{kind}}"},
+        });
+        let report = host(config).handle::<Webhook>(event(EventKind::Added, cm("a", "1")));
+        assert_eq!(report.outcome, Ok(Outcome::Done));
+        let request = &report.requests[0];
+        assert_eq!(request.method, "PUT");
+        assert_eq!(
+            request.headers,
+            [(
+                "Content-Type".to_string(),
+                "application/vnd.audit+json".to_string()
+            )]
+        );
+        let body: Value = serde_json::from_slice(&request.body).unwrap();
+        assert_eq!(
+            body,
+            json!({"change": "added", "name": "a", "labels": {"app": "shop"},
+                   "cluster": "prod", "text": "ConfigMap a was added"})
+        );
+    }
+
+    #[test]
+    fn a_5xx_a_4xx_a_timeout_and_a_refused_connection_are_errors() {
+        let config = json!({"url": URL});
+        let answer = |response: Response| {
+            TestHost::new()
+                .config(config.clone())
+                .http("https://hooks.example.com/", response)
+                .handle::<Webhook>(event(EventKind::Added, cm("a", "1")))
+                .outcome
+        };
+        assert_eq!(
+            answer(Response::new(503, "busy").header("retry-after", "7")),
+            Err("the receiver answered 503 (Retry-After: 7): busy".into())
+        );
+        assert_eq!(
+            answer(Response::new(400, r#"{"error": "unknown field x"}"#)),
+            Err(r#"permanent: the receiver answered 400: {"error": "unknown field x"}"#.into())
+        );
+        for error in [
+            Error::Timeout("HttpResponseTimeout".into()),
+            Error::Connection("ConnectionRefused".into()),
+        ] {
+            let outcome = TestHost::new()
+                .config(config.clone())
+                .http_error("https://hooks.example.com/", error.clone())
+                .handle::<Webhook>(event(EventKind::Added, cm("a", "1")))
+                .outcome;
+            assert_eq!(outcome, Err(error.to_string()));
+        }
+    }
+
+    #[test]
+    fn a_bad_config_is_an_init_error_that_names_the_key() {
+        let outcome = |config: Value| {
+            host(config)
+                .handle::<Webhook>(event(EventKind::Added, cm("a", "1")))
+                .outcome
+                .unwrap_err()
+        };
+        assert!(outcome(Value::Null).contains("needs at least `url`"));
+        assert!(outcome(json!({"url": URL, "hedaers": {}})).contains("unknown field `hedaers`"));
+        assert!(outcome(json!({"url": "hooks.example.com"})).contains("config.url"));
+        assert!(outcome(json!({"url": URL, "method": "GET"})).contains("config.method"));
+        assert!(outcome(json!({"url": URL, "headers": {"x y": "1"}})).contains("\"x y\""));
+        assert!(
+            outcome(json!({"url": URL, "headers": {"x": "a\r\nb"}})).contains("config.headers.x")
+        );
+        assert!(outcome(json!({"url": URL, "body": {"n": "{{kind"}})).contains("config.body.n"));
+        assert!(outcome(json!({"url": URL, "headers": {"x": 1}})).contains("invalid type"));
+    }
+}

@@ -1,0 +1,297 @@
+//! The shipped sink plugins (plugins/sinks: webhook, cloudevents, slack) in the daemon,
+//! against a real receiver on loopback and the simulator: what each sends, that a retried
+//! CloudEvent keeps its id, that a 4xx ends as a dead letter saying why, and that a route on
+//! core v1 Events posts Warnings to Slack and leaves Normal ones alone.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Event as CoreEvent};
+use kube::Api;
+use kube::api::{Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+
+use crate::support::receiver::{Mode, Received, Receiver};
+use crate::support::{self, TestDaemon};
+
+const WAIT: Duration = Duration::from_secs(60);
+
+/// A handler `sink` running `plugin` with `config` (JSON, which YAML reads as it is),
+/// allowed to reach `receiver`, and a route `sink` to it, `route` giving its other lines.
+fn config(plugin: &str, config: Value, receiver: &Receiver, route: &str) -> String {
+    format!(
+        "
+handlers:
+  sink:
+    plugin: {plugin}
+    timeout: 2s
+    max_retries: 1000
+    backoff_base: 20ms
+    backoff_cap: 300ms
+    qps: 0
+    quarantine_after: 0
+    config: {config}
+    capabilities:
+      http: [\"{allow}\"]
+routes:
+  - name: sink
+    handler: sink
+{route}
+",
+        allow = receiver.url("http"),
+    )
+}
+
+const CONFIGMAPS: &str = "    resource: configmaps\n    delivery: every";
+
+async fn start(plugin: &str, yaml: &str) -> TestDaemon {
+    TestDaemon::builder(yaml)
+        .plugin_file(plugin, plugin)
+        .start()
+        .await
+}
+
+/// Waits until `receiver` answered 200 to `count` requests, and returns them.
+async fn delivered(receiver: &Receiver, count: usize) -> Vec<Received> {
+    support::eventually_sync(&format!("{count} deliveries"), WAIT, || {
+        let delivered = receiver.delivered();
+        (delivered.len() >= count).then_some(delivered)
+    })
+    .await
+}
+
+fn header<'a>(request: &'a Received, name: &str) -> Option<&'a str> {
+    request
+        .headers
+        .iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, v)| v.as_str())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhook_delivers_the_configured_subset_with_the_headers_and_dead_letters_a_4xx() {
+    let receiver = Receiver::start().await;
+    let sink = json!({
+        "url": format!("{}/hooks/k8s?team=shop", receiver.url("http")),
+        "headers": {"authorization": "Bearer s3cr3t", "x-team": "shop"},
+        "body": {
+            "change": "{{kind}}",
+            "object": "{{object.metadata.namespace}}/{{object.metadata.name}}",
+            "value": "{{object.data.v}}",
+            "labels": "{{object.metadata.labels}}",
+            "cluster": "test",
+        },
+    });
+    let yaml = config("webhook", sink, &receiver, CONFIGMAPS);
+    let t = start("webhook", &yaml).await;
+    t.create_configmap(json!({"metadata": {"name": "a", "labels": {"app": "shop"}},
+                              "data": {"v": "1"}}))
+        .await;
+    let request = delivered(&receiver, 1).await.remove(0);
+    assert_eq!(request.path, "/hooks/k8s?team=shop");
+    assert_eq!(header(&request, "authorization"), Some("Bearer s3cr3t"));
+    assert_eq!(header(&request, "x-team"), Some("shop"));
+    assert_eq!(header(&request, "content-type"), Some("application/json"));
+    assert_eq!(
+        request.body,
+        json!({"change": "added", "object": "default/a", "value": "1",
+               "labels": {"app": "shop"}, "cluster": "test"})
+    );
+
+    // A 4xx is permanent: no retries, a dead letter at once that says what the receiver said.
+    receiver.set(Mode::Reject);
+    t.create_configmap(json!({"metadata": {"name": "b"}})).await;
+    let letters = support::eventually("a dead letter", WAIT, async || {
+        let (_, body) = t.get("/handlers/sink/dead-letters").await;
+        let letters = body["dead_letters"].as_array().cloned().unwrap_or_default();
+        (!letters.is_empty()).then_some(letters)
+    })
+    .await;
+    assert_eq!(letters[0]["id"], "sink/default/b", "{letters:#?}");
+    assert_eq!(
+        letters[0]["last_error"], "permanent: the receiver answered 400: invalid_payload",
+        "{letters:#?}"
+    );
+    assert_eq!(letters[0]["attempts"], 1, "{letters:#?}");
+    t.stop().await;
+}
+
+/// The attributes of a CloudEvent as the receiver got it, in either mode.
+fn attributes(request: &Received, structured: bool) -> Value {
+    let mut attributes = serde_json::Map::new();
+    for name in [
+        "specversion",
+        "id",
+        "source",
+        "type",
+        "subject",
+        "kind",
+        "name",
+        "namespace",
+    ] {
+        let value = if structured {
+            request.body[name].as_str()
+        } else {
+            header(request, &format!("ce-{name}"))
+        };
+        attributes.insert(name.into(), value.into());
+    }
+    Value::Object(attributes)
+}
+
+/// A ConfigMap's delivery through 503s, then its update: both carry ApiServerSource's
+/// attributes, every attempt at one change the same id, the two changes different ones.
+async fn cloudevents_through_503s(mode: &str) {
+    let structured = mode == "structured";
+    let receiver = Receiver::start().await;
+    receiver.set(Mode::Unavailable);
+    let sink = json!({"url": format!("{}/default/default", receiver.url("http")), "mode": mode,
+                      "source": "https://10.96.0.1:443"});
+    let t = start(
+        "cloudevents",
+        &config("cloudevents", sink, &receiver, CONFIGMAPS),
+    )
+    .await;
+    let made = t
+        .create_configmap(json!({"metadata": {"name": "a"}, "data": {"v": "1"}}))
+        .await;
+    support::eventually_sync("two refused attempts", WAIT, || {
+        (receiver.received().len() >= 2).then_some(())
+    })
+    .await;
+    receiver.set(Mode::Ok);
+    let first = delivered(&receiver, 1).await.remove(0);
+    let uid = made.metadata.uid.unwrap();
+    let rv = made.metadata.resource_version.unwrap();
+    assert_eq!(
+        attributes(&first, structured),
+        json!({
+            "specversion": "1.0",
+            "id": format!("{uid}.{rv}.add"),
+            "source": "https://10.96.0.1:443",
+            "type": "dev.knative.apiserver.resource.add",
+            "subject": "/apis/v1/namespaces/default/configmaps/a",
+            "kind": "ConfigMap",
+            "name": "a",
+            "namespace": "default",
+        })
+    );
+    let ids: Vec<Value> = receiver
+        .received()
+        .iter()
+        .map(|r| attributes(r, structured)["id"].clone())
+        .collect();
+    assert!(ids.len() >= 3, "{ids:?}");
+    assert!(
+        ids.iter().all(|id| *id == ids[0]),
+        "a retry changed the id: {ids:?}"
+    );
+    let data = if structured {
+        assert_eq!(
+            header(&first, "content-type"),
+            Some("application/cloudevents+json")
+        );
+        assert_eq!(first.body["datacontenttype"], "application/json");
+        first.body["data"].clone()
+    } else {
+        assert_eq!(header(&first, "content-type"), Some("application/json"));
+        first.body.clone()
+    };
+    assert_eq!(data["metadata"]["name"], "a");
+    assert_eq!(data["data"], json!({"v": "1"}));
+
+    let patched: ConfigMap = t
+        .configmaps("default")
+        .patch(
+            "a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"v": "2"}})),
+        )
+        .await
+        .unwrap();
+    let update = delivered(&receiver, 2).await.remove(1);
+    let attributes = attributes(&update, structured);
+    assert_eq!(attributes["type"], "dev.knative.apiserver.resource.update");
+    assert_eq!(
+        attributes["id"],
+        format!(
+            "{uid}.{}.update",
+            patched.metadata.resource_version.unwrap()
+        )
+    );
+    t.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cloudevents_binary_carries_ce_headers_and_keeps_its_id_across_retries() {
+    cloudevents_through_503s("binary").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cloudevents_structured_carries_the_envelope_and_keeps_its_id_across_retries() {
+    cloudevents_through_503s("structured").await;
+}
+
+/// A core v1 Event of `event_type` about the Pod `pod`.
+fn core_event(name: &str, event_type: &str, reason: &str, message: &str) -> CoreEvent {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": "default"},
+        "type": event_type,
+        "reason": reason,
+        "message": message,
+        "involvedObject": {"apiVersion": "v1", "kind": "Pod", "namespace": "default",
+                           "name": "web-1"},
+        "source": {"component": "kubelet"},
+        "count": 3,
+    }))
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slack_posts_a_warning_event_and_nothing_for_a_normal_one() {
+    let receiver = Receiver::start().await;
+    let sink = json!({"url": format!("{}/services/T0/B0/secret", receiver.url("http")),
+                      "cluster": "test"});
+    let route = "    resource: v1/events\n    fields: type=Warning\n    events: [added, updated]";
+    let t = start("slack", &config("slack", sink, &receiver, route)).await;
+    let events: Api<CoreEvent> = Api::namespaced(t.client(), "default");
+    // The Normal one first: the route's watch sees the two in this order, so had it let the
+    // Normal one through, it would have counted it before the Warning was posted.
+    for (name, event_type, reason, message) in [
+        ("web-1.1", "Normal", "Pulled", "Successfully pulled image"),
+        (
+            "web-1.2",
+            "Warning",
+            "BackOff",
+            "Back-off restarting failed container app",
+        ),
+    ] {
+        events
+            .create(
+                &PostParams::default(),
+                &core_event(name, event_type, reason, message),
+            )
+            .await
+            .unwrap();
+    }
+    let posted = delivered(&receiver, 1).await.remove(0);
+    assert_eq!(posted.path, "/services/T0/B0/secret");
+    assert_eq!(
+        posted.body["text"],
+        "Warning BackOff on Pod default/web-1: Back-off restarting failed container app"
+    );
+    assert_eq!(
+        posted.body["blocks"],
+        json!([
+            {"type": "section", "text": {"type": "mrkdwn",
+             "text": ":warning: *Warning* `BackOff` on *Pod default/web-1*"}},
+            {"type": "section", "text": {"type": "mrkdwn",
+             "text": "Back-off restarting failed container app"}},
+            {"type": "context", "elements": [{"type": "mrkdwn",
+             "text": "cluster *test* · seen 3 times · from kubelet"}]},
+        ])
+    );
+    let (_, routes) = t.get("/routes").await;
+    assert_eq!(routes["routes"][0]["delivered"], 1, "{routes:#}");
+    assert_eq!(receiver.received().len(), 1);
+    t.stop().await;
+}
