@@ -682,7 +682,7 @@ fn build(dir: &Path, use_cache: bool) -> Result<ExitCode> {
             let kib = size.div_ceil(1024);
             match &built.from_cache {
                 Some(cached) => println!(
-                    "built {} ({kib} KiB, taken from the build cache: the project is unchanged since {} was built)",
+                    "built {} ({kib} KiB, taken from the build cache, {}: the project is unchanged)",
                     built.path.display(),
                     cached.display()
                 ),

@@ -259,10 +259,11 @@ fn cached(
         }
         None => None,
     };
+    // A component another build pruned since `get` found it is built again.
     if let Some((folder, key)) = &key
         && let Some(hit) = cache::get(folder, key)
+        && move_into_place(&hit, &out, true).is_ok()
     {
-        move_into_place(&hit, &out, true)?;
         built.from_cache = Some(hit);
         return Ok(());
     }

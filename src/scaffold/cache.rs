@@ -105,7 +105,7 @@ fn prune(folder: &Path, keep: usize) -> std::io::Result<()> {
         .filter(|p| p.extension().is_some_and(|x| x == "wasm"))
         .filter_map(|p| Some((std::fs::metadata(&p).ok()?.modified().ok()?, p)))
         .collect();
-    components.sort_by(|a, b| b.0.cmp(&a.0));
+    components.sort_by_key(|(used, _)| std::cmp::Reverse(*used));
     for (_, path) in components.into_iter().skip(keep) {
         // Another build may have removed it already.
         let _ = std::fs::remove_file(path);

@@ -16,9 +16,10 @@ const JS_BUILD: &str = include_str!("../../plugins/js/build.mjs");
 const JS_PACKAGE: &str = include_str!("../../plugins/js/package.json");
 const JS_LOCK: &str = include_str!("../../plugins/js/package-lock.json");
 /// What the README says of the build cache, for JavaScript and Python.
-const BUILD_CACHE: &str = " A project unchanged since a build is not built again: its
-component is copied from the build cache (`~/.cache/switchyard/builds`; `switchyard build
---no-cache` builds anyway).";
+const BUILD_CACHE: &str = "
+
+A project unchanged since a build is not built again: its component is copied from the
+build cache (`~/.cache/switchyard/builds`; `switchyard build --no-cache` builds anyway).";
 /// The componentize-py version `switchyard build` expects.
 pub const COMPONENTIZE_PY: &str = "0.25.1";
 

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from componentize_py_types import Err
+from wit_world.imports.types import Event, EventKind
 
 
 @dataclass
@@ -200,19 +201,17 @@ class TestHost:
             _call = None
 
 
-def event(kind, obj: Any, old: Any = None, route: str = "test", attempt: int = 1):
-    """An event of `kind` (an `EventKind`) about `obj`, on route `test`, first attempt;
-    `old` is the previous state for an update."""
-    from wit_world.imports.types import Event
-
+def event(
+    kind: EventKind, obj: Any, old: Any = None, route: str = "test", attempt: int = 1
+) -> Event:
+    """An event of `kind` about `obj` on `route`, attempt `attempt`; `old` is the previous
+    state for an update."""
     old_object = None if old is None else json.dumps(old)
     return Event(kind, route, json.dumps(obj), old_object, attempt, False)
 
 
-def updated(old: Any, new: Any):
+def updated(old: Any, new: Any) -> Event:
     """An `updated` event from `old` to `new`, on route `test`, first attempt."""
-    from wit_world.imports.types import EventKind
-
     return event(EventKind.UPDATED, new, old=old)
 
 
