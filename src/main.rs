@@ -155,11 +155,15 @@ enum Command {
         what: New,
     },
     /// Build the plugin project in DIR (default: here) into DIR/NAME.wasm with the
-    /// language's own tool.
+    /// language's own tool. A JavaScript or Python project unchanged since a build is
+    /// copied from the build cache (~/.cache/switchyard/builds) instead.
     Build {
         /// The project folder.
         #[arg(default_value = ".")]
         dir: PathBuf,
+        /// Build even when the build cache has the component.
+        #[arg(long)]
+        no_cache: bool,
     },
     /// Upload a built plugin component to an OCI registry as a wasm artifact
     /// (credentials as for pulls: SWITCHYARD_REGISTRY_AUTH or the docker config).
@@ -321,7 +325,7 @@ fn main() -> ExitCode {
             Command::New {
                 what: New::Plugin { name, lang, dir },
             } => new_plugin(&name, lang, &dir),
-            Command::Build { dir } => build(&dir),
+            Command::Build { dir, no_cache } => build(&dir, !no_cache),
             Command::Push { file, reference } => {
                 match switchyard::plugin::oci::push(&file, &reference).await {
                     Ok(pinned) => {
@@ -671,11 +675,22 @@ fn new_plugin(name: &str, lang: switchyard::scaffold::Lang, dir: &Path) -> Resul
     }
 }
 
-fn build(dir: &Path) -> Result<ExitCode> {
-    match switchyard::scaffold::build(dir) {
-        Ok(out) => {
-            let size = std::fs::metadata(&out).map(|m| m.len()).unwrap_or(0);
-            println!("built {} ({} KiB)", out.display(), size.div_ceil(1024));
+fn build(dir: &Path, use_cache: bool) -> Result<ExitCode> {
+    match switchyard::scaffold::build(dir, use_cache) {
+        Ok(built) => {
+            if let Some(warning) = &built.cache_warning {
+                eprintln!("warning: {warning}");
+            }
+            let size = std::fs::metadata(&built.path).map(|m| m.len()).unwrap_or(0);
+            let kib = size.div_ceil(1024);
+            match &built.from_cache {
+                Some(cached) => println!(
+                    "built {} ({kib} KiB, taken from the build cache, {}: the project is unchanged)",
+                    built.path.display(),
+                    cached.display()
+                ),
+                None => println!("built {} ({kib} KiB)", built.path.display()),
+            }
             Ok(ExitCode::SUCCESS)
         }
         Err(e) => {

@@ -110,7 +110,8 @@ impl Handler {
     /// Stops taking events, lets the workers finish what is queued for up to `grace`, then
     /// stops them. Events left undelivered (queued while paused, waiting for a retry, or cut
     /// off by the grace) are lost: they are counted in the status's `undelivered` and
-    /// logged at warn level.
+    /// logged at warn level. Without a state store its dead letters are lost too: a warning
+    /// says how many.
     pub async fn shut_down(&self, grace: Duration) {
         self.stop_workers(grace).await;
         // A stopped worker never calls `done`: the keys still in flight are the events the
@@ -139,6 +140,14 @@ impl Handler {
                 interrupted,
                 paused = *self.paused.borrow(),
                 "handler stopped with events undelivered; they are lost"
+            );
+        }
+        let dead_letters = lock(&self.dead_letters).len();
+        if dead_letters > 0 && !self.is_persistent() {
+            tracing::warn!(
+                handler = %self.name,
+                dead_letters,
+                "handler stopped with dead letters; without state_dir they are lost"
             );
         }
     }

@@ -2,13 +2,14 @@
 //! own tool: cargo for a `Cargo.toml`, componentize-js (through the project's `build.mjs`)
 //! for a `package.json`, componentize-py for an `app.py`. The tool's own output goes to the
 //! terminal; the component is written through a temporary name, so a daemon watching the
-//! folder never loads half a file.
+//! folder never loads half a file. A JavaScript or Python project unchanged since a build
+//! is not built again: its component comes from the build cache ([`super::cache`]).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use super::Lang;
 use super::templates::COMPONENTIZE_PY;
+use super::{Lang, cache};
 
 /// Why a project did not build.
 #[derive(Debug, thiserror::Error)]
@@ -43,16 +44,34 @@ pub enum BuildError {
     Output(String),
 }
 
-/// Builds the project in `dir`; returns the component's path (`dir/NAME.wasm`).
-pub fn build(dir: &Path) -> Result<PathBuf, BuildError> {
+/// What a build made.
+#[derive(Debug)]
+pub struct Built {
+    /// The component: `dir/NAME.wasm`.
+    pub path: PathBuf,
+    /// The cached component it is a copy of, when the project was unchanged since a build.
+    pub from_cache: Option<PathBuf>,
+    /// Why the build cache could not be read or written, if it could not; the build
+    /// itself succeeded.
+    pub cache_warning: Option<String>,
+}
+
+/// Builds the project in `dir` into `dir/NAME.wasm`. A JavaScript or Python project is
+/// taken from the build cache when unchanged, unless `use_cache` is false.
+pub fn build(dir: &Path, use_cache: bool) -> Result<Built, BuildError> {
     let (lang, name) = detect(dir)?;
-    let out = dir.join(format!("{name}.wasm"));
+    let mut built = Built {
+        path: dir.join(format!("{name}.wasm")),
+        from_cache: None,
+        cache_warning: None,
+    };
+    let cache = use_cache.then(cache::folder).flatten();
     match lang {
-        Lang::Rust => build_rust(dir, &name, &out)?,
-        Lang::Js => build_js(dir, &out)?,
-        Lang::Python => build_python(dir, &out)?,
+        Lang::Rust => build_rust(dir, &name, &built.path)?,
+        Lang::Js => build_js(dir, cache.as_deref(), &mut built)?,
+        Lang::Python => build_python(dir, cache.as_deref(), &mut built)?,
     }
-    Ok(out)
+    Ok(built)
 }
 
 /// The project's language and plugin name.
@@ -140,40 +159,121 @@ fn build_rust(dir: &Path, name: &str, out: &Path) -> Result<(), BuildError> {
 }
 
 /// The project's `build.mjs` (componentize-js), after `npm install` if it never ran.
-fn build_js(dir: &Path, out: &Path) -> Result<(), BuildError> {
+fn build_js(dir: &Path, cache: Option<&Path>, built: &mut Built) -> Result<(), BuildError> {
     let hint = "install Node.js 20 or later with npm";
     if !dir.join("node_modules").is_dir() {
         let mut npm = Command::new("npm");
         npm.args(["install", "--no-audit", "--no-fund"]);
         run(npm, dir, "npm install", hint)?;
     }
-    let tmp = temporary(out);
-    let mut node = Command::new("node");
-    node.arg("build.mjs").arg("handler.js").arg("wit").arg(&tmp);
-    run(node, dir, "componentize-js (node build.mjs)", hint)?;
-    move_into_place(&tmp, out, false)
+    let node = tool_version("node", dir, hint)?;
+    let componentize_js = installed_componentize_js(dir);
+    let tools = [
+        ("componentize-js", componentize_js.as_str()),
+        ("node", &node),
+    ];
+    cached(dir, &tools, cache, built, |tmp| {
+        let mut node = Command::new("node");
+        node.arg("build.mjs").arg("handler.js").arg("wit").arg(tmp);
+        run(node, dir, "componentize-js (node build.mjs)", hint)
+    })
+}
+
+/// The version of componentize-js in the project's `node_modules`, as its package.json
+/// gives it (`not installed` when it is not there: the build then fails).
+fn installed_componentize_js(dir: &Path) -> String {
+    let package = dir.join("node_modules/@bytecodealliance/componentize-js/package.json");
+    std::fs::read_to_string(package)
+        .ok()
+        .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
+        .and_then(|package| package["version"].as_str().map(str::to_string))
+        .unwrap_or_else(|| "not installed".into())
 }
 
 /// `componentize-py ... componentize app`.
-fn build_python(dir: &Path, out: &Path) -> Result<(), BuildError> {
-    let tmp = temporary(out);
-    let mut componentize = Command::new("componentize-py");
-    componentize
-        .args(["-d", "wit", "-w", "handler"])
-        .args(
-            crate::plugin::contract::PYTHON_MODULE_NAMES
-                .iter()
-                .flat_map(|n| ["--import-interface-name", n]),
-        )
-        .args(["componentize", "-p", ".", "app", "-o"])
-        .arg(&tmp);
-    run(
-        componentize,
-        dir,
-        "componentize-py",
-        &format!("pip install componentize-py=={COMPONENTIZE_PY}"),
-    )?;
-    move_into_place(&tmp, out, false)
+fn build_python(dir: &Path, cache: Option<&Path>, built: &mut Built) -> Result<(), BuildError> {
+    let hint = format!("pip install componentize-py=={COMPONENTIZE_PY}");
+    let version = tool_version("componentize-py", dir, &hint)?;
+    let tools = [("componentize-py", version.as_str())];
+    cached(dir, &tools, cache, built, |tmp| {
+        let mut componentize = Command::new("componentize-py");
+        componentize
+            .args(["-d", "wit", "-w", "handler"])
+            .args(
+                crate::plugin::contract::PYTHON_MODULE_NAMES
+                    .iter()
+                    .flat_map(|n| ["--import-interface-name", n]),
+            )
+            .args(["componentize", "-p", ".", "app", "-o"])
+            .arg(tmp);
+        run(componentize, dir, "componentize-py", &hint)
+    })
+}
+
+/// What `PROGRAM --version` prints, for the build cache's key.
+fn tool_version(program: &str, dir: &Path, hint: &str) -> Result<String, BuildError> {
+    let output = Command::new(program)
+        .arg("--version")
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => BuildError::Missing {
+                tool: program.to_string(),
+                hint: hint.to_string(),
+            },
+            _ => BuildError::Failed(format!("{program} --version: {e}")),
+        })?;
+    if !output.status.success() {
+        return Err(BuildError::Failed(format!(
+            "{program} --version ({})",
+            output.status
+        )));
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).trim().to_string())
+}
+
+/// Puts the component for the project in `dir` at `built.path`: a copy of the cached one
+/// when the cache in `cache` has the project's key, else what `make` writes at the path
+/// it is given, which then goes into the cache. A cache that cannot be read or written
+/// makes a build as if there were none, with a warning.
+fn cached(
+    dir: &Path,
+    tools: &[(&str, &str)],
+    cache: Option<&Path>,
+    built: &mut Built,
+    make: impl FnOnce(&Path) -> Result<(), BuildError>,
+) -> Result<(), BuildError> {
+    let out = built.path.clone();
+    let key = match cache.map(|folder| cache::key(dir, tools).map(|key| (folder, key))) {
+        Some(Ok(key)) => Some(key),
+        Some(Err(e)) => {
+            built.cache_warning = Some(format!(
+                "cannot read the project to key the build cache: {e}"
+            ));
+            None
+        }
+        None => None,
+    };
+    // A component another build pruned since `get` found it is built again.
+    if let Some((folder, key)) = &key
+        && let Some(hit) = cache::get(folder, key)
+        && move_into_place(&hit, &out, true).is_ok()
+    {
+        built.from_cache = Some(hit);
+        return Ok(());
+    }
+    let tmp = temporary(&out);
+    make(&tmp)?;
+    if let Some((folder, key)) = &key
+        && let Err(e) = cache::put(folder, key, &tmp)
+    {
+        built.cache_warning = Some(format!(
+            "cannot keep the component in the build cache {}: {e}",
+            folder.display()
+        ));
+    }
+    move_into_place(&tmp, &out, false)
 }
 
 /// A name beside `out` that the daemon's folder watcher ignores.
@@ -217,12 +317,12 @@ mod tests {
     #[test]
     fn a_folder_without_a_project_is_named_in_the_error() {
         let dir = tempfile::tempdir().unwrap();
-        let error = build(dir.path()).unwrap_err();
+        let error = build(dir.path(), true).unwrap_err();
         assert!(matches!(error, BuildError::NotAProject(_)), "{error}");
         assert!(error.to_string().contains("not a plugin project"));
 
         std::fs::write(dir.path().join("package.json"), "{\"version\": 1}").unwrap();
-        let error = build(dir.path()).unwrap_err().to_string();
+        let error = build(dir.path(), true).unwrap_err().to_string();
         assert!(error.ends_with("package.json: no \"name\""), "{error}");
     }
 }

@@ -4,14 +4,16 @@
 //! into `NAME.wasm` with the language's own tool.
 //!
 //! - [`templates`]: the files of a new project, per language;
-//! - [`build`]: building a project.
+//! - [`build`]: building a project;
+//! - [`cache`]: the components built before, by what they were built from.
 
 pub mod build;
+pub mod cache;
 pub mod templates;
 
 use std::path::{Path, PathBuf};
 
-pub use build::{BuildError, build};
+pub use build::{BuildError, Built, build};
 
 /// A language a plugin can be written in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

@@ -17,6 +17,11 @@ const SDK_TESTING: &str = include_str!("../../plugins/sdk/src/testing.rs");
 const JS_BUILD: &str = include_str!("../../plugins/js/build.mjs");
 const JS_PACKAGE: &str = include_str!("../../plugins/js/package.json");
 const JS_LOCK: &str = include_str!("../../plugins/js/package-lock.json");
+/// What the README says of the build cache, for JavaScript and Python.
+const BUILD_CACHE: &str = "
+
+A project unchanged since a build is not built again: its component is copied from the
+build cache (`~/.cache/switchyard/builds`; `switchyard build --no-cache` builds anyway).";
 /// The componentize-py version `switchyard build` expects.
 pub const COMPONENTIZE_PY: &str = "0.25.1";
 
@@ -32,7 +37,7 @@ pub fn files(name: &str, lang: Lang) -> Vec<(String, String)> {
         ("replay.yaml", fill(include_str!("templates/replay.yaml"))),
         ("events.jsonl", sample_event(name)),
     ];
-    let (language, test, needs) = match lang {
+    let (language, test, needs, test_host) = match lang {
         Lang::Rust => {
             files.extend([
                 (
@@ -53,6 +58,7 @@ pub fn files(name: &str, lang: Lang) -> Vec<(String, String)> {
                 "Rust",
                 "cargo test",
                 "cargo and the wasm32-wasip2 target (`rustup target add wasm32-wasip2`)",
+                "switchyard-sdk/src/testing.rs",
             )
         }
         Lang::Js => {
@@ -61,6 +67,7 @@ pub fn files(name: &str, lang: Lang) -> Vec<(String, String)> {
                 "JavaScript",
                 "npm install && npm test",
                 "Node.js 20 or later and npm (`npm install` fetches componentize-js)",
+                "test/host.mjs",
             )
         }
         Lang::Python => {
@@ -69,13 +76,19 @@ pub fn files(name: &str, lang: Lang) -> Vec<(String, String)> {
                 "Python",
                 "python3 -m unittest",
                 "componentize-py (`pip install componentize-py==0.25.1`)",
+                "tests/host/switchyard_testing.py",
             )
         }
     };
     let readme = fill(include_str!("templates/README.md"))
         .replace("{{language}}", language)
         .replace("{{test_command}}", test)
-        .replace("{{needs}}", needs);
+        .replace("{{needs}}", needs)
+        .replace("{{test_host}}", test_host)
+        .replace(
+            "{{build_cache}}",
+            if lang == Lang::Rust { "" } else { BUILD_CACHE },
+        );
     files.push(("README.md", readme));
     let deps = contract::WIT_DEPS
         .iter()
@@ -147,6 +160,10 @@ fn python_files(name: &str) -> Vec<(&'static str, String)> {
             include_str!("templates/python/tests/test_app.py").into(),
         ),
         (
+            "tests/host/switchyard_testing.py",
+            include_str!("templates/python/tests/host/switchyard_testing.py").into(),
+        ),
+        (
             "tests/host/componentize_py_types.py",
             include_str!("templates/python/tests/host/componentize_py_types.py").into(),
         ),
@@ -162,6 +179,14 @@ fn python_files(name: &str) -> Vec<(&'static str, String)> {
         (
             "tests/host/wit_world/imports/host.py",
             include_str!("templates/python/tests/host/wit_world/imports/host.py").into(),
+        ),
+        (
+            "tests/host/wit_world/imports/metrics.py",
+            include_str!("templates/python/tests/host/wit_world/imports/metrics.py").into(),
+        ),
+        (
+            "tests/host/wit_world/imports/cache.py",
+            include_str!("templates/python/tests/host/wit_world/imports/cache.py").into(),
         ),
         (
             "tests/host/wit_world/imports/kube.py",

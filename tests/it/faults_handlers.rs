@@ -125,8 +125,29 @@ async fn a_reload_raising_concurrency_beyond_the_instance_pool_is_refused() {
 struct CapturedLog(Arc<Mutex<Vec<u8>>>);
 
 impl CapturedLog {
+    /// Captures the warnings and errors logged on this thread while the guard lives.
+    fn warnings() -> (Self, tracing::subscriber::DefaultGuard) {
+        let log = Self::default();
+        let writer = log.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_max_level(tracing::Level::WARN)
+            .with_ansi(false)
+            .finish();
+        (log, tracing::subscriber::set_default(subscriber))
+    }
+
     fn text(&self) -> String {
         String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+
+    /// The first line containing `text`, or a panic showing the whole log.
+    fn line(&self, text: &str) -> String {
+        let all = self.text();
+        all.lines()
+            .find(|l| l.contains(text))
+            .unwrap_or_else(|| panic!("no line with {text:?} in:\n{all}"))
+            .to_string()
     }
 }
 
@@ -144,14 +165,7 @@ impl Write for CapturedLog {
 // One thread: every task of the daemon logs through the test's subscriber.
 #[tokio::test(flavor = "current_thread")]
 async fn events_queued_for_a_paused_handler_at_shutdown_are_counted_and_logged() {
-    let log = CapturedLog::default();
-    let writer = log.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
-        .with_max_level(tracing::Level::WARN)
-        .with_ansi(false)
-        .finish();
-    let _default = tracing::subscriber::set_default(subscriber);
+    let (log, _default) = CapturedLog::warnings();
     let yaml = "
 handlers:
   log-events: {}
@@ -180,15 +194,57 @@ routes:
     let status = handler.status();
     assert_eq!(status.processed, 0);
     assert_eq!(status.undelivered, 3);
-    let text = log.text();
-    let line = text
-        .lines()
-        .find(|l| l.contains("handler stopped with events undelivered; they are lost"))
-        .unwrap_or_else(|| panic!("no warning about the lost events in:\n{text}"));
+    let line = log.line("handler stopped with events undelivered; they are lost");
     assert!(line.contains("WARN"), "{line}");
     assert!(line.contains("handler=log-events"), "{line}");
     assert!(line.contains("undelivered=3"), "{line}");
     assert!(line.contains("paused=true"), "{line}");
+}
+
+/// A newcomer's report: without `state_dir`, the dead letters went at shutdown without a
+/// word. A warning now says how many were lost.
+#[tokio::test(flavor = "current_thread")]
+async fn dead_letters_lost_at_shutdown_without_state_dir_are_counted_in_a_warning() {
+    let (log, _default) = CapturedLog::warnings();
+    let yaml = "
+handlers:
+  faulty:
+    max_retries: 1
+    backoff_base: 10ms
+routes:
+  - name: to-faulty
+    resource: configmaps
+    labels: app=doomed
+    handler: faulty
+";
+    let t = TestDaemon::start(yaml).await;
+    let (sim, daemon) = (t.sim(), t.daemon());
+    daemon.wait_until_synced().await;
+    for i in 0..2 {
+        let annotations = json!({"faulty/error": "always"});
+        create_configmap(
+            sim,
+            &format!("doomed-{i}"),
+            json!({"app": "doomed"}),
+            annotations,
+        )
+        .await;
+    }
+    let handler = daemon.handler("faulty").unwrap();
+    support::eventually(
+        "both events dead-lettered",
+        Duration::from_secs(30),
+        async || (handler.dead_letters().len() == 2).then_some(()),
+    )
+    .await;
+
+    t.stop_within(Duration::from_secs(1)).await;
+    let line = log.line("handler stopped with dead letters; without state_dir they are lost");
+    assert!(line.contains("WARN"), "{line}");
+    assert!(line.contains("handler=faulty"), "{line}");
+    assert!(line.contains("dead_letters=2"), "{line}");
+    // Nothing was queued or in flight: no word about undelivered events.
+    assert!(!log.text().contains("events undelivered"), "{}", log.text());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -654,10 +654,13 @@ async fn a_4xx_the_plugin_calls_permanent_is_a_dead_letter_at_once_with_the_answ
     .await;
     assert_eq!(letters["attempts"], 1, "{letters:#}");
     assert_eq!(
-        letters["last_error"],
-        "permanent: the receiver answered 400: invalid_payload",
+        letters["last_error"], "permanent: the receiver answered 400: invalid_payload",
         "{letters:#}"
     );
-    assert_eq!(receiver.received().len(), 1, "a permanent failure was retried");
+    assert_eq!(
+        receiver.received().len(),
+        1,
+        "a permanent failure was retried"
+    );
     t.stop().await;
 }

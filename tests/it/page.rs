@@ -1,7 +1,8 @@
 //! The status page at `/` in a real browser (headless Chromium through chromedriver): it
 //! loads without a token where reads are free, shows the config's handlers, its numbers
 //! move under churn, its pause button pauses a handler with the token, nothing reaches the
-//! console; where reads need the token it asks for one.
+//! console, every button stays inside its card and no plot label overlaps another; where
+//! reads need the token it asks for one.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -74,12 +75,54 @@ async fn page_errors(browser: &Browser) -> Vec<String> {
     errors
 }
 
-/// Where the screenshot is kept after the test: `$CARGO_TARGET_DIR/status-page.png`, else
-/// `target/status-page.png`.
-fn screenshot_copy() -> PathBuf {
+/// What a person would see wrong with the page's layout: a button not wholly inside its
+/// card, a card whose content is wider than the card, a plot's labels overlapping each
+/// other or cut off at the plot's edge.
+const LAYOUT_PROBLEMS: &str = r#"
+const problems = [];
+const name = (card) => (card.querySelector('h2, figcaption') || {}).textContent || card.id;
+for (const card of document.querySelectorAll('section, figure')) {
+  if (!card.offsetParent || card.classList.contains('plots')) continue;
+  const box = card.getBoundingClientRect();
+  if (card.scrollWidth > card.clientWidth + 1) {
+    problems.push(`${name(card)}: content ${card.scrollWidth}px wide in a card of ${card.clientWidth}px`);
+  }
+  for (const button of card.querySelectorAll('button')) {
+    const r = button.getBoundingClientRect();
+    if (r.left < box.left - 0.5 || r.right > box.right + 0.5) {
+      problems.push(`${name(card)}: button "${button.textContent}" at ${Math.round(r.left)}..${Math.round(r.right)} outside the card at ${Math.round(box.left)}..${Math.round(box.right)}`);
+    }
+  }
+}
+for (const plot of document.querySelectorAll('.plot svg')) {
+  const width = plot.viewBox.baseVal.width;
+  const labels = [...plot.querySelectorAll('text')].map((t) => [t.textContent, t.getBBox()]);
+  labels.forEach(([text, b], i) => {
+    if (b.x < -0.5 || b.x + b.width > width + 0.5) {
+      problems.push(`${plot.parentNode.id}: "${text}" cut off (${Math.round(b.x)}..${Math.round(b.x + b.width)} of ${width})`);
+    }
+    for (const [other, c] of labels.slice(i + 1)) {
+      const sameRow = b.y < c.y + c.height && c.y < b.y + b.height;
+      if (sameRow && b.x < c.x + c.width && c.x < b.x + b.width) {
+        problems.push(`${plot.parentNode.id}: "${text}" overlaps "${other}"`);
+      }
+    }
+  });
+}
+return problems;
+"#;
+
+/// The page's layout problems (see [`LAYOUT_PROBLEMS`]).
+async fn layout_problems(browser: &Browser) -> Vec<String> {
+    serde_json::from_value(browser.script(LAYOUT_PROBLEMS, json!([])).await).unwrap()
+}
+
+/// Where screenshot `name` is kept after the test: `$CARGO_TARGET_DIR/NAME`, else
+/// `target/NAME`.
+fn screenshot_copy(name: &str) -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR")
         .map_or_else(|| support::root().join("target"), PathBuf::from)
-        .join("status-page.png")
+        .join(name)
 }
 
 #[tokio::test]
@@ -148,9 +191,15 @@ async fn the_status_page_shows_live_handlers_and_pauses_one_with_the_token() {
 
     let shot = t.dir().join("status-page.png");
     browser.screenshot(&shot).await;
-    let copy = screenshot_copy();
+    let copy = screenshot_copy("status-page.png");
     std::fs::copy(&shot, &copy).expect("copy the screenshot");
     println!("status page screenshot: {}", copy.display());
+    let problems = layout_problems(&browser).await;
+    assert!(
+        problems.is_empty(),
+        "{problems:#?} (see {})",
+        copy.display()
+    );
     let errors = page_errors(&browser).await;
     assert!(errors.is_empty(), "errors on the page: {errors:?}");
 
@@ -356,6 +405,85 @@ async fn the_page_shows_dead_letters_and_errors_and_retries_purges_and_reloads()
     assert_eq!(plugins["plugins"][0]["swaps"], 2, "{plugins}");
     let errors = page_errors(&browser).await;
     assert!(errors.is_empty(), "errors on the page: {errors:?}");
+    browser.stop().await;
+    t.stop().await;
+}
+
+/// A fast handler beside one whose plugin sleeps on an object (call latencies three powers
+/// of ten and more apart), and one whose plugin is not built yet (its row in the plugins table
+/// names the missing file, a long path).
+const FAST_AND_SLOW: &str = "
+handlers:
+  log-events: {}
+  faulty: {}
+  unbuilt:
+    plugin: not-built-yet
+routes:
+  - name: all
+    resource: configmaps
+    handler: log-events
+  - name: slow
+    resource: configmaps
+    labels: app=slow
+    handler: faulty
+  - name: unbuilt
+    resource: configmaps
+    labels: app=none
+    handler: unbuilt
+";
+
+/// A newcomer's report: the plugins' reload buttons stuck out of their card, and the
+/// latency axis drew `100 ms1,000 ms` when a slow handler stretched it over many powers of
+/// ten. Every button stays inside its card and no two labels of a plot overlap.
+#[tokio::test]
+async fn buttons_stay_inside_their_cards_and_the_latency_axis_labels_apart() {
+    let t = TestDaemon::builder(FAST_AND_SLOW)
+        .plugin_file("log-events", "log-events")
+        .plugin_file("faulty", "faulty")
+        .start()
+        .await;
+    t.create_configmap(json!({
+        "metadata": {"name": "slow", "labels": {"app": "slow"}, "annotations": {"faulty/sleep-ms": "1500"}},
+    }))
+    .await;
+    for i in 0..5 {
+        t.create_configmap(json!({"metadata": {"name": format!("fast-{i}")}}))
+            .await;
+    }
+    let browser = Browser::start().await;
+    browser.open(&t.url("/")).await;
+    support::eventually("both handlers' latency bars", WAIT, async || {
+        let bars = browser
+            .script(
+                "return document.querySelectorAll('#plot-latency rect').length",
+                json!([]),
+            )
+            .await;
+        (bars == 6).then_some(())
+    })
+    .await;
+    shown_eventually(&browser, "#plugins", "not-built-yet.wasm").await;
+    let shot = t.dir().join("status-page-layout.png");
+    browser.screenshot(&shot).await;
+    let copy = screenshot_copy("status-page-layout.png");
+    std::fs::copy(&shot, &copy).expect("copy the screenshot");
+    let decades = browser
+        .script(
+            "return document.querySelectorAll('#plot-latency line.grid').length",
+            json!([]),
+        )
+        .await;
+    assert!(
+        decades.as_u64() >= Some(5),
+        "the axis spans four powers of ten or more (1 ms or less to 10 s): {decades} lines"
+    );
+    let problems = layout_problems(&browser).await;
+    assert!(
+        problems.is_empty(),
+        "{problems:#?} (see {})",
+        copy.display()
+    );
+    assert!(page_errors(&browser).await.is_empty());
     browser.stop().await;
     t.stop().await;
 }

@@ -1,6 +1,7 @@
 //! A plugin author's loop outside the repository, from an empty folder: `switchyard new
-//! plugin` for each language, the project's own first test, `switchyard build`, and
-//! `switchyard replay` running the built component on the sample event.
+//! plugin` for each language, the project's own tests against its test host, `switchyard
+//! build` (and, for JavaScript and Python, the build cache), and `switchyard replay` running
+//! the built component on the sample event.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -50,19 +51,31 @@ fn new_project(name: &str, lang: &str) -> (tempfile::TempDir, PathBuf) {
     (parent, project)
 }
 
-/// Builds the project and replays its sample event; checks the component's log line.
-fn build_and_replay(project: &Path, name: &str, env: &[(&str, &Path)]) {
+/// Runs `switchyard build` in the project; returns the line naming the component.
+fn build(project: &Path, name: &str, env: &[(&str, &Path)]) -> String {
     let stdout = ok(
         "switchyard build",
         run(project, SWITCHYARD, &["build"], env),
     );
     // After the language tool's own output, the line naming the component.
-    let last = stdout.lines().last().unwrap_or_default();
+    let last = stdout.lines().last().unwrap_or_default().to_string();
     assert!(
         last.starts_with(&format!("built ./{name}.wasm (")),
         "{stdout}"
     );
     assert!(project.join(format!("{name}.wasm")).is_file());
+    last
+}
+
+/// What `switchyard build` says of a component copied from the build cache.
+const FROM_CACHE: &str = "taken from the build cache";
+
+/// Builds the project (asserting it was built, not taken from the cache) and replays its
+/// sample event; checks the component's log line and the metrics it recorded (`metrics`:
+/// each line's start, in order).
+fn build_and_replay(project: &Path, name: &str, env: &[(&str, &Path)], metrics: &[&str]) {
+    let line = build(project, name, env);
+    assert!(!line.contains(FROM_CACHE), "{line}");
     let stdout = ok(
         "switchyard replay",
         run(
@@ -75,14 +88,47 @@ fn build_and_replay(project: &Path, name: &str, env: &[(&str, &Path)]) {
                 "--events",
                 "events.jsonl",
             ],
-            env,
+            // Not the build's environment: replay keeps its compiled code in the usual
+            // cache, where the next run finds it.
+            &[],
         ),
     );
+    let lines: Vec<&str> = stdout.lines().collect();
     assert_eq!(
-        stdout,
-        format!(
-            "line 1: added default/demo (route configmaps, handler {name}) -> done\n  log info: added ConfigMap default/demo\n"
-        )
+        lines[..2],
+        [
+            format!("line 1: added default/demo (route configmaps, handler {name}) -> done"),
+            "  log info: added ConfigMap default/demo".to_string(),
+        ],
+        "{stdout}"
+    );
+    assert_eq!(lines.len(), 2 + metrics.len(), "{stdout}");
+    for (line, start) in lines[2..].iter().zip(metrics) {
+        assert!(
+            line.starts_with(start),
+            "{line:?} does not start {start:?}:\n{stdout}"
+        );
+    }
+}
+
+/// What the JavaScript and Python handlers record for the sample event, with no API
+/// server (an empty cache).
+const SAMPLE_METRICS: [&str; 3] = [
+    "  metric counter events{change=\"added\"} 1",
+    "  metric histogram object_kib 0.",
+    "  metric gauge cached_objects{namespace=\"default\"} 0",
+];
+
+/// Builds the unchanged project again: the same component, from the build cache.
+fn build_again_from_the_cache(project: &Path, name: &str, env: &[(&str, &Path)]) {
+    let component = project.join(format!("{name}.wasm"));
+    let first = std::fs::read(&component).unwrap();
+    std::fs::remove_file(&component).unwrap();
+    let line = build(project, name, env);
+    assert!(line.contains(FROM_CACHE), "{line}");
+    assert!(
+        std::fs::read(&component).unwrap() == first,
+        "the component built first"
     );
 }
 
@@ -105,7 +151,7 @@ fn a_rust_plugin_project_tests_natively_builds_and_replays() {
         stdout.contains("test tests::logs_the_change_and_the_object ... ok"),
         "{stdout}"
     );
-    build_and_replay(&project, "failed-pods", &env);
+    build_and_replay(&project, "failed-pods", &env, &[]);
 
     // A second project in the same place is refused; the first is kept.
     let output = run(
@@ -136,9 +182,29 @@ fn a_javascript_plugin_project_tests_in_node_builds_and_replays() {
         ),
     );
     let stdout = ok("npm test", run(&project, "npm", &["test"], &[]));
-    assert!(stdout.contains("# pass 1"), "{stdout}");
-    assert!(stdout.contains("# fail 0"), "{stdout}");
-    build_and_replay(&project, "hello-js", &[]);
+    // The example tests assert through the test host: log lines, the counter, gauge (from
+    // a cache read) and histogram, a merge patch, and each kind of write recorded.
+    for test in [
+        "ok 1 - logs the change and the object",
+        "ok 2 - adds the configured label to an object without it, and only then",
+        "ok 3 - a refused write and a bad config are errors the daemon retries",
+        "ok 4 - what the host records of each write, and what it refuses",
+        "# pass 4",
+        "# fail 0",
+    ] {
+        assert!(stdout.contains(test), "{test}:\n{stdout}");
+    }
+    // A build cache of this test's own: the first build is a build.
+    let cache = tempfile::tempdir().unwrap();
+    let env = [("XDG_CACHE_HOME", cache.path())];
+    build_and_replay(&project, "hello-js", &env, &SAMPLE_METRICS);
+    build_again_from_the_cache(&project, "hello-js", &env);
+    // A changed source is built again.
+    let handler = project.join("handler.js");
+    let source = std::fs::read_to_string(&handler).unwrap();
+    std::fs::write(&handler, source + "// changed\n").unwrap();
+    let line = build(&project, "hello-js", &env);
+    assert!(!line.contains(FROM_CACHE), "{line}");
 }
 
 #[test]
@@ -147,11 +213,17 @@ fn a_python_plugin_project_tests_with_unittest_builds_and_replays() {
     let output = run(&project, "python3", &["-m", "unittest", "-v"], &[]);
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     assert!(output.status.success(), "{stderr}");
-    assert!(
-        stderr.contains("test_logs_the_change_and_the_object"),
-        "{stderr}"
-    );
-    assert!(stderr.contains("Ran 1 test"), "{stderr}");
+    // The example tests assert through the test host: log lines, the counter, gauge (from
+    // a cache read) and histogram, a merge patch, and each kind of write recorded.
+    for test in [
+        "test_logs_the_change_and_the_object",
+        "test_adds_the_configured_label_to_an_object_without_it_and_only_then",
+        "test_a_refused_write_and_a_bad_config_are_errors_the_daemon_retries",
+        "test_what_the_host_records_of_each_write_and_what_it_refuses",
+        "Ran 4 tests",
+    ] {
+        assert!(stderr.contains(test), "{test}:\n{stderr}");
+    }
     // componentize-py as the repository's build script installs it, found on PATH.
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/build-python-plugins.sh");
     let tool = ok(
@@ -164,5 +236,8 @@ fn a_python_plugin_project_tests_with_unittest_builds_and_replays() {
     )
     .unwrap();
     let path = PathBuf::from(path);
-    build_and_replay(&project, "hello-py", &[("PATH", path.as_path())]);
+    let cache = tempfile::tempdir().unwrap();
+    let env = [("PATH", path.as_path()), ("XDG_CACHE_HOME", cache.path())];
+    build_and_replay(&project, "hello-py", &env, &SAMPLE_METRICS);
+    build_again_from_the_cache(&project, "hello-py", &env);
 }

@@ -159,7 +159,7 @@ function handlerRow(name) {
   if (state.rows.has(name)) return state.rows.get(name);
   const cells = {};
   const cell = (field, cls) => (cells[field] = el("td", { "data-field": field, class: cls || "n" }));
-  const actions = el("td", {},
+  const actions = el("td", { class: "actions" },
     actionButton("pause", name, "pause"), actionButton("resume", name, "resume"),
     actionButton("retry", name, "retry dead letters"), actionButton("purge", name, "purge dead letters"));
   const row = el("tr", { "data-handler": name },
@@ -250,7 +250,7 @@ function renderPlugins(body) {
     return el("tr", { "data-plugin": p.name },
       el("td", {}, p.name),
       el("td", { class: "muted", title: p.sha256 || "" }, p.sha256 ? p.sha256.slice(0, 12) : "–"),
-      el("td", {}, p.loaded_at || "not loaded"),
+      el("td", { class: "when" }, p.loaded_at ? p.loaded_at.replace("T", " ") : "not loaded"),
       el("td", { class: "n" }, fmt(p.swaps)),
       el("td", { class: "err" }, p.last_error || (p.file_present ? "" : "file missing: " + p.file)),
       el("td", {}, button));
@@ -419,12 +419,28 @@ function latencyChart(box, names) {
   root.style.height = height + "px";
   for (let d = lo; d <= hi; d++) {
     root.append(svg("line", { x1: x(Math.pow(10, d)), x2: x(Math.pow(10, d)), y1: 4, y2: height - 16, class: "grid" }));
-    const label = svg("text", { x: x(Math.pow(10, d)), y: height - 4, "text-anchor": "middle" });
-    label.textContent = fmt(Math.pow(10, d)) + " ms";
-    root.append(label);
   }
   rows.forEach(([n, l], i) => latencyRow(root, n, l, 6 + i * 26, x, left));
+  // In the page before the axis labels go in, so they can be measured.
   box.replaceChildren(root);
+  let free = -Infinity; // where the last label drawn ends
+  for (let d = lo; d <= hi; d++) {
+    const at = x(Math.pow(10, d));
+    const label = svg("text", { x: at, y: height - 4, "text-anchor": "middle" });
+    label.textContent = millis(Math.pow(10, d));
+    root.append(label);
+    // A power of ten whose label would touch the last one drawn keeps its line only.
+    const width = label.getComputedTextLength();
+    if (at - width / 2 < free + 8) label.remove();
+    else free = at + width / 2;
+  }
+}
+
+// A power of ten of milliseconds as an axis label: 10 µs, 1 ms, 100 ms, 1 s, 10 s.
+function millis(v) {
+  if (v >= 1000) return fmt(v / 1000) + " s";
+  if (v >= 1) return fmt(v) + " ms";
+  return fmt(Math.round(v * 1000 * 1e6) / 1e6) + " µs";
 }
 
 // The powers of ten the latency axis spans, with room below the smallest value.

@@ -1,9 +1,37 @@
-"""The error type componentize-py gives handlers, for tests outside a component."""
+"""The types componentize-py gives handlers (`Ok`, `Err`, `Some`, `Result`), for tests
+outside a component."""
+
+from dataclasses import dataclass
+from typing import Generic, TypeVar, Union
+
+S = TypeVar("S")
 
 
-class Err(Exception):
-    """An error returned to the host: `value` is its message."""
+@dataclass
+class Some(Generic[S]):
+    """The present case of a nested option."""
 
-    def __init__(self, value):
-        super().__init__(value)
-        self.value = value
+    value: S
+
+
+T = TypeVar("T")
+
+
+@dataclass
+class Ok(Generic[T]):
+    """The success case of a `result`."""
+
+    value: T
+
+
+E = TypeVar("E")
+
+
+@dataclass(frozen=True)
+class Err(Generic[E], Exception):
+    """The failure case of a `result`: raised for an error, `value` is its message."""
+
+    value: E
+
+
+Result = Union[Ok[T], Err[E]]

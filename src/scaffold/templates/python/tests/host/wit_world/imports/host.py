@@ -1,8 +1,9 @@
-"""A recording `host` interface: what the handler logs lands in `logged`."""
+"""The `host` interface as componentize-py generates it, recording into the test's call
+(switchyard_testing.py)."""
 
 from enum import Enum
 
-logged = []
+import switchyard_testing
 
 
 class Level(Enum):
@@ -14,4 +15,4 @@ class Level(Enum):
 
 
 def log(level: Level, message: str) -> None:
-    logged.append((level, message))
+    switchyard_testing.current().report.logs.append((level, message))
