@@ -308,17 +308,7 @@ fn build_python(dir: &Path, componentize_py: &Path) -> Result<PathBuf> {
     let mut command = Command::new(componentize_py);
     command
         .current_dir(dir)
-        .args([
-            "-d",
-            "wit",
-            "-w",
-            "handler",
-            "componentize",
-            "-p",
-            ".",
-            "app",
-        ])
-        .arg("-o")
+        .args(crate::plugin::contract::componentize_py_args())
         .arg(&out)
         .stdout(Stdio::null());
     run(command, "componentize-py", "")?;

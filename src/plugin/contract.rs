@@ -45,6 +45,17 @@ pub const PYTHON_MODULE_NAMES: [&str; 2] = [
     "wasi:http/types@0.2.12=http_types",
 ];
 
+/// The arguments of `componentize-py` that build the module `app` in the current folder, with
+/// the contract in `wit/`, into the file named next (`-o` comes last).
+pub fn componentize_py_args() -> Vec<&'static str> {
+    let mut args = vec!["-d", "wit", "-w", "handler"];
+    for name in PYTHON_MODULE_NAMES {
+        args.extend(["--import-interface-name", name]);
+    }
+    args.extend(["componentize", "-p", ".", "app", "-o"]);
+    args
+}
+
 /// The package every contract interface belongs to.
 const PACKAGE: &str = "switchyard:plugin";
 

@@ -198,13 +198,7 @@ fn build_python(dir: &Path, cache: Option<&Path>, built: &mut Built) -> Result<(
     cached(dir, &tools, cache, built, |tmp| {
         let mut componentize = Command::new("componentize-py");
         componentize
-            .args(["-d", "wit", "-w", "handler"])
-            .args(
-                crate::plugin::contract::PYTHON_MODULE_NAMES
-                    .iter()
-                    .flat_map(|n| ["--import-interface-name", n]),
-            )
-            .args(["componentize", "-p", ".", "app", "-o"])
+            .args(crate::plugin::contract::componentize_py_args())
             .arg(tmp);
         run(componentize, dir, "componentize-py", &hint)
     })
