@@ -311,9 +311,9 @@ impl Topology {
                             plan.handlers.changed.push(spec.name.clone());
                             // Another plugin: the old one runs until it loads.
                             if old.spec().plugin != spec.plugin
-                                && let Some(running) = old.running_plugin()
+                                && let Some((running, from)) = old.running_plugin()
                             {
-                                new.keep_running(running, &old.spec().plugin);
+                                new.keep_running(running, &from);
                             }
                             let was_paused = old.status().paused;
                             changes

@@ -126,9 +126,14 @@ impl Handler {
         tracing::error!(handler = %self.name, error = %problem, "plugin problem");
     }
 
-    /// The version of its plugin the handler runs now, if any.
-    pub fn running_plugin(&self) -> Option<Arc<Plugin>> {
-        self.slot.current()
+    /// The version the handler runs now, if any, and the name of the plugin it is a
+    /// version of (the handler's own, or the one standing in for it).
+    pub fn running_plugin(&self) -> Option<(Arc<Plugin>, String)> {
+        let plugin = self.slot.current()?;
+        let name = lock(&self.slot.stand_in)
+            .clone()
+            .unwrap_or_else(|| self.spec.plugin.clone());
+        Some((plugin, name))
     }
 
     /// Runs `plugin`, the version of the plugin `from` that the handler this one replaces

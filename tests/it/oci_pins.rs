@@ -85,6 +85,30 @@ async fn a_reload_to_a_pin_the_registry_lacks_keeps_the_running_version_and_says
     assert_eq!(readyz.status(), 200);
     assert_eq!(plugin_view(&t, &bad).await["loaded"], false);
 
+    // Another pin it lacks: the version still running is still the first one's.
+    let worse = format!(
+        "{}@sha256:{}",
+        registry.reference("team/log"),
+        "1".repeat(64)
+    );
+    t.write_config(&config(plugins.path(), &worse));
+    let (code, body) = t.post("/reload").await;
+    assert_eq!(code, 200, "{body:#}");
+    let status = support::eventually("the second failed pull", WAIT, async || {
+        let status = handler(&t).await;
+        let error = status["plugin_error"].as_str()?;
+        error.contains(&worse).then_some(status)
+    })
+    .await;
+    assert!(
+        status["plugin_error"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("; still running {good}, the plugin before")),
+        "{status:#}"
+    );
+    assert_eq!(status["plugin_loaded"], true, "{status:#}");
+
     // A pin that loads replaces the stand-in and clears the error.
     let other = push_pinned(&registry, "event-log", "team/events");
     t.write_config(&config(plugins.path(), &other));

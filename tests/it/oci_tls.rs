@@ -52,7 +52,7 @@ async fn a_registry_with_its_own_ca_is_trusted_through_its_ca_file_and_only_so()
         out.contains(&format!(
             "handlers.log.plugin: cannot pull plugin {pinned}: cannot reach the registry {}",
             registry.host
-        )) && out.contains("UnknownIssuer"),
+        )) && out.contains("invalid peer certificate: UnknownIssuer"),
         "{out}"
     );
 

@@ -23,13 +23,14 @@ pub struct Registry {
 }
 
 /// A test CA's certificate (PEM) and a serving certificate and key it signed for
-/// `127.0.0.1` and `localhost` (PEM).
-fn test_certificates() -> (String, String, String) {
+/// `127.0.0.1` and `localhost` (PEM); the CA is named after `host`, so two registries' CAs
+/// differ in name as well as in key.
+fn test_certificates(host: &str) -> (String, String, String) {
     use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
     let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
     ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     ca.distinguished_name
-        .push(DnType::CommonName, "switchyard test registry CA");
+        .push(DnType::CommonName, format!("switchyard test registry CA {host}"));
     let ca = CertifiedIssuer::self_signed(ca, KeyPair::generate().unwrap()).unwrap();
     let names = ["127.0.0.1", "localhost"].map(String::from).to_vec();
     let leaf_key = KeyPair::generate().unwrap();
@@ -73,7 +74,7 @@ impl Registry {
         let config = dir.path().join("config.yml");
         // The certificate and key it serves HTTPS with, and the CA that signed them.
         let tls = tls.then(|| {
-            let (ca, certificate, key) = test_certificates();
+            let (ca, certificate, key) = test_certificates(&host);
             let file = |name: &str, text: &str| {
                 let path = dir.path().join(name);
                 std::fs::write(&path, text).unwrap();
