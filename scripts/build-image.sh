@@ -90,7 +90,7 @@ run_the_pod() {
   step "running ${entrypoint[*]} as $user on the read-only root"
   env -i KUBERNETES_SERVICE_HOST=127.0.0.1 KUBERNETES_SERVICE_PORT=6443 \
     XDG_CACHE_HOME=/var/cache/switchyard HOME=/home/nonroot \
-    chroot --userspec="$user" --groups="${user#*:}" "$rootfs" "${entrypoint[@]}" \
+    "$(command -v chroot)" --userspec="$user" --groups="${user#*:}" "$rootfs" "${entrypoint[@]}" \
     > "$run/daemon.log" 2>&1 &
   daemon=$!
   local ready=""
@@ -201,4 +201,4 @@ step "building $image with buildah (FROM scratch)"
   -t "$image" "$work/context"
 "${buildah[@]}" images "$image"
 unshare --net --mount --propagation private -- "$0" --inside
-step "done: $image in $work/storage (buildah ${buildah[*]:1} images)"
+step "done: $image is in buildah storage of its own: ${buildah[*]} images"

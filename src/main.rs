@@ -329,18 +329,16 @@ fn main() -> ExitCode {
                 file,
                 reference,
                 ca_file,
-            } => {
-                match switchyard::plugin::oci::push(&file, &reference, ca_file.as_deref()).await {
-                    Ok(pinned) => {
-                        println!("pushed {pinned}");
-                        Ok(ExitCode::SUCCESS)
-                    }
-                    Err(e) => {
-                        report(&e);
-                        Ok(ExitCode::FAILURE)
-                    }
+            } => match switchyard::plugin::oci::push(&file, &reference, ca_file.as_deref()).await {
+                Ok(pinned) => {
+                    println!("pushed {pinned}");
+                    Ok(ExitCode::SUCCESS)
                 }
-            }
+                Err(e) => {
+                    report(&e);
+                    Ok(ExitCode::FAILURE)
+                }
+            },
             Command::Sim {
                 listen,
                 kubeconfig_out,

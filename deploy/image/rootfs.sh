@@ -2,7 +2,8 @@
 # Usage: deploy/image/rootfs.sh BINARY PLUGINS_BUILD_DIR OUT
 # Lays out the switchyard image's whole file system in OUT, for a `FROM scratch` image to
 # copy in (deploy/Dockerfile's runtime stage and deploy/image/Containerfile both do):
-#   /usr/local/bin/switchyard       BINARY (built for x86_64-unknown-linux-gnu)
+#   /usr/local/bin/switchyard       BINARY (built for x86_64-unknown-linux-gnu), its debug
+#                                   info stripped (a release build has none; symbols stay)
 #   the shared libraries it loads   at the paths `ldd BINARY` gives (the loader, libc, libm,
 #                                   libgcc_s): the glibc of the machine that built it, whose
 #                                   allocator the benchmarks measured
@@ -21,7 +22,8 @@ bundle=/etc/ssl/certs/ca-certificates.crt
 [ -s "$bundle" ] || { echo "$bundle is missing: install ca-certificates" >&2; exit 1; }
 rm -rf "$out"
 mkdir -p "$out/usr/local/bin" "$out/plugins" "$out/etc/ssl/certs" "$out/home/nonroot" "$out/tmp"
-install -m 0755 "$binary" "$out/usr/local/bin/switchyard"
+objcopy --strip-debug "$binary" "$out/usr/local/bin/switchyard"
+chmod 0755 "$out/usr/local/bin/switchyard"
 # Every library the loader resolves for the binary, and the loader itself, at its path.
 libraries=$(ldd "$binary" | grep -o '/[^ ]*' || true)
 [ -n "$libraries" ] || { echo "ldd found no libraries for $binary" >&2; exit 1; }

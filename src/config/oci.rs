@@ -285,7 +285,10 @@ mod tests {
             ("oci://h/Repo", "must be lower-case"),
             ("oci://h/a//b", "must be lower-case"),
             ("oci://h/../x", "must be lower-case"),
-            ("oci://h/a/.x", "each beginning and ending with a letter or digit"),
+            (
+                "oci://h/a/.x",
+                "each beginning and ending with a letter or digit",
+            ),
             ("oci://h/r:-x", "is not a tag"),
             ("oci://h/r@sha256:abc", "is not a digest"),
             ("oci://h/r@md5:00", "is not a digest"),

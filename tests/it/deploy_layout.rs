@@ -67,7 +67,10 @@ async fn the_shipped_layout_runs_an_oci_plugin_with_the_plugins_folder_read_only
     // The plugins folder is read-only; the OCI cache lies in a writable volume.
     let plugins = mount(container, "plugins");
     assert_eq!(plugins["readOnly"], true, "{plugins:#}");
-    assert_eq!(shipped.plugins_dir, Path::new(plugins["mountPath"].as_str().unwrap()));
+    assert_eq!(
+        shipped.plugins_dir,
+        Path::new(plugins["mountPath"].as_str().unwrap())
+    );
     let cache = shipped.oci.cache_dir(&shipped.plugins_dir);
     let mounts = container["volumeMounts"].as_array().unwrap();
     let cache_mount = mounts

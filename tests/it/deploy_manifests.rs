@@ -52,10 +52,10 @@ fn several_replicas_are_spread_over_nodes_and_a_drain_takes_one_at_a_time() {
         assert_eq!(budget["metadata"]["namespace"], "switchyard", "{name}");
         assert_eq!(budget["spec"]["maxUnavailable"], 1, "{name}");
         assert!(selects(&budget["spec"]["selector"], labels), "{name}");
-        let spread = find(&documents, "Deployment")["spec"]["template"]["spec"]
-            ["topologySpreadConstraints"]
-            .as_array()
-            .unwrap_or_else(|| panic!("{name}: no topologySpreadConstraints"));
+        let spread =
+            find(&documents, "Deployment")["spec"]["template"]["spec"]["topologySpreadConstraints"]
+                .as_array()
+                .unwrap_or_else(|| panic!("{name}: no topologySpreadConstraints"));
         let by = |key: &str| {
             spread
                 .iter()
@@ -66,7 +66,10 @@ fn several_replicas_are_spread_over_nodes_and_a_drain_takes_one_at_a_time() {
         assert_eq!(nodes["whenUnsatisfiable"], "DoNotSchedule", "{name}");
         assert_eq!(nodes["maxSkew"], 1, "{name}");
         assert!(selects(&nodes["labelSelector"], labels), "{name}");
-        assert!(selects(&by("topology.kubernetes.io/zone")["labelSelector"], labels));
+        assert!(selects(
+            &by("topology.kubernetes.io/zone")["labelSelector"],
+            labels
+        ));
     }
 }
 
@@ -121,8 +124,14 @@ fn the_network_policy_lets_in_only_the_probes_port_and_out_only_the_api_server_a
         let documents = built(name);
         let policy = find(&documents, "NetworkPolicy");
         let spec = &policy["spec"];
-        assert!(selects(&spec["podSelector"], pod_labels(&documents)), "{name}");
-        assert_eq!(spec["policyTypes"], serde_json::json!(["Ingress", "Egress"]));
+        assert!(
+            selects(&spec["podSelector"], pod_labels(&documents)),
+            "{name}"
+        );
+        assert_eq!(
+            spec["policyTypes"],
+            serde_json::json!(["Ingress", "Egress"])
+        );
         let ingress = spec["ingress"].as_array().unwrap();
         assert_eq!(ingress.len(), 1, "{name}");
         assert_eq!(
@@ -135,7 +144,12 @@ fn the_network_policy_lets_in_only_the_probes_port_and_out_only_the_api_server_a
             .unwrap()
             .iter()
             .flat_map(|rule| rule["ports"].as_array().unwrap().clone())
-            .map(|p| (p["protocol"].as_str().unwrap().to_string(), p["port"].as_u64().unwrap()))
+            .map(|p| {
+                (
+                    p["protocol"].as_str().unwrap().to_string(),
+                    p["port"].as_u64().unwrap(),
+                )
+            })
             .collect();
         out.sort();
         let expected = [("TCP", 53), ("TCP", 443), ("TCP", 6443), ("UDP", 53)]
@@ -180,7 +194,10 @@ fn the_image_built_without_docker_has_the_steps_of_the_dockerfiles_runtime_stage
     assert_eq!(docker, buildah);
     assert_eq!(buildah[1], "COPY rootfs /");
     // The user the Deployment runs as, and no other file than rootfs.sh lays out.
-    assert!(buildah.contains(&"USER 65532:65532".to_string()), "{buildah:?}");
+    assert!(
+        buildah.contains(&"USER 65532:65532".to_string()),
+        "{buildah:?}"
+    );
     let deployment = find(&built("single"), "Deployment").clone();
     assert_eq!(
         deployment["spec"]["template"]["spec"]["securityContext"]["runAsUser"],

@@ -19,7 +19,13 @@ async fn a_registry_with_its_own_ca_is_trusted_through_its_ca_file_and_only_so()
     let (code, out) = switchyard_within(&["push", built.to_str().unwrap(), &reference], &[]).await;
     assert_eq!(code, 1, "{out}");
     let (code, out) = switchyard_within(
-        &["push", built.to_str().unwrap(), &reference, "--ca-file", &ca],
+        &[
+            "push",
+            built.to_str().unwrap(),
+            &reference,
+            "--ca-file",
+            &ca,
+        ],
         &[],
     )
     .await;
@@ -66,6 +72,9 @@ async fn a_registry_with_its_own_ca_is_trusted_through_its_ca_file_and_only_so()
     loaded(&t, &pinned).await;
     t.create_configmap(json!({"metadata": {"name": "over-tls"}}))
         .await;
-    support::wait_for_log(&mut t.logs, WAIT, |l| l.message.contains("default/over-tls")).await;
+    support::wait_for_log(&mut t.logs, WAIT, |l| {
+        l.message.contains("default/over-tls")
+    })
+    .await;
     t.stop().await;
 }

@@ -113,7 +113,6 @@ fn ca_files(
     ca_files
 }
 
-
 /// The timeout written at `at`, or `default`; above 0 and at most an hour.
 fn timeout(
     value: Option<HumanDuration>,
@@ -169,8 +168,7 @@ mod tests {
         let ca = dir.path().join("ca.pem");
         std::fs::write(&ca, test_ca_pem()).unwrap();
         let text = "oci:\n  cache_dir: cache/oci\n  registries:\n    registry.lan:5000:\n      ca_file: ca.pem\nhandlers:\n  h: {}\nroutes:\n  - name: r\n    resource: configmaps\n    handler: h\n";
-        let config =
-            crate::config::validate::validate(&dir.path().join("c.yaml"), text).unwrap();
+        let config = crate::config::validate::validate(&dir.path().join("c.yaml"), text).unwrap();
         assert_eq!(config.oci.cache_dir, Some(dir.path().join("cache/oci")));
         assert_eq!(
             config.oci.cache_dir(Path::new("/plugins")),
@@ -213,7 +211,9 @@ mod tests {
             "{errors:#?}"
         );
         assert!(
-            errors[3].contains(":10:5: oci.registries.https://c.lan: \"https://c.lan\" is not a registry"),
+            errors[3].contains(
+                ":10:5: oci.registries.https://c.lan: \"https://c.lan\" is not a registry"
+            ),
             "{errors:#?}"
         );
         assert!(

@@ -351,13 +351,18 @@ mod tests {
         };
         assert_eq!(
             at("oci://127.0.0.1:5000/team/rs"),
-            Path::new(&format!("/c/manifests/127.0.0.1%3A5000%2Fteam%2Frs/{hex}.json"))
+            Path::new(&format!(
+                "/c/manifests/127.0.0.1%3A5000%2Fteam%2Frs/{hex}.json"
+            ))
         );
         assert_ne!(at("oci://h/team-rs"), at("oci://h/team-js"));
         assert_eq!(
             at("oci://[::1]:5000/x").parent().unwrap(),
             Path::new("/c/manifests/%5B%3A%3A1%5D%3A5000%2Fx")
         );
-        assert_eq!(cached_blob(cache, &d), Path::new(&format!("/c/blobs/{hex}.wasm")));
+        assert_eq!(
+            cached_blob(cache, &d),
+            Path::new(&format!("/c/blobs/{hex}.wasm"))
+        );
     }
 }

@@ -98,9 +98,8 @@ impl Transport {
             Transport::Https(Some(ca_file)) => {
                 let mut builder = builder;
                 for der in read_ca_file(ca_file)? {
-                    let certificate = reqwest::Certificate::from_der(&der).map_err(|e| {
-                        format!("the CA file {}: {e}", ca_file.display())
-                    })?;
+                    let certificate = reqwest::Certificate::from_der(&der)
+                        .map_err(|e| format!("the CA file {}: {e}", ca_file.display()))?;
                     builder = builder.add_root_certificate(certificate);
                 }
                 builder
@@ -203,7 +202,10 @@ mod tests {
             Transport::Https(None)
         );
         let realm = Url::parse("http://auth.invalid/token").unwrap();
-        assert_eq!(Transport::for_url(&realm, None).await, Ok(Transport::Insecure));
+        assert_eq!(
+            Transport::for_url(&realm, None).await,
+            Ok(Transport::Insecure)
+        );
         assert!(!Transport::Insecure.carries_credentials());
     }
 
@@ -214,10 +216,12 @@ mod tests {
             ca_files: [("127.0.0.1:5000".to_string(), ca.clone())].into(),
             ..OciSpec::default()
         };
-        let transport = Transport::for_registry("127.0.0.1:5000", "127.0.0.1", Some(5000), &settings).await;
+        let transport =
+            Transport::for_registry("127.0.0.1:5000", "127.0.0.1", Some(5000), &settings).await;
         assert_eq!(transport, Transport::Https(Some(ca.clone())));
         assert_eq!(transport.scheme(), "https");
-        let other = Transport::for_registry("127.0.0.1:5001", "127.0.0.1", Some(5001), &settings).await;
+        let other =
+            Transport::for_registry("127.0.0.1:5001", "127.0.0.1", Some(5001), &settings).await;
         assert!(matches!(other, Transport::Loopback(_)), "{other:?}");
         // Its token service is trusted with the same CA.
         let realm = Url::parse("https://auth.invalid/token").unwrap();
@@ -227,6 +231,9 @@ mod tests {
         );
         // A CA file that cannot be read fails the client, naming it.
         let error = transport.client("127.0.0.1", &settings).unwrap_err();
-        assert!(error.contains("cannot read the CA file /etc/registry-ca.pem"), "{error}");
+        assert!(
+            error.contains("cannot read the CA file /etc/registry-ca.pem"),
+            "{error}"
+        );
     }
 }

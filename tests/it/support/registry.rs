@@ -29,8 +29,10 @@ fn test_certificates(host: &str) -> (String, String, String) {
     use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
     let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
     ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca.distinguished_name
-        .push(DnType::CommonName, format!("switchyard test registry CA {host}"));
+    ca.distinguished_name.push(
+        DnType::CommonName,
+        format!("switchyard test registry CA {host}"),
+    );
     let ca = CertifiedIssuer::self_signed(ca, KeyPair::generate().unwrap()).unwrap();
     let names = ["127.0.0.1", "localhost"].map(String::from).to_vec();
     let leaf_key = KeyPair::generate().unwrap();
