@@ -172,6 +172,10 @@ enum Command {
         file: PathBuf,
         /// Where: oci://HOST/REPOSITORY:TAG.
         reference: String,
+        /// A PEM file of certificate authorities trusted for the registry besides the
+        /// public roots (a registry signed by its own CA; HTTPS even on loopback).
+        #[arg(long)]
+        ca_file: Option<PathBuf>,
     },
     /// Run the Kubernetes API simulator on its own.
     Sim {
@@ -326,18 +330,20 @@ fn main() -> ExitCode {
                 what: New::Plugin { name, lang, dir },
             } => new_plugin(&name, lang, &dir),
             Command::Build { dir, no_cache } => build(&dir, !no_cache),
-            Command::Push { file, reference } => {
-                match switchyard::plugin::oci::push(&file, &reference).await {
-                    Ok(pinned) => {
-                        println!("pushed {pinned}");
-                        Ok(ExitCode::SUCCESS)
-                    }
-                    Err(e) => {
-                        report(&e);
-                        Ok(ExitCode::FAILURE)
-                    }
+            Command::Push {
+                file,
+                reference,
+                ca_file,
+            } => match switchyard::plugin::oci::push(&file, &reference, ca_file.as_deref()).await {
+                Ok(pinned) => {
+                    println!("pushed {pinned}");
+                    Ok(ExitCode::SUCCESS)
                 }
-            }
+                Err(e) => {
+                    report(&e);
+                    Ok(ExitCode::FAILURE)
+                }
+            },
             Command::Sim {
                 listen,
                 kubeconfig_out,

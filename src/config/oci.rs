@@ -3,7 +3,9 @@
 //! tag is `latest`; with a digest the artifact is pinned and the tag, if any, is only
 //! informative. [`OciSpec`] holds the `oci:` settings every pull follows.
 
+use std::collections::BTreeMap;
 use std::fmt;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// The scheme prefix of a plugin reference.
@@ -28,7 +30,16 @@ pub struct OciSpec {
     /// Registries (`host` or `host:port`, as references write them) spoken to over plain
     /// HTTP although they are not this machine, never with credentials.
     pub insecure_registries: Vec<String>,
+    /// Where pulled manifests and components are cached (`oci.cache_dir`); `None` for
+    /// [`DEFAULT_CACHE_DIR`] in the plugins folder.
+    pub cache_dir: Option<PathBuf>,
+    /// PEM files of certificate authorities trusted for a registry besides the public
+    /// roots (`oci.registries.HOST.ca_file`), by registry as references write it.
+    pub ca_files: BTreeMap<String, PathBuf>,
 }
+
+/// The cache's folder in the plugins folder when `oci.cache_dir` is not set.
+pub const DEFAULT_CACHE_DIR: &str = ".oci";
 
 impl Default for OciSpec {
     fn default() -> Self {
@@ -37,6 +48,8 @@ impl Default for OciSpec {
             timeout: DEFAULT_PULL_TIMEOUT,
             max_layer_size: DEFAULT_MAX_LAYER_SIZE,
             insecure_registries: Vec::new(),
+            cache_dir: None,
+            ca_files: BTreeMap::new(),
         }
     }
 }
@@ -46,6 +59,38 @@ impl OciSpec {
     pub fn is_insecure(&self, registry: &str) -> bool {
         self.insecure_registries.iter().any(|r| r == registry)
     }
+
+    /// The folder pulls are cached in, for the plugins folder `plugins_dir`.
+    pub fn cache_dir(&self, plugins_dir: &Path) -> PathBuf {
+        self.cache_dir
+            .clone()
+            .unwrap_or_else(|| plugins_dir.join(DEFAULT_CACHE_DIR))
+    }
+
+    /// The certificate authorities the config gives for `registry` (`host[:port]`), if any.
+    pub fn ca_file(&self, registry: &str) -> Option<&Path> {
+        self.ca_files.get(registry).map(PathBuf::as_path)
+    }
+}
+
+/// The certificates of the PEM file `path` (DER), failing unless it can be read and holds
+/// at least one: a registry's own certificate authorities (`oci.registries.HOST.ca_file`).
+pub fn read_ca_file(path: &Path) -> Result<Vec<Vec<u8>>, String> {
+    use tokio_rustls::rustls::pki_types::CertificateDer;
+    use tokio_rustls::rustls::pki_types::pem::PemObject;
+    let bytes = std::fs::read(path)
+        .map_err(|e| format!("cannot read the CA file {}: {e}", path.display()))?;
+    let certificates = CertificateDer::pem_slice_iter(&bytes)
+        .map(|cert| cert.map(|der| der.to_vec()))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("the CA file {} is not PEM: {e}", path.display()))?;
+    if certificates.is_empty() {
+        return Err(format!(
+            "the CA file {} holds no PEM certificate (-----BEGIN CERTIFICATE-----)",
+            path.display()
+        ));
+    }
+    Ok(certificates)
 }
 
 /// Whether `text` is a registry as a reference writes it: `host` or `host:port`, `[v6]`
@@ -95,16 +140,9 @@ impl Reference {
             Some((repo, tag)) if !tag.contains('/') => (repo, Some(tag.to_string())),
             _ => (path, None),
         };
-        if repository.is_empty()
-            || repository.split('/').any(|part| {
-                part.is_empty()
-                    || !part
-                        .chars()
-                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "._-".contains(c))
-            })
-        {
+        if repository.is_empty() || !repository.split('/').all(is_repository_part) {
             return Err(format!(
-                "{text:?}: repository {repository:?} must be lower-case letters, digits, '.', '_', '-' in '/'-separated parts"
+                "{text:?}: repository {repository:?} must be lower-case letters, digits, '.', '_', '-' in '/'-separated parts, each beginning and ending with a letter or digit"
             ));
         }
         if let Some(tag) = &tag
@@ -168,6 +206,16 @@ impl fmt::Display for Reference {
         }
         Ok(())
     }
+}
+
+/// Whether `part` is one part of a repository path (the distribution spec's grammar,
+/// loosely): lower-case letters and digits, with '.', '_' and '-' only between them, so no
+/// part is `.` or `..`.
+fn is_repository_part(part: &str) -> bool {
+    let alphanumeric = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+    part.starts_with(alphanumeric)
+        && part.ends_with(alphanumeric)
+        && part.chars().all(|c| alphanumeric(c) || "._-".contains(c))
 }
 
 fn registry_char(c: char) -> bool {
@@ -236,6 +284,11 @@ mod tests {
             ("oci:///repo", "is not a registry"),
             ("oci://h/Repo", "must be lower-case"),
             ("oci://h/a//b", "must be lower-case"),
+            ("oci://h/../x", "must be lower-case"),
+            (
+                "oci://h/a/.x",
+                "each beginning and ending with a letter or digit",
+            ),
             ("oci://h/r:-x", "is not a tag"),
             ("oci://h/r@sha256:abc", "is not a digest"),
             ("oci://h/r@md5:00", "is not a digest"),

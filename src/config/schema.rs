@@ -162,6 +162,24 @@ pub struct OciFile {
     /// this machine; credentials are never sent to them. Default none.
     #[serde(default)]
     pub insecure_registries: Option<Vec<String>>,
+    /// Where pulled manifests and components are cached, relative to the config file;
+    /// default `.oci` in the plugins folder.
+    #[serde(default)]
+    pub cache_dir: Option<PathBuf>,
+    /// Settings of single registries, by `host` or `host:port` as references write them
+    /// ([`OciRegistryFile`]).
+    #[serde(default)]
+    pub registries: Option<BTreeMap<String, serde_json::Value>>,
+}
+
+/// `oci.registries.HOST:` — how one registry is spoken to.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OciRegistryFile {
+    /// A PEM file of certificate authorities trusted for this registry (and its token
+    /// service), besides the public roots; relative to the config file.
+    #[serde(default)]
+    pub ca_file: Option<PathBuf>,
 }
 
 /// The values of `ha.mode`.

@@ -312,6 +312,12 @@ impl Topology {
                     match old {
                         Some(old) => {
                             plan.handlers.changed.push(spec.name.clone());
+                            // Another plugin: the old one runs until it loads.
+                            if old.spec().plugin != spec.plugin
+                                && let Some((running, from)) = old.running_plugin()
+                            {
+                                new.keep_running(running, &from);
+                            }
                             let was_paused = old.status().paused;
                             changes
                                 .replaced

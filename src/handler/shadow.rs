@@ -377,8 +377,8 @@ impl PluginUser for Shadow {
     }
 
     fn report_plugin_problem(&self, problem: String) {
+        let problem = self.slot.report(problem);
         tracing::error!(handler = %self.handler, shadow = %self.plugin, error = %problem, "shadow plugin problem");
-        self.slot.report(problem);
     }
 
     fn report_plugin_pulling(&self, pulling: bool) {

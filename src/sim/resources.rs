@@ -184,6 +184,22 @@ pub static RESOURCES: LazyLock<Vec<ResourceDef>> = LazyLock::new(|| {
             &[],
             false,
         ),
+        builtin(
+            ("networking.k8s.io", "v1"),
+            ("networkpolicies", "networkpolicy", "NetworkPolicy"),
+            &["netpol"],
+            true,
+        ),
+        builtin(
+            ("policy", "v1"),
+            (
+                "poddisruptionbudgets",
+                "poddisruptionbudget",
+                "PodDisruptionBudget",
+            ),
+            &["pdb"],
+            true,
+        ),
     ]
 });
 

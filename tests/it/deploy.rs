@@ -227,6 +227,8 @@ async fn the_single_overlay_passes_a_server_dry_run_that_stores_nothing_then_app
             "clusterrole.rbac.authorization.k8s.io/switchyard created (server dry run)",
             "clusterrolebinding.rbac.authorization.k8s.io/switchyard created (server dry run)",
             "deployment.apps/switchyard created (server dry run)",
+            "service/switchyard-metrics created (server dry run)",
+            "networkpolicy.networking.k8s.io/switchyard created (server dry run)",
         ] {
             assert!(dry.contains(line), "{dry}");
         }
@@ -267,12 +269,12 @@ async fn the_single_overlay_passes_a_server_dry_run_that_stores_nothing_then_app
 }
 
 /// The documents `kubectl kustomize` builds from the single overlay.
-fn built_overlay() -> Vec<Value> {
+pub(crate) fn built_overlay() -> Vec<Value> {
     build(&single_overlay())
 }
 
 /// The documents `kubectl kustomize` builds from `dir`.
-fn build(dir: &str) -> Vec<Value> {
+pub(crate) fn build(dir: &str) -> Vec<Value> {
     let output = spawned::output(Command::new("kubectl").args(["kustomize", dir]), "kubectl");
     assert!(
         output.status.success(),
@@ -282,7 +284,7 @@ fn build(dir: &str) -> Vec<Value> {
     serde_saphyr::from_multiple(&String::from_utf8_lossy(&output.stdout)).expect("YAML documents")
 }
 
-fn find<'a>(documents: &'a [Value], kind: &str) -> &'a Value {
+pub(crate) fn find<'a>(documents: &'a [Value], kind: &str) -> &'a Value {
     documents
         .iter()
         .find(|d| d["kind"] == kind)
@@ -418,7 +420,7 @@ fn the_built_overlay_runs_switchyard_restricted_with_probes_and_its_checked_conf
 }
 
 /// An overlay running several replicas, by name.
-fn overlay(name: &str) -> PathBuf {
+pub(crate) fn overlay(name: &str) -> PathBuf {
     support::root().join("deploy/kustomize/overlays").join(name)
 }
 

@@ -15,7 +15,7 @@ use crate::support::registry::Registry;
 use crate::support::spawned;
 use crate::support::{self, TestDaemon};
 
-const WAIT: Duration = Duration::from_secs(30);
+pub(crate) const WAIT: Duration = Duration::from_secs(30);
 /// How long a `switchyard` command may run before the test gives up on it (and kills it).
 const COMMAND_LIMIT: Duration = Duration::from_secs(60);
 /// The variables that point HTTP clients at a proxy.
@@ -31,11 +31,11 @@ const PROXY_VARIABLES: [&str; 8] = [
 ];
 
 /// `switchyard push FILE REFERENCE`: exit code, stdout, stderr.
-fn push(file: &str, reference: &str) -> (i32, String, String) {
+pub(crate) fn push(file: &str, reference: &str) -> (i32, String, String) {
     crate::support::process::switchyard(&["push", file, reference])
 }
 
-fn sha256_hex(bytes: &[u8]) -> String {
+pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
     Sha256::digest(bytes)
         .iter()
         .map(|b| format!("{b:02x}"))
@@ -85,7 +85,7 @@ async fn put_manifest_with_layer_type(
 /// `switchyard ARGS` run to its end with `env` set (no proxy variables but those given, no
 /// credentials file but one given), within [`COMMAND_LIMIT`] or killed: exit code and
 /// output (stdout then stderr).
-async fn switchyard_within(args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
+pub(crate) async fn switchyard_within(args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
     let home = tempfile::tempdir().unwrap();
     let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_switchyard"));
     for name in PROXY_VARIABLES {
@@ -111,7 +111,7 @@ async fn switchyard_within(args: &[&str], env: &[(&str, &str)]) -> (i32, String)
 
 /// `switchyard check` of a config whose handlers NAME use the plugins given, each routed
 /// ConfigMaps, with `extra` at the top; runs as [`switchyard_within`].
-async fn check_plugins(
+pub(crate) async fn check_plugins(
     dir: &std::path::Path,
     extra: &str,
     plugins: &[(&str, &str)],
@@ -159,7 +159,7 @@ fn wasm_manifest(digest: &str, size: u64) -> Vec<u8> {
 }
 
 /// The `/plugins` entry named `name`.
-async fn plugin_view(t: &TestDaemon, name: &str) -> Value {
+pub(crate) async fn plugin_view(t: &TestDaemon, name: &str) -> Value {
     let (code, body) = t.get("/plugins").await;
     assert_eq!(code, 200);
     body["plugins"]
@@ -169,7 +169,7 @@ async fn plugin_view(t: &TestDaemon, name: &str) -> Value {
 }
 
 /// The `/plugins` entry named `name` once it is loaded (pulls run in the background).
-async fn loaded(t: &TestDaemon, name: &str) -> Value {
+pub(crate) async fn loaded(t: &TestDaemon, name: &str) -> Value {
     support::eventually("the plugin to load", WAIT, async || {
         let view = plugin_view(t, name).await;
         (view["loaded"] == true).then_some(view)

@@ -123,7 +123,7 @@ fn build(file: &Path, top: ConfigFile, errors: &mut Errors) -> Config {
     let base = file.parent().unwrap_or(Path::new("."));
     let admin_file = admin::read_admin(top.admin.as_ref(), errors);
     let ha = ha::build_ha(top.ha.as_ref(), errors);
-    let oci = oci::build_oci(top.oci.as_ref(), errors);
+    let oci = oci::build_oci(top.oci.as_ref(), base, errors);
     let informer_files = read_section::<InformerFile>("informers", top.informers, errors);
     let handler_files = read_section::<HandlerFile>("handlers", top.handlers, errors);
     let mut informers: Vec<InformerSpec> = informer_files

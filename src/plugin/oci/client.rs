@@ -169,7 +169,7 @@ impl Registry {
         let realm = param("realm").ok_or("the registry's token challenge names no realm")?;
         let realm = reqwest::Url::parse(&realm)
             .map_err(|e| format!("the registry's token realm {realm:?} is not a URL: {e}"))?;
-        let transport = Transport::for_url(&realm).await?;
+        let transport = Transport::for_url(&realm, self.transport.ca_file()).await?;
         if basic.is_some() && !transport.carries_credentials() {
             return Err(format!(
                 "the registry's token service {realm} is plain HTTP to a host that is not this machine: the credentials are not sent there"

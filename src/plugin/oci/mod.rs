@@ -5,11 +5,21 @@
 //! component.
 //!
 //! A pull checks every digest (the manifest's against a pinned reference, the layer's
-//! content against the manifest) and caches what it fetched in the plugins folder under
-//! `.oci/` (`blobs/HEX.wasm` by the layer's digest, `manifests/HEX.json` by the manifest's),
-//! so a pinned reference loads from the cache with no registry at all, and a tag fetches
-//! only its manifest when the component is already there. `switchyard push` uploads a
-//! component as such an artifact.
+//! content against the manifest) and caches what it fetched in `oci.cache_dir` (default
+//! `.oci/` in the plugins folder): `blobs/HEX.wasm` by the layer's digest, and
+//! `manifests/REPOSITORY/HEX.json` by the repository it was pulled from and the manifest's
+//! digest. So a pinned reference loads from the cache with no registry at all, and a tag
+//! fetches only its manifest when the component is already there. `switchyard push`
+//! uploads a component as such an artifact.
+//!
+//! # Decision: a cached manifest counts only for the repository it came from
+//!
+//! A digest names content, not where it lives: a cache keyed by the digest alone loaded
+//! `oci://HOST/team-rs@DIGEST` from what `team-js` had been pulled as, and `check` passed a
+//! reference the registry would refuse. So manifests are cached per registry and
+//! repository (the name percent-encoded into one folder), and a pin is taken from the cache
+//! only where that repository's pull put it. Components stay shared by their digest: their
+//! content is all the digest promises.
 //!
 //! A registry cannot hold the daemon: a whole pull has a deadline (`oci.timeout`, and
 //! `oci.connect_timeout` per connection), every body read is capped (see [`client`]), and the
@@ -17,7 +27,8 @@
 //!
 //! - [`Reference`]: an `oci://` reference (parsed in the config);
 //! - [`client`]: the registry's HTTP API with its authentication;
-//! - [`transport`]: HTTPS, or plain HTTP to loopback or a registry listed as insecure;
+//! - [`transport`]: HTTPS (public roots, and a registry's own CA when the config gives one),
+//!   or plain HTTP to loopback or a registry listed as insecure;
 //! - [`credentials`]: registry credentials from a docker-style config file.
 
 pub mod client;
@@ -51,17 +62,32 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Where pulled artifacts are cached in the plugins folder.
-pub fn cache_dir(plugins_dir: &Path) -> PathBuf {
-    plugins_dir.join(".oci")
+/// The cached component whose layer digest is `digest`, in the cache folder `cache`.
+pub fn cached_blob(cache: &Path, digest: &str) -> PathBuf {
+    let hex = digest.trim_start_matches("sha256:");
+    cache.join("blobs").join(format!("{hex}.wasm"))
 }
 
-/// The cache file of `kind` (`blobs`, `manifests`) for `digest`.
-fn cached(plugins_dir: &Path, kind: &str, digest: &str, extension: &str) -> PathBuf {
+/// The cached manifest `digest` as pulled from the repository of `reference`, in the cache
+/// folder `cache`.
+pub fn cached_manifest(cache: &Path, reference: &Reference, digest: &str) -> PathBuf {
     let hex = digest.trim_start_matches("sha256:");
-    cache_dir(plugins_dir)
-        .join(kind)
-        .join(format!("{hex}.{extension}"))
+    let repository = format!("{}/{}", reference.registry, reference.repository);
+    cache
+        .join("manifests")
+        .join(folder_name(&repository))
+        .join(format!("{hex}.json"))
+}
+
+/// `text` as one folder name: every byte but ASCII letters, digits, `.`, `_` and `-`
+/// percent-encoded (a `/` becomes `%2F`, so the name is never `.` or `..`).
+fn folder_name(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'.' | b'_' | b'-' => (b as char).to_string(),
+            other => format!("%{other:02X}"),
+        })
+        .collect()
 }
 
 /// Reads `path` if it is at most `max` bytes and holds exactly the content `digest` names.
@@ -74,9 +100,15 @@ async fn read_verified(path: &Path, digest: &str, max: u64) -> Option<Vec<u8>> {
     (digest_of(&bytes) == digest).then_some(bytes)
 }
 
-/// Writes `bytes` to `path` through a temporary name.
+/// Writes `bytes` to `path` through a temporary name. The error names `oci.cache_dir`: a
+/// plugins folder mounted read-only needs the cache elsewhere.
 async fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {
-    let fail = |e: std::io::Error| format!("cannot cache {}: {e}", path.display());
+    let fail = |e: std::io::Error| {
+        format!(
+            "cannot cache {}: {e} (set oci.cache_dir to a folder switchyard can write)",
+            path.display()
+        )
+    };
     if let Some(dir) = path.parent() {
         tokio::fs::create_dir_all(dir).await.map_err(fail)?;
     }
@@ -119,9 +151,9 @@ pub fn component_layer(manifest: &[u8]) -> Result<(String, u64), String> {
     Ok((digest, size))
 }
 
-/// Pulls the plugin `text` names (or takes it from the cache under `plugins_dir`), every
-/// digest checked, within `settings.timeout`. The file's `sha256` is the component layer's
-/// digest.
+/// Pulls the plugin `text` names (or takes it from the cache, `oci.cache_dir` or `.oci` in
+/// `plugins_dir`), every digest checked, within `settings.timeout`. The file's `sha256` is
+/// the component layer's digest.
 pub async fn pull(
     plugins_dir: &Path,
     text: &str,
@@ -129,7 +161,8 @@ pub async fn pull(
 ) -> Result<PluginFile, String> {
     let reference = Reference::parse(text)?;
     let step = Mutex::new("starting");
-    let pulling = pull_steps(plugins_dir, &reference, settings, &step);
+    let cache = settings.cache_dir(plugins_dir);
+    let pulling = pull_steps(&cache, &reference, settings, &step);
     match tokio::time::timeout(settings.timeout, pulling).await {
         Ok(pulled) => pulled,
         Err(_) => Err(format!(
@@ -140,9 +173,9 @@ pub async fn pull(
     }
 }
 
-/// The steps of [`pull`]; `step` says which one is under way.
+/// The steps of [`pull`], caching in `cache`; `step` says which one is under way.
 async fn pull_steps(
-    plugins_dir: &Path,
+    cache: &Path,
     reference: &Reference,
     settings: &OciSpec,
     step: &Mutex<&'static str>,
@@ -150,7 +183,7 @@ async fn pull_steps(
     let at = |now: &'static str| *lock(step) = now;
     let pinned = match &reference.digest {
         Some(d) => {
-            let path = cached(plugins_dir, "manifests", d, "json");
+            let path = cached_manifest(cache, reference, d);
             read_verified(&path, d, client::MAX_MANIFEST_SIZE).await
         }
         None => None,
@@ -182,7 +215,7 @@ async fn pull_steps(
             settings.max_layer_size
         ));
     }
-    let blob_path = cached(plugins_dir, "blobs", &layer, "wasm");
+    let blob_path = cached_blob(cache, &layer);
     let bytes = match read_verified(&blob_path, &layer, size).await {
         Some(bytes) => bytes,
         None => {
@@ -207,7 +240,7 @@ async fn pull_steps(
         }
     };
     if let Some(d) = &reference.digest {
-        write_atomically(&cached(plugins_dir, "manifests", d, "json"), &manifest).await?;
+        write_atomically(&cached_manifest(cache, reference, d), &manifest).await?;
     }
     Ok(PluginFile {
         sha256: layer.trim_start_matches("sha256:").to_string(),
@@ -225,15 +258,23 @@ async fn connect(reference: &Reference, settings: &OciSpec) -> Result<Registry, 
 pub const PUSH_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// Uploads the component `file` as a wasm artifact under the tag `text` names, within
-/// [`PUSH_TIMEOUT`]; returns the reference pinned by the manifest's digest.
-pub async fn push(file: &Path, text: &str) -> Result<String, String> {
-    tokio::time::timeout(PUSH_TIMEOUT, push_steps(file, text))
+/// [`PUSH_TIMEOUT`], trusting `ca_file` for the registry besides the public roots; returns
+/// the reference pinned by the manifest's digest.
+pub async fn push(file: &Path, text: &str, ca_file: Option<&Path>) -> Result<String, String> {
+    tokio::time::timeout(PUSH_TIMEOUT, push_steps(file, text, ca_file))
         .await
         .unwrap_or_else(|_| Err(format!("the push did not finish within {PUSH_TIMEOUT:?}")))
 }
 
-async fn push_steps(file: &Path, text: &str) -> Result<String, String> {
+async fn push_steps(file: &Path, text: &str, ca_file: Option<&Path>) -> Result<String, String> {
     let reference = Reference::parse(text)?;
+    let mut settings = OciSpec::default();
+    if let Some(path) = ca_file {
+        crate::config::oci::read_ca_file(path)?;
+        settings
+            .ca_files
+            .insert(reference.registry.clone(), path.to_path_buf());
+    }
     if reference.digest.is_some() {
         return Err(format!("{text}: push to a tag, not a digest"));
     }
@@ -260,7 +301,7 @@ async fn push_steps(file: &Path, text: &str) -> Result<String, String> {
         "layers": [{"mediaType": LAYER_MEDIA_TYPE, "digest": layer, "size": size}],
     }))
     .expect("JSON prints");
-    let registry = connect(&reference, &OciSpec::default()).await?;
+    let registry = connect(&reference, &settings).await?;
     registry.push_blob(&config_digest, config).await?;
     registry.push_blob(&layer, bytes).await?;
     let tag = reference.tag.as_deref().unwrap_or("latest");
@@ -297,5 +338,31 @@ mod tests {
         );
         let error = component_layer(&manifest(CONFIG_MEDIA_TYPE, json!([]))).unwrap_err();
         assert!(error.contains("it has 0 layers"), "{error}");
+    }
+
+    #[test]
+    fn a_manifest_is_cached_under_its_repository_in_one_folder() {
+        let d = digest_of(b"m");
+        let hex = d.trim_start_matches("sha256:");
+        let cache = Path::new("/c");
+        let at = |text: &str| {
+            let reference = Reference::parse(&format!("{text}@{d}")).unwrap();
+            cached_manifest(cache, &reference, &d)
+        };
+        assert_eq!(
+            at("oci://127.0.0.1:5000/team/rs"),
+            Path::new(&format!(
+                "/c/manifests/127.0.0.1%3A5000%2Fteam%2Frs/{hex}.json"
+            ))
+        );
+        assert_ne!(at("oci://h/team-rs"), at("oci://h/team-js"));
+        assert_eq!(
+            at("oci://[::1]:5000/x").parent().unwrap(),
+            Path::new("/c/manifests/%5B%3A%3A1%5D%3A5000%2Fx")
+        );
+        assert_eq!(
+            cached_blob(cache, &d),
+            Path::new(&format!("/c/blobs/{hex}.wasm"))
+        );
     }
 }

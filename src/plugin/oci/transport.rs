@@ -10,12 +10,22 @@
 //! never through a proxy. A registry the config lists in `oci.insecure_registries` is also
 //! spoken to over plain HTTP, proxy and all, but no credentials (Basic or a token) are ever
 //! sent to it. Everything else is HTTPS; a redirect from HTTPS to plain HTTP is refused.
+//!
+//! # Decision: a registry's own CA is added to the public roots, for it alone
+//!
+//! A registry inside a company is often signed by the company's CA. Its `ca_file`
+//! (`oci.registries.HOST.ca_file`) is trusted besides the public roots, as container tools
+//! trust `certs.d/HOST/ca.crt`, and only for connections to that registry and the token
+//! service it names, never for other registries. A registry given a CA is spoken to over
+//! HTTPS even on loopback. The file is read again for each pull, so a renewed CA needs no
+//! reload.
 
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 
 use reqwest::Url;
 
-use crate::config::oci::OciSpec;
+use crate::config::oci::{OciSpec, read_ca_file};
 
 /// The most redirects a request follows.
 const MAX_REDIRECTS: usize = 10;
@@ -23,8 +33,9 @@ const MAX_REDIRECTS: usize = 10;
 /// How requests reach one host.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Transport {
-    /// HTTPS (public roots), through a proxy if the environment names one.
-    Https,
+    /// HTTPS (public roots, and the registry's own CA file if the config gives one),
+    /// through a proxy if the environment names one.
+    Https(Option<PathBuf>),
     /// Plain HTTP to this machine: the addresses the name resolved to, every one loopback,
     /// connected to directly.
     Loopback(Vec<SocketAddr>),
@@ -41,20 +52,30 @@ impl Transport {
         port: Option<u16>,
         settings: &OciSpec,
     ) -> Self {
-        if let Some(addresses) = loopback_addresses(host, port.unwrap_or(80)).await {
+        if let Some(ca_file) = settings.ca_file(registry) {
+            Transport::Https(Some(ca_file.to_path_buf()))
+        } else if let Some(addresses) = loopback_addresses(host, port.unwrap_or(80)).await {
             Transport::Loopback(addresses)
         } else if settings.is_insecure(registry) {
             Transport::Insecure
         } else {
-            Transport::Https
+            Transport::Https(None)
         }
     }
 
     /// `http` or `https`.
     pub fn scheme(&self) -> &'static str {
         match self {
-            Transport::Https => "https",
+            Transport::Https(_) => "https",
             Transport::Loopback(_) | Transport::Insecure => "http",
+        }
+    }
+
+    /// The registry's own CA file, when it is spoken to over HTTPS with one.
+    pub fn ca_file(&self) -> Option<&Path> {
+        match self {
+            Transport::Https(ca_file) => ca_file.as_deref(),
+            Transport::Loopback(_) | Transport::Insecure => None,
         }
     }
 
@@ -74,18 +95,28 @@ impl Transport {
                 host.trim_start_matches('[').trim_end_matches(']'),
                 addresses,
             ),
-            Transport::Https | Transport::Insecure => builder,
+            Transport::Https(Some(ca_file)) => {
+                let mut builder = builder;
+                for der in read_ca_file(ca_file)? {
+                    let certificate = reqwest::Certificate::from_der(&der)
+                        .map_err(|e| format!("the CA file {}: {e}", ca_file.display()))?;
+                    builder = builder.add_root_certificate(certificate);
+                }
+                builder
+            }
+            Transport::Https(None) | Transport::Insecure => builder,
         };
         builder
             .build()
             .map_err(|e| format!("HTTP client setup: {e}"))
     }
 
-    /// The transport for a URL a registry named (a token service's realm): HTTPS, plain HTTP
-    /// to loopback, or plain HTTP elsewhere, which carries no credentials.
-    pub async fn for_url(url: &Url) -> Result<Self, String> {
+    /// The transport for a URL a registry named (a token service's realm): HTTPS (trusting
+    /// `ca_file` too, the CA of the registry that named it), plain HTTP to loopback, or
+    /// plain HTTP elsewhere, which carries no credentials.
+    pub async fn for_url(url: &Url, ca_file: Option<&Path>) -> Result<Self, String> {
         match url.scheme() {
-            "https" => Ok(Transport::Https),
+            "https" => Ok(Transport::Https(ca_file.map(Path::to_path_buf))),
             "http" => {
                 let host = url.host_str().unwrap_or("");
                 let port = url.port_or_known_default().unwrap_or(80);
@@ -168,10 +199,41 @@ mod tests {
         );
         assert_eq!(
             of("127.registry.invalid:5000", "127.registry.invalid").await,
-            Transport::Https
+            Transport::Https(None)
         );
         let realm = Url::parse("http://auth.invalid/token").unwrap();
-        assert_eq!(Transport::for_url(&realm).await, Ok(Transport::Insecure));
+        assert_eq!(
+            Transport::for_url(&realm, None).await,
+            Ok(Transport::Insecure)
+        );
         assert!(!Transport::Insecure.carries_credentials());
+    }
+
+    #[tokio::test]
+    async fn a_registry_given_a_ca_file_is_https_with_it_even_on_loopback() {
+        let ca = PathBuf::from("/etc/registry-ca.pem");
+        let settings = OciSpec {
+            ca_files: [("127.0.0.1:5000".to_string(), ca.clone())].into(),
+            ..OciSpec::default()
+        };
+        let transport =
+            Transport::for_registry("127.0.0.1:5000", "127.0.0.1", Some(5000), &settings).await;
+        assert_eq!(transport, Transport::Https(Some(ca.clone())));
+        assert_eq!(transport.scheme(), "https");
+        let other =
+            Transport::for_registry("127.0.0.1:5001", "127.0.0.1", Some(5001), &settings).await;
+        assert!(matches!(other, Transport::Loopback(_)), "{other:?}");
+        // Its token service is trusted with the same CA.
+        let realm = Url::parse("https://auth.invalid/token").unwrap();
+        assert_eq!(
+            Transport::for_url(&realm, transport.ca_file()).await,
+            Ok(Transport::Https(Some(ca)))
+        );
+        // A CA file that cannot be read fails the client, naming it.
+        let error = transport.client("127.0.0.1", &settings).unwrap_err();
+        assert!(
+            error.contains("cannot read the CA file /etc/registry-ca.pem"),
+            "{error}"
+        );
     }
 }

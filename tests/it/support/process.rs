@@ -20,7 +20,26 @@ pub struct Process {
 impl Process {
     /// Starts `switchyard ARGS` with the variables `unset` removed and `env` set.
     pub fn start(args: &[&str], env: &[(&str, &str)], unset: &[&str]) -> Self {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_switchyard"));
+        Self::start_under(&[], args, env, unset)
+    }
+
+    /// Like [`Process::start`], run by the command `wrapper` (a program and its arguments,
+    /// to which the switchyard binary and `args` are added; none for switchyard itself).
+    pub fn start_under(
+        wrapper: &[&str],
+        args: &[&str],
+        env: &[(&str, &str)],
+        unset: &[&str],
+    ) -> Self {
+        let binary = env!("CARGO_BIN_EXE_switchyard");
+        let mut command = match wrapper.split_first() {
+            Some((program, rest)) => {
+                let mut command = Command::new(program);
+                command.args(rest).arg(binary);
+                command
+            }
+            None => Command::new(binary),
+        };
         // Removed first: a variable both removed and given keeps the value given.
         for name in unset {
             command.env_remove(name);
