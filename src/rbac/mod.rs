@@ -239,7 +239,7 @@ fn feeding<'a>(config: &'a Config, handler: &HandlerSpec) -> Vec<&'a InformerSpe
                 r.handler == handler.name
                     && match &r.source {
                         RouteSource::Informer(name) => i.name == *name,
-                        RouteSource::Kinds(kinds) => kinds.iter().any(|k| i.resource.answers_to(k)),
+                        RouteSource::Kinds(kinds) => kinds.iter().any(|k| i.resource.has_kind(k)),
                     }
             })
         })
