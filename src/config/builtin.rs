@@ -174,7 +174,9 @@ pub fn is_built_in_group(group: &str) -> bool {
 
 /// Whether Kubernetes serves `group`/`version` (so every resource of it is in the table).
 pub fn is_built_in_version(group: &str, version: &str) -> bool {
-    BUILT_IN.iter().any(|(g, v, ..)| *g == group && *v == version)
+    BUILT_IN
+        .iter()
+        .any(|(g, v, ..)| *g == group && *v == version)
 }
 
 /// The kind of the built-in resource `group`/`version`/`plural`, if it is one.
@@ -274,6 +276,9 @@ mod tests {
         assert!(is_built_in_version("apps", "v1") && !is_built_in_version("apps", "v1beta1"));
         assert_eq!(kind_of("", "v1", "configmaps"), Some("ConfigMap"));
         assert_eq!(kind_of("", "v1", "configmap"), None);
-        assert_eq!(plural_of("networking.k8s.io", "v1", "Ingress"), Some("ingresses"));
+        assert_eq!(
+            plural_of("networking.k8s.io", "v1", "Ingress"),
+            Some("ingresses")
+        );
     }
 }

@@ -32,7 +32,12 @@ pub fn check(path: &Path) -> Checked {
             let v = super::validate::validate_all(path, &text);
             (v.document, v.config, v.errors, v.warnings)
         }
-        Err(e) => (None, None, vec![ConfigError::whole_file(path, e)], Vec::new()),
+        Err(e) => (
+            None,
+            None,
+            vec![ConfigError::whole_file(path, e)],
+            Vec::new(),
+        ),
     };
     Checked {
         file: path.to_path_buf(),

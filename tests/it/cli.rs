@@ -237,22 +237,67 @@ routes:
 /// What `check` reports for [`EVERY_MISTAKE`]; `plugin` marks what only `check` looks at
 /// (`run` loads plugins after the config is accepted).
 const EVERY_MISTAKE_FOUND: &[(&str, bool)] = &[
-    ("error: {}:2:11: admin.listen: the admin API would listen on 0.0.0.0:9470, beyond loopback, without a token", false),
-    ("error: {}:5:15: informers.pods.resource: v1 has no resource \"pod\"; did you mean \"pods\"?", false),
-    ("error: {}:9:11: informers.deployments.kind: apps/v1 has no kind \"Deploymnt\"; did you mean \"Deployment\"?", false),
-    ("warning: {}:11:15: informers.old.resource: Kubernetes serves no apps/v1beta1; apps has: v1", false),
-    ("error: {}:14:5: handlers.h1.plugin: cannot read plugin", true),
+    (
+        "error: {}:2:11: admin.listen: the admin API would listen on 0.0.0.0:9470, beyond loopback, without a token",
+        false,
+    ),
+    (
+        "error: {}:5:15: informers.pods.resource: v1 has no resource \"pod\"; did you mean \"pods\"?",
+        false,
+    ),
+    (
+        "error: {}:9:11: informers.deployments.kind: apps/v1 has no kind \"Deploymnt\"; did you mean \"Deployment\"?",
+        false,
+    ),
+    (
+        "warning: {}:11:15: informers.old.resource: Kubernetes serves no apps/v1beta1; apps has: v1",
+        false,
+    ),
+    (
+        "error: {}:14:5: handlers.h1.plugin: cannot read plugin",
+        true,
+    ),
     ("error: {}:14:18: handlers.h1.concurrency: ", false),
-    ("error: {}:15:14: handlers.h1.timeout: invalid duration \"forever\"", false),
-    ("error: {}:16:19: handlers.missing-plugin.plugin: cannot read plugin", true),
-    ("error: {}:18:5: handlers.writer.plugin: cannot read plugin", true),
-    ("error: {}:19:7: handlers.writer.capabilities.configmap: handler \"writer\" has no route watching \"configmap\", so it grants nothing; did you mean \"configmaps\"?", false),
-    ("error: {}:22:15: routes[0].resource: v1 has no resource \"configmapz\"; did you mean \"configmaps\"?", false),
-    ("error: {}:25:15: routes[1].informer: unknown informer \"nope\"", false),
-    ("error: {}:26:14: routes[1].handler: unknown handler \"h3\"", false),
-    ("error: {}:27:15: routes[1].delivery: invalid type: integer `7`", false),
-    ("error: {}:28:11: routes[2].name: duplicate route name \"a\"", false),
-    ("error: {}:32:15: routes[2].when[0].path: invalid JSON pointer \"/metadata/~2x\"", false),
+    (
+        "error: {}:15:14: handlers.h1.timeout: invalid duration \"forever\"",
+        false,
+    ),
+    (
+        "error: {}:16:19: handlers.missing-plugin.plugin: cannot read plugin",
+        true,
+    ),
+    (
+        "error: {}:18:5: handlers.writer.plugin: cannot read plugin",
+        true,
+    ),
+    (
+        "error: {}:19:7: handlers.writer.capabilities.configmap: handler \"writer\" has no route watching \"configmap\", so it grants nothing; did you mean \"configmaps\"?",
+        false,
+    ),
+    (
+        "error: {}:22:15: routes[0].resource: v1 has no resource \"configmapz\"; did you mean \"configmaps\"?",
+        false,
+    ),
+    (
+        "error: {}:25:15: routes[1].informer: unknown informer \"nope\"",
+        false,
+    ),
+    (
+        "error: {}:26:14: routes[1].handler: unknown handler \"h3\"",
+        false,
+    ),
+    (
+        "error: {}:27:15: routes[1].delivery: invalid type: integer `7`",
+        false,
+    ),
+    (
+        "error: {}:28:11: routes[2].name: duplicate route name \"a\"",
+        false,
+    ),
+    (
+        "error: {}:32:15: routes[2].when[0].path: invalid JSON pointer \"/metadata/~2x\"",
+        false,
+    ),
 ];
 
 #[test]
@@ -280,7 +325,10 @@ fn check_reports_a_mistake_of_every_kind_in_one_run_and_run_refuses_the_same() {
             continue;
         }
         let line = line.replace("{}", &shown);
-        assert!(run_err.contains(&line), "run: missing {line}\nin:\n{run_err}");
+        assert!(
+            run_err.contains(&line),
+            "run: missing {line}\nin:\n{run_err}"
+        );
     }
     assert!(run_err.contains("12 problem(s)"), "{run_err}");
 

@@ -71,10 +71,8 @@ impl Unbuilt {
             .routes_of
             .iter()
             .any(|h| h.as_deref().is_none_or(|h| h == handler));
-        let informer_missing = routes
-            .iter()
-            .filter(|r| r.handler == handler)
-            .any(|r| match (&r.source, &self.invalid_informers) {
+        let informer_missing = routes.iter().filter(|r| r.handler == handler).any(|r| {
+            match (&r.source, &self.invalid_informers) {
                 // A route's own watch was built with the route.
                 (RouteSource::Informer(name), _) if name.starts_with(ROUTE_INFORMER_PREFIX) => {
                     false
@@ -82,7 +80,8 @@ impl Unbuilt {
                 (_, None) => true,
                 (RouteSource::Informer(name), Some(invalid)) => invalid.contains(name),
                 (RouteSource::Kinds(_), Some(invalid)) => !invalid.is_empty(),
-            });
+            }
+        });
         !route_missing && !informer_missing
     }
 }

@@ -181,7 +181,12 @@ fn build(file: &Path, top: ConfigFile, errors: &mut Errors) -> Config {
     let unbuilt = capabilities::Unbuilt {
         invalid_informers: known.complete.then(|| {
             let valid = |name: &&str| informers.iter().any(|i| i.name == *name);
-            known.names.iter().filter(|n| !valid(n)).map(|n| n.to_string()).collect()
+            known
+                .names
+                .iter()
+                .filter(|n| !valid(n))
+                .map(|n| n.to_string())
+                .collect()
         }),
         routes_of: built.unbuilt,
     };

@@ -221,7 +221,11 @@ fn own_watch(
         .map_err(|e| errors.at(cx.at("resource"), e))
         .ok();
     if let Some(name) = &resource {
-        check_built_in(&cx.at("resource"), &ResourceRef::Plural(name.clone()), errors);
+        check_built_in(
+            &cx.at("resource"),
+            &ResourceRef::Plural(name.clone()),
+            errors,
+        );
     }
     let drop_fields = check_drop_fields(&cx.at("drop_fields"), r.drop_fields.take(), errors);
     let indexes = check_indexes(&cx.at("indexes"), r.indexes.take(), errors);
@@ -297,7 +301,10 @@ fn check_kinds(cx: &RouteContext, kinds: &[String], errors: &mut Errors) {
     if cx.informers.names.len() > read.len() || !cx.informers.complete {
         return;
     }
-    let known: Vec<&str> = read.iter().filter_map(|i| i.resource.known_kind()).collect();
+    let known: Vec<&str> = read
+        .iter()
+        .filter_map(|i| i.resource.known_kind())
+        .collect();
     for (j, kind) in kinds.iter().enumerate() {
         // As `run` matches them: the kind exactly as the API server spells it.
         if read.iter().any(|i| i.resource.has_kind(kind)) {
