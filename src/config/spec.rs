@@ -66,6 +66,9 @@ pub struct HaSpec {
     pub mode: HaMode,
     /// Namespace of the Lease.
     pub lease_namespace: String,
+    /// Whether the config names `lease_namespace`; else it is the namespace of the pod the
+    /// daemon runs in (`default` outside a pod), which `switchyard rbac` cannot see.
+    pub lease_namespace_written: bool,
     /// Name of the Lease.
     pub lease_name: String,
     /// How long a lease holds without renewal.
@@ -239,15 +242,16 @@ impl ResourceRef {
     pub fn has_kind(&self, kind: &str) -> bool {
         match self {
             ResourceRef::Kind { kind: own, .. } => own == kind,
-            ResourceRef::Plural(r) => match super::builtin::kind_of(&r.group, &r.version, &r.plural)
-            {
-                Some(own) => own == kind,
-                // A kind starts with a capital letter; its usual plural must be this one.
-                None => {
-                    kind.starts_with(|c: char| c.is_ascii_uppercase())
-                        && plurals_of(kind).contains(&r.plural)
+            ResourceRef::Plural(r) => {
+                match super::builtin::kind_of(&r.group, &r.version, &r.plural) {
+                    Some(own) => own == kind,
+                    // A kind starts with a capital letter; its usual plural must be this one.
+                    None => {
+                        kind.starts_with(|c: char| c.is_ascii_uppercase())
+                            && plurals_of(kind).contains(&r.plural)
+                    }
                 }
-            },
+            }
         }
     }
 

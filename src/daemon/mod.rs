@@ -492,10 +492,16 @@ impl crate::admin::Backend for Shared {
 
     fn unready(&self) -> Vec<(String, String)> {
         let store = self.state.as_ref().and_then(|s| s.problem());
-        store
-            .map(|why| ("state store".to_string(), why))
-            .into_iter()
-            .collect()
+        // A replica refused its Lease can never lead or own a range: its Role is missing
+        // or in another namespace than the Lease.
+        let lease = self
+            .election
+            .as_ref()
+            .and_then(|e| e.refused())
+            .or_else(|| self.shards.as_ref().and_then(|s| s.refused()));
+        let store = store.map(|why| ("state store".to_string(), why));
+        let lease = lease.map(|why| ("lease".to_string(), why));
+        store.into_iter().chain(lease).collect()
     }
 }
 
