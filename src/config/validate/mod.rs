@@ -150,59 +150,8 @@ fn build(file: &Path, top: ConfigFile, errors: &mut Errors) -> Config {
     let admin_file = admin::read_admin(top.admin.as_ref(), errors);
     let ha = ha::build_ha(top.ha.as_ref(), errors);
     let oci = oci::build_oci(top.oci.as_ref(), errors);
-    let informer_files = read_section::<InformerFile>("informers", top.informers, errors);
-    let handler_files = read_section::<HandlerFile>("handlers", top.handlers, errors);
-    let mut informers: Vec<InformerSpec> = Vec::new();
-    for (name, f, whole) in informer_files.read {
-        let before = errors.count();
-        let informer = informers::build_informer(&name, f, errors);
-        if whole && errors.count() == before {
-            informers.extend(informer);
-        }
-    }
-    let handlers: Vec<HandlerSpec> = handler_files
-        .read
-        .into_iter()
-        .map(|(name, h, _)| handlers::build_handler(name, h, errors))
-        .collect();
-    handlers::check_workers(&handlers, errors);
-    let known = Known {
-        names: informer_files.names.iter().map(String::as_str).collect(),
-        read: &informers,
-        complete: !errors.left_out("informers"),
-    };
-    let handler_names: Vec<&str> = handler_files.names.iter().map(String::as_str).collect();
-    let route_values = top.routes.unwrap_or_default();
-    let handlers_known = (!errors.left_out("handlers")).then_some(handler_names.as_slice());
-    let mut built = build_routes(&route_values, handlers_known, &known, errors);
-    if errors.left_out("routes") {
-        built.unbuilt.push(None);
-    }
-    let unbuilt = capabilities::Unbuilt {
-        invalid_informers: known.complete.then(|| {
-            let valid = |name: &&str| informers.iter().any(|i| i.name == *name);
-            known
-                .names
-                .iter()
-                .filter(|n| !valid(n))
-                .map(|n| n.to_string())
-                .collect()
-        }),
-        routes_of: built.unbuilt,
-    };
-    let mut all_informers = informers.clone();
-    all_informers.extend(built.all.iter().filter_map(|(_, own, _)| own.clone()));
-    let all_routes: Vec<RouteSpec> = built.all.iter().map(|(r, ..)| r.clone()).collect();
-    for handler in &handlers {
-        capabilities::check_resources(handler, &all_routes, &all_informers, &unbuilt, errors);
-    }
-    let mut routes = Vec::new();
-    for (route, own, valid) in built.all {
-        if valid {
-            informers.extend(own);
-            routes.push(route);
-        }
-    }
+    let (informers, handlers, routes) =
+        build_sections(top.informers, top.handlers, top.routes, errors);
     let admin = admin::build_admin(admin_file, base, errors);
     let kubeconfig = top
         .kubeconfig
@@ -251,6 +200,89 @@ fn build(file: &Path, top: ConfigFile, errors: &mut Errors) -> Config {
         informers,
         handlers,
         routes,
+    }
+}
+
+/// The valid informers, handlers and routes (the informers of the routes' own watches
+/// among the informers), and each handler's capabilities checked against what its routes
+/// watch, routes with mistakes included.
+fn build_sections(
+    informers: Option<BTreeMap<String, Value>>,
+    handlers: Option<BTreeMap<String, Value>>,
+    routes: Option<Vec<Value>>,
+    errors: &mut Errors,
+) -> (Vec<InformerSpec>, Vec<HandlerSpec>, Vec<RouteSpec>) {
+    let informer_files = read_section::<InformerFile>("informers", informers, errors);
+    let handler_files = read_section::<HandlerFile>("handlers", handlers, errors);
+    let mut informers: Vec<InformerSpec> = Vec::new();
+    for (name, f, whole) in informer_files.read {
+        let before = errors.count();
+        let informer = informers::build_informer(&name, f, errors);
+        if whole && errors.count() == before {
+            informers.extend(informer);
+        }
+    }
+    let handlers: Vec<HandlerSpec> = handler_files
+        .read
+        .into_iter()
+        .map(|(name, h, _)| handlers::build_handler(name, h, errors))
+        .collect();
+    handlers::check_workers(&handlers, errors);
+    let known = Known {
+        names: informer_files.names.iter().map(String::as_str).collect(),
+        read: &informers,
+        complete: !errors.left_out("informers"),
+    };
+    let handler_names: Vec<&str> = handler_files.names.iter().map(String::as_str).collect();
+    let handlers_known = (!errors.left_out("handlers")).then_some(handler_names.as_slice());
+    let mut built = build_routes(&routes.unwrap_or_default(), handlers_known, &known, errors);
+    if errors.left_out("routes") {
+        built.unbuilt.push(None);
+    }
+    check_grants(
+        &handlers,
+        &known,
+        built.all.as_slice(),
+        built.unbuilt,
+        errors,
+    );
+    let mut routes = Vec::new();
+    for (route, own, valid) in built.all {
+        if valid {
+            informers.extend(own);
+            routes.push(route);
+        }
+    }
+    (informers, handlers, routes)
+}
+
+/// Checks each handler's capabilities against the resources its routes watch: every route
+/// whose source is known (`all`, with mistakes or not), unless a route of the handler, or
+/// an informer feeding one, could not be built.
+fn check_grants(
+    handlers: &[HandlerSpec],
+    known: &Known,
+    all: &[(RouteSpec, Option<InformerSpec>, bool)],
+    unbuilt_routes: Vec<Option<String>>,
+    errors: &mut Errors,
+) {
+    let unbuilt = capabilities::Unbuilt {
+        invalid_informers: known.complete.then(|| {
+            let valid = |name: &&str| known.read.iter().any(|i| i.name == *name);
+            known
+                .names
+                .iter()
+                .filter(|n| !valid(n))
+                .map(|n| n.to_string())
+                .collect()
+        }),
+        routes_of: unbuilt_routes,
+    };
+    let mut informers = known.read.to_vec();
+    informers.extend(all.iter().filter_map(|(_, own, _)| own.clone()));
+    let routes: Vec<RouteSpec> = all.iter().map(|(r, ..)| r.clone()).collect();
+    for handler in handlers {
+        capabilities::check_resources(handler, &routes, &informers, &unbuilt, errors);
     }
 }
 
