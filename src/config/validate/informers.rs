@@ -9,7 +9,7 @@ use crate::config::schema::{InformerFile, ShardByFile};
 use crate::config::{InformerSpec, ResourceName, ResourceRef, ShardBy};
 
 /// Builds the informer `name`, reporting each problem; `None` when its resource cannot be
-/// told. An informer built despite problems is only good for the checks across items.
+/// told (the caller keeps an informer only when it has no problem).
 pub(super) fn build_informer(
     name: &str,
     f: InformerFile,
