@@ -460,7 +460,10 @@ fn rbac(path: &Path, namespace: String, name: String) -> Result<ExitCode> {
         namespace,
         source,
     };
-    print!("{}", rbac::render(&rbac::permissions(&config), &subject));
+    print!(
+        "{}",
+        rbac::render(&rbac::permissions(&config, &subject), &subject)
+    );
     Ok(ExitCode::SUCCESS)
 }
 

@@ -42,7 +42,7 @@ pub trait Backend: Send + Sync + 'static {
     /// each as (the watch, why).
     fn waiting(&self) -> Vec<(String, String)>;
     /// Other reasons the daemon is not ready (for `/readyz`): each a short name and why
-    /// (the state store failing to commit).
+    /// (the state store failing to commit, the API server refusing this replica its Lease).
     fn unready(&self) -> Vec<(String, String)> {
         Vec::new()
     }

@@ -1,10 +1,9 @@
 //! `switchyard check`: every problem a config has that can be found without running it,
-//! in one run. Config mistakes (all of them, as `run` would refuse them), plugins that do
-//! not load, and resources that name nothing: offline, a resource of a built-in API group
-//! that Kubernetes does not serve is a warning; with a client, API discovery is asked, and
-//! a resource it does not serve is a warning (its routes would wait for it).
-
-pub mod builtin;
+//! in one run. Config mistakes (all of them, as `run` would refuse them: a resource of a
+//! built-in API group that Kubernetes does not serve among them), plugins that do not
+//! load, and the probable mistakes `run` accepts as warnings (a built-in group's version
+//! Kubernetes does not serve). With a client, API discovery is asked too, and a resource it
+//! does not serve is a warning (its routes would wait for it).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -98,18 +97,16 @@ impl Report {
 pub async fn check(path: &Path, cluster: Option<kube::Client>) -> anyhow::Result<Report> {
     let owned = path.to_path_buf();
     let checked = tokio::task::spawn_blocking(move || config::check(&owned)).await?;
-    let mut findings: Vec<Finding> = checked
-        .errors
-        .iter()
-        .map(|e| Finding::new(Severity::Error, e.clone()))
+    let errors = checked.errors.iter().map(|e| (Severity::Error, e));
+    let warnings = checked.warnings.iter().map(|e| (Severity::Warning, e));
+    let mut findings: Vec<Finding> = errors
+        .chain(warnings)
+        .map(|(severity, e)| Finding::new(severity, e.clone()))
         .collect();
     if let Some(config) = &checked.config {
         // Plugins are looked for only where the folder is known.
         if checked.errors.iter().all(|e| e.path != "plugins_dir") {
             findings.extend(plugins(&checked, config).await?);
-        }
-        for spec in &config.informers {
-            findings.extend(built_in_resource(&checked, config, spec));
         }
         if let Some(client) = cluster {
             findings.extend(served(&checked, config, client).await);
@@ -160,26 +157,6 @@ fn resource_path(config: &Config, spec: &InformerSpec) -> String {
         ResourceRef::Kind { .. } => "kind",
     };
     format!("informers.{}.{field}", spec.name)
-}
-
-/// A warning when the informer names a resource of a built-in group that Kubernetes does
-/// not serve (a CRD cannot add to those groups).
-fn built_in_resource(checked: &Checked, config: &Config, spec: &InformerSpec) -> Option<Finding> {
-    let why = match &spec.resource {
-        ResourceRef::Plural(name) if builtin::is_built_in_group(&name.group) => {
-            builtin::unknown(&name.group, &name.version, Some(&name.plural), None)
-        }
-        ResourceRef::Kind {
-            group,
-            version,
-            kind,
-        } if builtin::is_built_in_group(group) => {
-            builtin::unknown(group, version, None, Some(kind))
-        }
-        _ => None,
-    }?;
-    let error = checked.problem_at(&resource_path(config, spec), why);
-    Some(Finding::new(Severity::Warning, error))
 }
 
 /// Asks the API server for each informer's resource: a warning for each it does not serve

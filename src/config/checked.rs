@@ -18,20 +18,32 @@ pub struct Checked {
     pub config: Option<Config>,
     /// Every mistake, in file order.
     pub errors: Vec<ConfigError>,
+    /// Probable mistakes that `run` accepts (a resource of a built-in group in a version
+    /// Kubernetes 1.34 does not serve), in file order.
+    pub warnings: Vec<ConfigError>,
     document: Option<Document>,
 }
 
 /// Reads and checks the config at `path`, keeping what could be built. Blocking, like
 /// [`super::load`].
 pub fn check(path: &Path) -> Checked {
-    let (document, config, errors) = match super::read_bounded(path) {
-        Ok(text) => super::validate::validate_all(path, &text),
-        Err(e) => (None, None, vec![ConfigError::whole_file(path, e)]),
+    let (document, config, errors, warnings) = match super::read_bounded(path) {
+        Ok(text) => {
+            let v = super::validate::validate_all(path, &text);
+            (v.document, v.config, v.errors, v.warnings)
+        }
+        Err(e) => (
+            None,
+            None,
+            vec![ConfigError::whole_file(path, e)],
+            Vec::new(),
+        ),
     };
     Checked {
         file: path.to_path_buf(),
         config,
         errors,
+        warnings,
         document,
     }
 }

@@ -3,6 +3,7 @@
 //! values every stage reads (units, field paths, selectors, resource names). It imports no
 //! other module of the crate, so any stage may depend on it.
 
+pub mod builtin;
 pub mod capabilities;
 mod checked;
 mod document;

@@ -66,6 +66,9 @@ pub struct HaSpec {
     pub mode: HaMode,
     /// Namespace of the Lease.
     pub lease_namespace: String,
+    /// Whether the config names `lease_namespace`; else it is the namespace of the pod the
+    /// daemon runs in (`default` outside a pod), which `switchyard rbac` cannot see.
+    pub lease_namespace_written: bool,
     /// Name of the Lease.
     pub lease_name: String,
     /// How long a lease holds without renewal.
@@ -241,15 +244,15 @@ pub enum ResourceRef {
 }
 
 impl ResourceRef {
-    /// Whether `name` names this resource: its plural (`pods`), its full name
-    /// (`v1/pods`), its kind (`Pod`), or a kind whose usual plural it is.
+    /// Whether `name` names this resource as the daemon matches a capability against a
+    /// watched resource: its plural (`configmaps`), its full name (`v1/configmaps`) or its
+    /// kind (`ConfigMap`), each spelt exactly as the API server does. Offline, a built-in
+    /// resource's other name comes from [`super::builtin`]; a custom resource's is
+    /// guessed by the English rule most kinds follow.
     pub fn answers_to(&self, name: &str) -> bool {
         match self {
             ResourceRef::Plural(r) => {
-                name == r.plural
-                    || name == r.to_string()
-                    || ResourceName::parse(name).is_ok_and(|n| n == *r)
-                    || plurals_of(name).contains(&r.plural)
+                name == r.plural || name == r.to_string() || self.has_kind(name)
             }
             ResourceRef::Kind {
                 group,
@@ -257,7 +260,7 @@ impl ResourceRef {
                 kind,
             } => {
                 name == kind
-                    || plurals_of(kind).iter().any(|p| {
+                    || self.plurals().iter().any(|p| {
                         name == p
                             || ResourceName::parse(name).is_ok_and(|n| {
                                 n.plural == *p && n.group == *group && n.version == *version
@@ -266,13 +269,56 @@ impl ResourceRef {
             }
         }
     }
+
+    /// Whether `kind` is this resource's kind, spelt exactly (`ConfigMap`, not
+    /// `configmap`): what a route's `kinds:` and a capability by kind must name.
+    pub fn has_kind(&self, kind: &str) -> bool {
+        match self {
+            ResourceRef::Kind { kind: own, .. } => own == kind,
+            ResourceRef::Plural(r) => {
+                match super::builtin::kind_of(&r.group, &r.version, &r.plural) {
+                    Some(own) => own == kind,
+                    // A kind starts with a capital letter; its usual plural must be this one.
+                    None => {
+                        kind.starts_with(|c: char| c.is_ascii_uppercase())
+                            && plurals_of(kind).contains(&r.plural)
+                    }
+                }
+            }
+        }
+    }
+
+    /// The kind, when it is known offline: as written, or a built-in resource's.
+    pub fn known_kind(&self) -> Option<&str> {
+        match self {
+            ResourceRef::Kind { kind, .. } => Some(kind),
+            ResourceRef::Plural(r) => super::builtin::kind_of(&r.group, &r.version, &r.plural),
+        }
+    }
+
+    /// The plurals a resource named by kind may have: a built-in kind's own, else the
+    /// usual spellings.
+    fn plurals(&self) -> Vec<String> {
+        match self {
+            ResourceRef::Plural(r) => vec![r.plural.clone()],
+            ResourceRef::Kind {
+                group,
+                version,
+                kind,
+            } => match super::builtin::plural_of(group, version, kind) {
+                Some(plural) => vec![plural.to_string()],
+                None => plurals_of(kind),
+            },
+        }
+    }
 }
 
-/// The plural spellings a kind usually has (`Pod` → pods, `Ingress` → ingresses, `Policy`
-/// → policies, `Endpoints` → endpoints).
+/// The plural spellings a custom kind usually has (`Widget` → widgets, `Gateway` →
+/// gateways, `Policy` → policies, `Status` → statuses); built-in kinds, such as
+/// `Endpoints`, are looked up instead.
 fn plurals_of(kind: &str) -> Vec<String> {
     let lower = kind.to_ascii_lowercase();
-    let mut plurals = vec![lower.clone(), format!("{lower}s"), format!("{lower}es")];
+    let mut plurals = vec![format!("{lower}s"), format!("{lower}es")];
     if let Some(stem) = lower.strip_suffix('y') {
         plurals.push(format!("{stem}ies"));
     }

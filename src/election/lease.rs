@@ -18,7 +18,8 @@ pub(super) enum Attempt {
     Held,
     /// Another replica holds a Lease that has not expired, or won a race for it.
     Taken,
-    /// The API could not be reached or refused the request.
+    /// The API could not be reached or refused the request (a refusal is recorded in the
+    /// status: see [`ElectionStatus::refused`]).
     Failed,
 }
 
@@ -54,6 +55,7 @@ impl LeaseClient {
             Ok(None) => return self.create(now, status).await,
             Err(e) => {
                 tracing::warn!(lease = %status.lease(), error = %crate::util::kube_error(&e), "cannot read the lease");
+                refused(&e, "read", status);
                 return Attempt::Failed;
             }
         };
@@ -70,6 +72,7 @@ impl LeaseClient {
             u64::try_from(spec.lease_duration_seconds.unwrap_or(0)).unwrap_or(0),
         );
         if holder.is_some() && !ours && *seen_at + duration > Instant::now() {
+            status.set_refused(None);
             return Attempt::Taken;
         }
         let mut next = LeaseSpec {
@@ -153,6 +156,7 @@ impl LeaseClient {
     /// Records a write that went through.
     fn won(&mut self, written: Lease, status: &ElectionStatus) -> Attempt {
         let spec = written.spec.unwrap_or_default();
+        status.set_refused(None);
         status.saw_holder(spec.holder_identity.clone().filter(|h| !h.is_empty()));
         self.observed = Some((spec, Instant::now()));
         Attempt::Held
@@ -161,11 +165,28 @@ impl LeaseClient {
     /// Sorts a refused write: a conflict means another replica wrote first.
     fn lost(&self, e: &kube::Error, status: &ElectionStatus) -> Attempt {
         match e {
-            kube::Error::Api(s) if s.code == 409 => Attempt::Taken,
+            kube::Error::Api(s) if s.code == 409 => {
+                status.set_refused(None);
+                Attempt::Taken
+            }
             _ => {
                 tracing::warn!(lease = %status.lease(), error = %crate::util::kube_error(e), "cannot write the lease");
+                refused(e, "write", status);
                 Attempt::Failed
             }
         }
+    }
+}
+
+/// Records `e` in `status` when it is a refusal of the API server (see
+/// [`crate::util::is_refusal`]) to `verb` the Lease; an API server that cannot be reached
+/// leaves the record as it was.
+fn refused(e: &kube::Error, verb: &str, status: &ElectionStatus) {
+    if crate::util::is_refusal(e) {
+        status.set_refused(Some(format!(
+            "cannot {verb} Lease {}: {}",
+            status.lease(),
+            crate::util::kube_error(e)
+        )));
     }
 }

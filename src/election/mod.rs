@@ -7,6 +7,10 @@
 //! `retry_period` and steps down at once when `renew_deadline` passes without a renewal,
 //! before the others may take over; on shutdown it releases the Lease, so a successor
 //! takes over at the next retry.
+//!
+//! A replica the API server refuses its Lease (403: its Role is missing or in another
+//! namespace) can never lead; the status says why until an attempt goes through, and the
+//! daemon answers `/readyz` 503 with it, rather than wait as a follower for good.
 
 mod lease;
 mod status;

@@ -16,6 +16,8 @@ pub struct ElectionStatus {
     lease: String,
     leading: AtomicBool,
     holder: Mutex<Option<String>>,
+    /// Why the API server refuses this replica its Lease, until an attempt goes through.
+    refused: Mutex<Option<String>>,
     renewals: AtomicU64,
     losses: AtomicU64,
     transitions: AtomicU64,
@@ -54,6 +56,7 @@ impl ElectionStatus {
             lease: format!("{}/{}", spec.lease_namespace, spec.lease_name),
             leading: AtomicBool::new(false),
             holder: Mutex::new(None),
+            refused: Mutex::new(None),
             renewals: AtomicU64::new(0),
             losses: AtomicU64::new(0),
             transitions: AtomicU64::new(0),
@@ -80,6 +83,18 @@ impl ElectionStatus {
     /// Records the holder last read.
     pub(super) fn saw_holder(&self, holder: Option<String>) {
         *lock(&self.holder) = holder;
+    }
+
+    /// Records why the API server refused an attempt on the Lease, or, with `None`, that
+    /// one went through (the Lease was read, and written or found held by another).
+    pub(super) fn set_refused(&self, why: Option<String>) {
+        *lock(&self.refused) = why;
+    }
+
+    /// Why the API server refuses this replica its Lease (a Role missing, or in another
+    /// namespace): such a replica can never lead, so it is not ready.
+    pub fn refused(&self) -> Option<String> {
+        lock(&self.refused).clone()
     }
 
     /// Counts a successful renewal.

@@ -1,15 +1,22 @@
 //! The reflector: runs the list+watch loop ([`super::listwatch`]) for one watch key, with
 //! kube-runtime's default backoff after failures, and turns what it reports into store
 //! updates and deltas.
+//!
+//! The backoff is reset only by progress (the server answering a list page, a watch
+//! starting, a change), not by every event as kube's `StreamBackoff` alone would: a list
+//! announced (`ListStarted`) and then refused (403) would otherwise be retried at the first
+//! step, every second or so, forever.
 
 use crate::util::FastSet as HashSet;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt;
 use kube::api::{Api, DynamicObject};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::utils::Backoff;
+use kube::runtime::watcher::DefaultBackoff;
 
 use super::Informer;
 use super::listwatch::{self, Event, Selectors};
@@ -52,9 +59,20 @@ async fn watch_until_ended(
     rebalance: bool,
     pressure: Option<&Pressure>,
 ) {
-    let events = listwatch::list_watch(api, selectors, informer.decoder());
+    let progressed = Arc::new(AtomicBool::new(false));
+    let seen = progressed.clone();
+    // Runs before the backoff sees the event, so its reset knows what the event was.
+    let events = listwatch::list_watch(api, selectors, informer.decoder()).inspect(move |e| {
+        let progress = matches!(e, Ok(event) if !matches!(event, Event::ListStarted));
+        seen.store(progress, Ordering::Relaxed);
+    });
     let mut events = match retry_delay {
-        None => events.default_backoff().boxed(),
+        None => events
+            .backoff(ResetOnProgress {
+                inner: DefaultBackoff::default(),
+                progressed,
+            })
+            .boxed(),
         Some(delay) => events.backoff(FixedDelay(delay)).boxed(),
     };
     let mut listing: Option<Listing> = None;
@@ -177,9 +195,13 @@ fn handle(informer: &Informer, listing: &mut Option<Listing>, event: Event) {
     }
 }
 
-/// Records a failure; the loop retries after the backoff.
+/// Records a failure; the loop retries after the backoff. A failure that means listing
+/// again (the server came back behind, or cannot resume from the version seen) marks the
+/// cache unsynced at once: it may hold objects the server no longer has, and it is not
+/// known to match until the relist, after the backoff, completes.
 fn failed(informer: &Informer, error: &listwatch::Error) {
     if error.relists() {
+        informer.mark_unsynced();
         tracing::warn!(informer = %informer.key(), %error, "the watch cannot resume; listing again after backoff");
     } else {
         tracing::warn!(informer = %informer.key(), %error, "watch failed; retrying with backoff");
@@ -188,6 +210,29 @@ fn failed(informer: &Informer, error: &listwatch::Error) {
     health.restarts += 1;
     health.last_error = Some(error.to_string());
     health.last_error_code = error.code();
+}
+
+/// A backoff that `StreamBackoff`'s reset (on every `Ok` event) resets only when the event
+/// was progress: `progressed` is set for each event before the backoff sees it.
+struct ResetOnProgress<B> {
+    inner: B,
+    progressed: Arc<AtomicBool>,
+}
+
+impl<B: Iterator<Item = Duration>> Iterator for ResetOnProgress<B> {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        self.inner.next()
+    }
+}
+
+impl<B: Backoff> Backoff for ResetOnProgress<B> {
+    fn reset(&mut self) {
+        if self.progressed.load(Ordering::Relaxed) {
+            self.inner.reset();
+        }
+    }
 }
 
 /// The same delay before every retry.

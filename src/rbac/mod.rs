@@ -7,7 +7,9 @@
 //! talks to the API server adds its own rule set there.
 //!
 //! Scope: a resource whose every watch is limited to named namespaces gets a Role in each of
-//! them; one watched in every namespace gets a ClusterRole. Writes follow the watches of the
+//! them; one watched in every namespace gets a ClusterRole. The Leases of several replicas
+//! are in `ha.lease_namespace`, or, when the config does not name one, in the namespace the
+//! daemon runs in: its ServiceAccount's (`--namespace`), as the daemon in its pod finds it. Writes follow the watches of the
 //! handler's routes the same way: a plugin writes objects it saw, which are in the
 //! namespaces watched. API discovery (which resolves a kind to its plural) needs no rule:
 //! Kubernetes grants it to every authenticated user (ClusterRole `system:discovery`).
@@ -96,8 +98,9 @@ impl Permissions {
     }
 }
 
-/// A part of the daemon that talks to the API server, and the permissions it needs.
-pub type RuleSet = fn(&Config, &mut Permissions);
+/// A part of the daemon that talks to the API server, and the permissions it needs when it
+/// runs as `subject`.
+pub type RuleSet = fn(&Config, &Subject, &mut Permissions);
 
 /// Every rule set, by name: what each part of the daemon needs.
 pub const RULE_SETS: &[(&str, RuleSet)] = &[
@@ -113,42 +116,53 @@ pub const ELECTION_VERBS: &[&str] = &["create", "get", "update"];
 /// delete its own on shutdown.
 pub const SHARD_VERBS: &[&str] = &["create", "delete", "get", "list", "update"];
 
+/// The namespace of the Leases of several replicas: the config's `ha.lease_namespace`, else
+/// the namespace the daemon runs in (its ServiceAccount's), as the daemon in a pod finds it.
+pub fn lease_namespace<'a>(config: &'a Config, subject: &'a Subject) -> &'a str {
+    if config.ha.lease_namespace_written {
+        &config.ha.lease_namespace
+    } else {
+        &subject.namespace
+    }
+}
+
 /// Leader election (get, create and update) or shard membership (also list and delete) on
 /// leases in the Lease's namespace, unless the daemon runs as a single replica.
-fn election(config: &Config, permissions: &mut Permissions) {
+fn election(config: &Config, subject: &Subject, permissions: &mut Permissions) {
     if config.ha.mode == HaMode::Single {
         return;
     }
+    let namespace = lease_namespace(config, subject);
     let lease = Resource {
         group: "coordination.k8s.io".to_string(),
         plural: "leases".to_string(),
     };
     let (reason, verbs) = if config.ha.mode == HaMode::Sharded {
         let reason = format!(
-            "ha: shard membership through Leases {}/{}-*",
-            config.ha.lease_namespace, config.ha.lease_name
+            "ha: shard membership through Leases {namespace}/{}-*",
+            config.ha.lease_name
         );
         (reason, SHARD_VERBS)
     } else {
         let reason = format!(
-            "ha: leader election on Lease {}/{}",
-            config.ha.lease_namespace, config.ha.lease_name
+            "ha: leader election on Lease {namespace}/{}",
+            config.ha.lease_name
         );
         (reason, ELECTION_VERBS)
     };
     permissions.allow(
-        &[Scope::Namespace(config.ha.lease_namespace.clone())],
+        &[Scope::Namespace(namespace.to_string())],
         &lease,
         verbs,
         &reason,
     );
 }
 
-/// The permissions `config` needs: every rule set's.
-pub fn permissions(config: &Config) -> Permissions {
+/// The permissions `config` needs, run as `subject`: every rule set's.
+pub fn permissions(config: &Config, subject: &Subject) -> Permissions {
     let mut permissions = Permissions::default();
     for (_, rule_set) in RULE_SETS {
-        rule_set(config, &mut permissions);
+        rule_set(config, subject, &mut permissions);
     }
     permissions
 }
@@ -239,7 +253,7 @@ fn feeding<'a>(config: &'a Config, handler: &HandlerSpec) -> Vec<&'a InformerSpe
                 r.handler == handler.name
                     && match &r.source {
                         RouteSource::Informer(name) => i.name == *name,
-                        RouteSource::Kinds(kinds) => kinds.iter().any(|k| i.resource.answers_to(k)),
+                        RouteSource::Kinds(kinds) => kinds.iter().any(|k| i.resource.has_kind(k)),
                     }
             })
         })
@@ -280,7 +294,7 @@ fn shown(informer: &InformerSpec) -> String {
 }
 
 /// Rule set: get, list and watch on every watched resource.
-fn watches(config: &Config, permissions: &mut Permissions) {
+fn watches(config: &Config, _: &Subject, permissions: &mut Permissions) {
     let mut by_resource: BTreeMap<Resource, Vec<&InformerSpec>> = BTreeMap::new();
     for informer in watched(config) {
         by_resource
@@ -307,7 +321,7 @@ fn guessed(informer: &InformerSpec) -> String {
 
 /// Rule set: the verbs each handler's capabilities grant, on the resources its routes
 /// watch, and create on Events for `event`.
-fn writes(config: &Config, permissions: &mut Permissions) {
+fn writes(config: &Config, _: &Subject, permissions: &mut Permissions) {
     for handler in &config.handlers {
         let informers = feeding(config, handler);
         let mut granted: BTreeMap<Resource, (BTreeSet<Verb>, Vec<&InformerSpec>)> = BTreeMap::new();

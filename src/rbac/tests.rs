@@ -8,6 +8,19 @@ fn config(text: &str) -> Config {
     crate::config::validate(Path::new("c.yaml"), text).expect("a valid config")
 }
 
+/// The permissions `config` needs run as ServiceAccount `default/switchyard`.
+fn permissions(config: &Config) -> Permissions {
+    super::permissions(config, &subject_in("default"))
+}
+
+fn subject_in(namespace: &str) -> Subject {
+    Subject {
+        name: "switchyard".into(),
+        namespace: namespace.into(),
+        source: "c.yaml".into(),
+    }
+}
+
 fn core(plural: &str) -> Resource {
     Resource {
         group: String::new(),
@@ -270,4 +283,26 @@ fn leader_mode_may_get_create_and_update_leases_in_the_lease_namespace_only() {
         verbs(&sharded, &ns("ops"), &leases),
         ["create", "delete", "get", "list", "update"]
     );
+}
+
+#[test]
+fn the_leases_are_in_the_service_accounts_namespace_unless_the_config_names_one() {
+    let routes = "handlers:\n  h: {}\nroutes:\n  - {name: a, resource: configmaps, handler: h}\n";
+    let leases = Resource {
+        group: "coordination.k8s.io".to_string(),
+        plural: "leases".to_string(),
+    };
+    let leader = config(&format!("ha:\n  mode: leader\n{routes}"));
+    let in_ops = super::permissions(&leader, &subject_in("ops"));
+    assert_eq!(
+        verbs(&in_ops, &ns("ops"), &leases),
+        ["create", "get", "update"]
+    );
+    assert!(in_ops.rule(&ns("default"), &leases).is_none());
+    let named = config(&format!(
+        "ha:\n  mode: leader\n  lease_namespace: elect\n{routes}"
+    ));
+    let in_ops = super::permissions(&named, &subject_in("ops"));
+    assert_eq!(verbs(&in_ops, &ns("elect"), &leases).len(), 3);
+    assert!(in_ops.rule(&ns("ops"), &leases).is_none());
 }

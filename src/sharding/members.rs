@@ -11,7 +11,8 @@
 //! [`Tenure`] checks the deadline before each plugin call, not only at each poll. On
 //! shutdown it deletes its Lease, so the others take over at their next poll; a replica
 //! that counts another dead deletes that one's Lease (if it has not changed since), so a
-//! replica started later never counts a dead one live.
+//! replica started later never counts a dead one live. A poll the API server refuses (403:
+//! a Role missing or in another namespace) is recorded, and the daemon is not ready.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -49,6 +50,8 @@ pub struct Assignment {
 #[derive(Debug, Default)]
 pub struct ShardStatus {
     assignment: Mutex<Assignment>,
+    /// Why the API server refused the last poll the Leases, if it did.
+    refused: Mutex<Option<String>>,
     renewals: AtomicU64,
     losses: AtomicU64,
     changes: AtomicU64,
@@ -91,6 +94,17 @@ impl ShardStatus {
     /// Counts a range given up because the Lease was not renewed in time.
     pub(super) fn count_loss(&self) {
         self.losses.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Why the API server refuses this replica the member Leases (a Role missing, or in
+    /// another namespace): such a replica can never own a range, so it is not ready.
+    pub fn refused(&self) -> Option<String> {
+        lock(&self.refused).clone()
+    }
+
+    /// Records why the last poll was refused, or `None`.
+    fn set_refused(&self, why: Option<String>) {
+        *lock(&self.refused) = why;
     }
 
     /// Records a new assignment, counting the change.
@@ -217,23 +231,35 @@ async fn run(
         // Taken before the request: the renewal counts from when it was sent, so a pause
         // while it is under way cannot make an old renewal look new.
         let sent = Stamp::now();
+        let mut refused = None;
         match poller.renew().await {
             Ok(()) => {
                 tenure.renewed(sent);
                 tenure.status().count_renewal();
             }
             Err(e) => {
-                tracing::warn!(lease = %poller.own, error = %e, "cannot renew this replica's shard lease")
+                let shown = crate::util::kube_error(&e);
+                tracing::warn!(lease = %poller.own, error = %shown, "cannot renew this replica's shard lease");
+                if crate::util::is_refusal(&e) {
+                    let lease = format!("{}/{}", spec.lease_namespace, poller.own);
+                    refused = Some(format!("cannot renew Lease {lease}: {shown}"));
+                }
             }
         }
         let members = match poller.live_members(spec.lease_duration).await {
             Ok(members) => Some(members),
             Err(e) => {
                 // The current ranges are kept until the renew deadline passes.
-                tracing::warn!(error = %e, "cannot list the shard leases");
+                let shown = crate::util::kube_error(&e);
+                tracing::warn!(error = %shown, "cannot list the shard leases");
+                if crate::util::is_refusal(&e) && refused.is_none() {
+                    let ns = &spec.lease_namespace;
+                    refused = Some(format!("cannot list the Leases in {ns}: {shown}"));
+                }
                 None
             }
         };
+        tenure.status().set_refused(refused);
         // The first poll only announces this replica: replicas starting together see each
         // other at the second one, before any claims a range.
         tenure.settle(members, polls == 1);
@@ -274,9 +300,8 @@ impl Poller {
     /// Creates this replica's Lease, or writes a new renew time into it: straight over the
     /// version it last wrote (one request, as client-go's leader renews), or after reading
     /// it when that fails with a conflict or the Lease is gone.
-    async fn renew(&mut self) -> Result<(), String> {
+    async fn renew(&mut self) -> Result<(), kube::Error> {
         let now = MicroTime(Timestamp::now());
-        let shown = |e: kube::Error| crate::util::kube_error(&e).to_string();
         if let Some(last) = self.written.take() {
             let lease = self.renewed(last, &now);
             match self
@@ -289,10 +314,10 @@ impl Poller {
                     return Ok(());
                 }
                 Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
-                Err(e) => return Err(shown(e)),
+                Err(e) => return Err(e),
             }
         }
-        let written = match self.api.get_opt(&self.own).await.map_err(shown)? {
+        let written = match self.api.get_opt(&self.own).await? {
             None => {
                 let lease = Lease {
                     metadata: ObjectMeta {
@@ -311,7 +336,7 @@ impl Poller {
                     .await
             }
         };
-        self.written = Some(written.map_err(shown)?);
+        self.written = Some(written?);
         Ok(())
     }
 
@@ -333,13 +358,9 @@ impl Poller {
 
     /// The identities whose Lease changed within `duration`, sorted. The Leases of others
     /// that did not are deleted (see [`Poller::forget`]).
-    async fn live_members(&mut self, duration: Duration) -> Result<Vec<String>, String> {
+    async fn live_members(&mut self, duration: Duration) -> Result<Vec<String>, kube::Error> {
         let params = ListParams::default().labels(&format!("{MEMBER_LABEL}={}", self.group));
-        let list = self
-            .api
-            .list(&params)
-            .await
-            .map_err(|e| crate::util::kube_error(&e).to_string())?;
+        let list = self.api.list(&params).await?;
         let now = Instant::now();
         let mut live = Vec::new();
         let mut names = Vec::new();

@@ -7,7 +7,7 @@
 //! | `DELETE /_switchyard/faults` | remove every fault |
 //! | `POST /_switchyard/faults/close-watches` | end every open watch |
 //! | `POST /_switchyard/faults/expire-watches` `{"count": N}` | answer the next N watches 410 Expired |
-//! | `POST /_switchyard/faults/fail-requests` `{"count": N, "code": 429, "retryAfterSeconds": 1, "verbs": ["list"]}` | answer the next N requests (of those verbs; default all) with that code |
+//! | `POST /_switchyard/faults/fail-requests` `{"count": N, "code": 429, "retryAfterSeconds": 1, "verbs": ["list"], "resources": ["leases"]}` | answer the next N requests (of those verbs and resources; default all) with that code |
 //! | `POST /_switchyard/faults/delay` `{"ms": D}` | delay every API request by D ms (0 ends it) |
 //! | `POST /_switchyard/faults/compact` | drop the change history: older versions get 410 |
 //! | `POST /_switchyard/faults/restart` `{"downMs": D}` | stop the server, stay down D ms, serve again on the same port with the same state |

@@ -41,27 +41,46 @@ pub struct RequestFailure {
     /// `delete`) fail; empty for every verb.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub verbs: Vec<String>,
+    /// Only requests on these resources (plurals: `leases`, `configmaps`) fail; empty for
+    /// every resource. With 403, a ServiceAccount without a Role for them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resources: Vec<String>,
 }
 
 impl RequestFailure {
     /// `count` requests answered 429 Too Many Requests with `Retry-After: seconds`.
     pub fn too_many_requests(count: u64, seconds: u64) -> Self {
         Self {
-            count,
-            code: 429,
             retry_after_seconds: Some(seconds),
-            verbs: Vec::new(),
+            ..Self::with_code(count, 429)
         }
     }
 
     /// `count` requests answered 500 Internal Server Error.
     pub fn internal_error(count: u64) -> Self {
+        Self::with_code(count, 500)
+    }
+
+    /// `count` requests answered 403 Forbidden, as to a ServiceAccount without a Role.
+    pub fn forbidden(count: u64) -> Self {
+        Self::with_code(count, 403)
+    }
+
+    /// `count` requests answered with `code`.
+    pub fn with_code(count: u64, code: u16) -> Self {
         Self {
             count,
-            code: 500,
+            code,
             retry_after_seconds: None,
             verbs: Vec::new(),
+            resources: Vec::new(),
         }
+    }
+
+    /// Limits the failure to requests on these resources (plurals).
+    pub fn on(mut self, resources: &[&str]) -> Self {
+        self.resources = resources.iter().map(|r| r.to_string()).collect();
+        self
     }
 
     /// Limits the failure to requests with these verbs.
@@ -81,8 +100,9 @@ impl RequestFailure {
         Ok(())
     }
 
-    fn applies_to(&self, verb: &str) -> bool {
-        self.verbs.is_empty() || self.verbs.iter().any(|v| v == verb)
+    fn applies_to(&self, verb: &str, plural: &str) -> bool {
+        (self.verbs.is_empty() || self.verbs.iter().any(|v| v == verb))
+            && (self.resources.is_empty() || self.resources.iter().any(|r| r == plural))
     }
 }
 
@@ -144,11 +164,14 @@ impl Faults {
         Duration::from_millis(self.lock().delay_ms)
     }
 
-    /// The error a request with `verb` must be answered with, if a failure applies (using
-    /// one of its count).
-    pub(super) fn take_failure(&self, verb: &str) -> Option<ApiError> {
+    /// The error a request with `verb` on the resource `plural` must be answered with, if
+    /// a failure applies (using one of its count).
+    pub(super) fn take_failure(&self, verb: &str, plural: &str) -> Option<ApiError> {
         let mut state = self.lock();
-        let index = state.failures.iter().position(|f| f.applies_to(verb))?;
+        let index = state
+            .failures
+            .iter()
+            .position(|f| f.applies_to(verb, plural))?;
         let failure = &mut state.failures[index];
         failure.count -= 1;
         let error = ApiError::with_code(failure.code, failure.retry_after_seconds);
@@ -179,12 +202,23 @@ mod tests {
         faults
             .fail_next_requests(RequestFailure::too_many_requests(2, 3).only(&["list"]))
             .unwrap();
-        assert!(faults.take_failure("get").is_none());
-        let err = faults.take_failure("list").unwrap();
+        assert!(faults.take_failure("get", "pods").is_none());
+        let err = faults.take_failure("list", "pods").unwrap();
         assert_eq!((err.code, err.retry_after()), (429, Some(3)));
-        assert!(faults.take_failure("list").is_some());
-        assert!(faults.take_failure("list").is_none());
+        assert!(faults.take_failure("list", "pods").is_some());
+        assert!(faults.take_failure("list", "pods").is_none());
         assert_eq!(faults.status(), FaultStatus::default());
+    }
+
+    #[test]
+    fn a_failure_on_some_resources_leaves_the_others_alone() {
+        let faults = Faults::default();
+        faults
+            .fail_next_requests(RequestFailure::forbidden(1).on(&["leases"]))
+            .unwrap();
+        assert!(faults.take_failure("get", "configmaps").is_none());
+        assert_eq!(faults.take_failure("get", "leases").unwrap().code, 403);
+        assert!(faults.take_failure("get", "leases").is_none());
     }
 
     #[test]

@@ -9,7 +9,7 @@ mod time;
 mod token;
 
 pub use file_events::changes_content;
-pub use kube_error::kube_error;
+pub use kube_error::{is_refusal, kube_error};
 pub use sync::{lock, read, write};
 pub use time::rfc3339;
 pub use token::{bearer_token, token_matches};

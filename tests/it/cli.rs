@@ -140,7 +140,12 @@ routes:
                 "{command}: {line}\n{err}"
             );
         }
-        assert!(err.contains("7 problem(s)"), "{command}: {err}");
+        // `check` also looks for the plugins of handlers with wrong values.
+        let problems = if command == "check" { 9 } else { 7 };
+        assert!(
+            err.contains(&format!("{problems} problem(s)")),
+            "{command}: {err}"
+        );
     }
 }
 
@@ -188,6 +193,8 @@ fn check_reports_a_bad_probes_address_and_an_unset_path_variable_at_their_places
 }
 
 /// A config with one mistake of every kind `check` finds, each with where it is reported.
+/// Some items hold several (route `b`: a value of the wrong type beside two names that
+/// name nothing), so that a mistake found early cannot hide one found later.
 const EVERY_MISTAKE: &str = "\
 admin:
   listen: 0.0.0.0:9470
@@ -198,11 +205,16 @@ informers:
     group: apps
     version: v1
     kind: Deploymnt
+  old:
+    resource: apps/v1beta1/deployments
 handlers:
   h1:
     concurrency: lots
     timeout: forever
   missing-plugin: {}
+  writer:
+    capabilities:
+      configmap: [patch]
 routes:
   - name: a
     resource: v1/configmapz
@@ -210,16 +222,86 @@ routes:
   - name: b
     informer: nope
     handler: h3
+    delivery: 7
   - name: a
     kinds: [Pod]
     handler: missing-plugin
     when:
       - path: /metadata/~2x
         equals: 1
+  - name: w
+    resource: configmaps
+    handler: writer
 ";
 
+/// What `check` reports for [`EVERY_MISTAKE`]; `plugin` marks what only `check` looks at
+/// (`run` loads plugins after the config is accepted).
+const EVERY_MISTAKE_FOUND: &[(&str, bool)] = &[
+    (
+        "error: {}:2:11: admin.listen: the admin API would listen on 0.0.0.0:9470, beyond loopback, without a token",
+        false,
+    ),
+    (
+        "error: {}:5:15: informers.pods.resource: v1 has no resource \"pod\"; did you mean \"pods\"?",
+        false,
+    ),
+    (
+        "error: {}:9:11: informers.deployments.kind: apps/v1 has no kind \"Deploymnt\"; did you mean \"Deployment\"?",
+        false,
+    ),
+    (
+        "warning: {}:11:15: informers.old.resource: Kubernetes serves no apps/v1beta1; apps has: v1",
+        false,
+    ),
+    (
+        "error: {}:14:5: handlers.h1.plugin: cannot read plugin",
+        true,
+    ),
+    ("error: {}:14:18: handlers.h1.concurrency: ", false),
+    (
+        "error: {}:15:14: handlers.h1.timeout: invalid duration \"forever\"",
+        false,
+    ),
+    (
+        "error: {}:16:19: handlers.missing-plugin.plugin: cannot read plugin",
+        true,
+    ),
+    (
+        "error: {}:18:5: handlers.writer.plugin: cannot read plugin",
+        true,
+    ),
+    (
+        "error: {}:19:7: handlers.writer.capabilities.configmap: handler \"writer\" has no route watching \"configmap\", so it grants nothing; did you mean \"configmaps\"?",
+        false,
+    ),
+    (
+        "error: {}:22:15: routes[0].resource: v1 has no resource \"configmapz\"; did you mean \"configmaps\"?",
+        false,
+    ),
+    (
+        "error: {}:25:15: routes[1].informer: unknown informer \"nope\"",
+        false,
+    ),
+    (
+        "error: {}:26:14: routes[1].handler: unknown handler \"h3\"",
+        false,
+    ),
+    (
+        "error: {}:27:15: routes[1].delivery: invalid type: integer `7`",
+        false,
+    ),
+    (
+        "error: {}:28:11: routes[2].name: duplicate route name \"a\"",
+        false,
+    ),
+    (
+        "error: {}:32:15: routes[2].when[0].path: invalid JSON pointer \"/metadata/~2x\"",
+        false,
+    ),
+];
+
 #[test]
-fn check_reports_a_mistake_of_every_kind_in_one_run() {
+fn check_reports_a_mistake_of_every_kind_in_one_run_and_run_refuses_the_same() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("plugins")).unwrap();
     let path = dir.path().join("every.yaml");
@@ -227,25 +309,28 @@ fn check_reports_a_mistake_of_every_kind_in_one_run() {
     let (code, out, err) = switchyard(&["check", "--config", path.to_str().unwrap()]);
     assert_eq!(code, 2, "{err}");
     assert!(out.is_empty(), "{out}");
-    let shown = path.display();
-    let expected = [
-        "error: {}:2:11: admin.listen: the admin API would listen on 0.0.0.0:9470, beyond loopback, without a token",
-        "warning: {}:5:15: informers.pods.resource: v1 has no resource \"pod\"; did you mean \"pods\"?",
-        "warning: {}:9:11: informers.deployments.kind: apps/v1 has no kind \"Deploymnt\"; did you mean \"Deployment\"?",
-        "error: {}:12:18: handlers.h1.concurrency: ",
-        "error: {}:13:14: handlers.h1.timeout: invalid duration \"forever\"",
-        "error: {}:14:19: handlers.missing-plugin.plugin: cannot read plugin",
-        "warning: {}:17:15: routes[0].resource: v1 has no resource \"configmapz\"; did you mean \"configmaps\"?",
-        "error: {}:20:15: routes[1].informer: unknown informer \"nope\"",
-        "error: {}:21:14: routes[1].handler: unknown handler \"h3\"",
-        "error: {}:22:11: routes[2].name: duplicate route name \"a\"",
-        "error: {}:26:15: routes[2].when[0].path: invalid JSON pointer \"/metadata/~2x\"",
-    ];
-    for line in expected {
-        let line = line.replace("{}", &shown.to_string());
+    let shown = path.display().to_string();
+    for (line, _) in EVERY_MISTAKE_FOUND {
+        let line = line.replace("{}", &shown);
         assert!(err.contains(&line), "missing {line}\nin:\n{err}");
     }
-    assert!(err.contains("8 problem(s), 3 warning(s)"), "{err}");
+    assert!(err.contains("15 problem(s), 1 warning(s)"), "{err}");
+
+    // `run` refuses the config for the same mistakes, in one go, before it loads plugins.
+    let (code, out, run_err) = switchyard(&["run", "--config", path.to_str().unwrap()]);
+    assert_eq!(code, 2, "{run_err}");
+    assert!(out.is_empty(), "{out}");
+    for (line, plugin) in EVERY_MISTAKE_FOUND {
+        if *plugin || line.starts_with("warning") {
+            continue;
+        }
+        let line = line.replace("{}", &shown);
+        assert!(
+            run_err.contains(&line),
+            "run: missing {line}\nin:\n{run_err}"
+        );
+    }
+    assert!(run_err.contains("12 problem(s)"), "{run_err}");
 
     // The same as one JSON object for CI.
     let (code, out, err) = switchyard(&["check", "--json", "--config", path.to_str().unwrap()]);
@@ -253,10 +338,12 @@ fn check_reports_a_mistake_of_every_kind_in_one_run() {
     let report: serde_json::Value = serde_json::from_str(&out).expect("JSON on stdout");
     assert_eq!(report["ok"], false);
     let findings = report["findings"].as_array().unwrap();
-    assert_eq!(findings.len(), 11, "{report:#}");
-    assert_eq!(findings[1]["severity"], "warning");
+    assert_eq!(findings.len(), 16, "{report:#}");
+    assert_eq!(findings[1]["severity"], "error");
     assert_eq!(findings[1]["path"], "informers.pods.resource");
     assert_eq!(findings[1]["line"], 5);
+    assert_eq!(findings[3]["severity"], "warning");
+    assert_eq!(findings[3]["path"], "informers.old.resource");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

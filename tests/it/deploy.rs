@@ -140,6 +140,44 @@ async fn rbac_output_applied_with_kubectl_grants_what_the_config_needs() {
     assert_eq!(bindings[2]["roleRef"]["kind"], "ClusterRole");
 }
 
+/// Regression: with no `ha.lease_namespace`, the Role for the Lease went to the namespace
+/// of the machine running `switchyard rbac` (`default`), not to the one the daemon elects
+/// in: its pod's, which is the ServiceAccount's.
+#[tokio::test]
+async fn rbac_puts_the_lease_role_in_the_service_accounts_namespace_when_the_config_names_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write(
+        dir.path(),
+        "ha.yaml",
+        "ha:\n  mode: leader\nhandlers:\n  h: {}\nroutes:\n  - {name: a, resource: configmaps, namespace: team-a, handler: h}\n",
+    );
+    let output = spawned::output(
+        Command::new(env!("CARGO_BIN_EXE_switchyard"))
+            .args(["rbac", "--namespace", "ops", "--config"])
+            .arg(&config)
+            .env_remove("POD_NAMESPACE"),
+        "switchyard rbac",
+    );
+    assert!(output.status.success(), "{output:?}");
+    let yaml = String::from_utf8(output.stdout).unwrap();
+    let sim = start_sim().await;
+    let kubectl = Kubectl::new(&sim);
+    let (in_ops, in_default) = blocking(move || {
+        for ns in ["ops", "team-a"] {
+            ok(&kubectl, &["create", "namespace", ns]);
+        }
+        let applied = kubectl.run_with_input(&["apply", "-f", "-"], &yaml);
+        assert!(applied.ok, "{}\n{yaml}", applied.stderr);
+        let in_ops = get_json(&kubectl, &["get", "role", "switchyard", "-n", "ops"]);
+        let in_default = kubectl.run(&["get", "role", "switchyard", "-n", "default"]);
+        (in_ops, in_default)
+    })
+    .await;
+    assert_eq!(verbs_on(&in_ops, "leases"), ["create", "get", "update"]);
+    assert!(!in_default.ok, "a Role in default: {}", in_default.stdout);
+    sim.stop().await;
+}
+
 #[test]
 fn rbac_on_a_config_with_mistakes_exits_2_listing_them_and_prints_nothing() {
     let dir = tempfile::tempdir().unwrap();

@@ -193,3 +193,53 @@ async fn a_leader_that_cannot_renew_steps_down_before_the_follower_takes_over() 
     a.stop().await;
     b.stop().await;
 }
+
+/// Regression: a replica whose ServiceAccount may not read or write its Lease (a Role
+/// missing, or made for another namespace) got 403 on every attempt, never led, and still
+/// answered `/readyz` 200.
+#[tokio::test]
+async fn a_replica_refused_its_lease_is_not_ready_and_says_why() {
+    let sim = start_sim().await;
+    sim.faults()
+        .fail_next_requests(RequestFailure::forbidden(u64::MAX).on(&["leases"]))
+        .unwrap();
+    let daemon = TestDaemon::builder(&config("a")).sim(sim).start().await;
+    let text = eventually(
+        "readyz to fail naming the refused Lease",
+        Duration::from_secs(10),
+        async || {
+            let response = reqwest::get(daemon.url("/readyz?verbose")).await.ok()?;
+            let code = response.status().as_u16();
+            let text = response.text().await.ok()?;
+            (code == 503 && text.contains("[-]lease")).then_some(text)
+        },
+    )
+    .await;
+    assert!(
+        text.contains(
+            "[-]lease: cannot read Lease default/router: forbidden: injected fault (403)"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("[+]informer v1/configmaps synced"), "{text}");
+    let short = reqwest::get(daemon.url("/readyz"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        short.contains("cannot read Lease default/router"),
+        "{short}"
+    );
+    assert!(!replica(&daemon).await.0, "a refused replica cannot lead");
+
+    // Once its Role is there, it leads and is ready.
+    daemon.sim().faults().clear();
+    eventually("ready and leading", Duration::from_secs(10), async || {
+        let ready = reqwest::get(daemon.url("/readyz")).await.ok()?.status() == 200;
+        (ready && replica(&daemon).await.0).then_some(())
+    })
+    .await;
+    daemon.stop().await;
+}

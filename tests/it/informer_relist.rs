@@ -8,7 +8,7 @@ use crate::support;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -16,7 +16,7 @@ use kube::api::{Api, WatchEvent, WatchParams};
 use serde_json::json;
 use switchyard::config::ResourceName;
 use switchyard::informer::{CacheOptions, Informer, InformerFactory, WatchKey};
-use switchyard::sim::{Cluster, ObjectRef, SimOptions, Simulator};
+use switchyard::sim::{Cluster, ObjectRef, RequestFailure, SimOptions, Simulator};
 
 fn configmaps_everywhere() -> WatchKey {
     WatchKey {
@@ -287,4 +287,100 @@ async fn the_control_endpoint_restarts_the_server_empty() {
     )
     .await;
     assert!(listed.items.is_empty());
+}
+
+/// Regression: the informer learnt that the server came back behind (its cache holds objects
+/// the server no longer has) yet stayed synced, and `/readyz` 200, until the relist started
+/// after the backoff. The backoff here is an hour: only the moment of knowing can tell.
+#[tokio::test]
+async fn a_server_found_behind_marks_the_cache_unsynced_at_once_not_after_the_backoff() {
+    let sim = support::start_sim().await;
+    let cluster = sim.cluster().clone();
+    create(&cluster, "default", "old", "0");
+    churn(&cluster, "default", "old", 20);
+    let factory =
+        InformerFactory::new(sim.client().unwrap()).with_retry_delay(Duration::from_secs(3600));
+    let informer = factory
+        .informer(configmaps_everywhere(), CacheOptions::default())
+        .await
+        .unwrap();
+    informer.wait_until_synced().await;
+    // A change seen through the watch: it is open.
+    churn(&cluster, "default", "old", 1);
+    converge(&informer, &cluster).await;
+
+    // The server goes back to an empty cluster while serving; its watches end, and the
+    // informer, resuming, finds it behind.
+    cluster.reset();
+    sim.close_watches();
+    let health = support::eventually(
+        "the informer to find the server behind",
+        Duration::from_secs(10),
+        async || {
+            let health = informer.health();
+            let behind = health.last_error.as_deref()?.contains("behind");
+            behind.then_some(health)
+        },
+    )
+    .await;
+    assert!(
+        !informer.is_synced(),
+        "synced while the cache holds what the server lost: {health:?}"
+    );
+    assert_eq!(
+        informer.store().len(),
+        1,
+        "the relist waits for the backoff"
+    );
+    factory.shutdown();
+    sim.stop().await;
+}
+
+/// Regression: a list refused with 403 was retried every second or so forever, the backoff
+/// reset by the `ListStarted` before each try. Each wait must be longer than the last, the
+/// third beyond what the first step can ever be (0.8 s, up to twice that with jitter).
+#[tokio::test]
+async fn a_list_refused_again_and_again_is_retried_with_a_growing_backoff() {
+    let sim = support::start_sim().await;
+    let tries = 4u64;
+    sim.faults()
+        .fail_next_requests(
+            RequestFailure::forbidden(tries)
+                .only(&["list"])
+                .on(&["configmaps"]),
+        )
+        .unwrap();
+    let factory = InformerFactory::new(sim.client().unwrap());
+    let informer = factory
+        .informer(configmaps_everywhere(), CacheOptions::default())
+        .await
+        .unwrap();
+    // When each refusal was answered, seen as the fault's count going down.
+    let mut refused = Vec::new();
+    let mut left = tries;
+    while left > 0 {
+        let now = sim
+            .faults()
+            .status()
+            .failures
+            .first()
+            .map_or(0, |f| f.count);
+        for _ in now..left {
+            refused.push(Instant::now());
+        }
+        left = now;
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let waits: Vec<Duration> = refused.windows(2).map(|w| w[1] - w[0]).collect();
+    assert!(
+        waits.windows(2).all(|w| w[1] > w[0]),
+        "the waits do not grow: {waits:?}"
+    );
+    assert!(
+        waits[2] > Duration::from_millis(2500),
+        "the third wait is still the first step's: {waits:?}"
+    );
+    informer.wait_until_synced().await;
+    factory.shutdown();
+    sim.stop().await;
 }

@@ -7,7 +7,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::errors::Errors;
 use super::names::nearest;
 use crate::config::capabilities::CapabilitiesFile;
-use crate::config::{Capabilities, HandlerSpec, InformerSpec, RouteSource, RouteSpec, Verb};
+use crate::config::{
+    Capabilities, HandlerSpec, InformerSpec, ROUTE_INFORMER_PREFIX, ResourceRef, RouteSource,
+    RouteSpec, Verb,
+};
 
 /// Builds a handler's capabilities, reporting each unknown verb at its line and column.
 pub(super) fn build(
@@ -54,26 +57,64 @@ pub(super) fn build(
     Capabilities::from_grants(grants)
 }
 
+/// What could not be built, so the resources a handler's routes watch may not all be known.
+pub(super) struct Unbuilt {
+    /// The informers under `informers:` that are not valid (the resource one names may be
+    /// a mistake for the one a grant names); `None` when the section itself could not be
+    /// read.
+    pub invalid_informers: Option<Vec<String>>,
+    /// The handler of each route whose source is not known; `None` where it cannot be told.
+    pub routes_of: Vec<Option<String>>,
+}
+
+impl Unbuilt {
+    /// Whether the resources every route of `handler` watches are known.
+    fn knows_all_of(&self, handler: &str, routes: &[RouteSpec]) -> bool {
+        let route_missing = self
+            .routes_of
+            .iter()
+            .any(|h| h.as_deref().is_none_or(|h| h == handler));
+        let informer_missing = routes.iter().filter(|r| r.handler == handler).any(|r| {
+            match (&r.source, &self.invalid_informers) {
+                // A route's own watch was built with the route.
+                (RouteSource::Informer(name), _) if name.starts_with(ROUTE_INFORMER_PREFIX) => {
+                    false
+                }
+                (_, None) => true,
+                (RouteSource::Informer(name), Some(invalid)) => invalid.contains(name),
+                (RouteSource::Kinds(_), Some(invalid)) => !invalid.is_empty(),
+            }
+        });
+        !route_missing && !informer_missing
+    }
+}
+
 /// The informers that feed `route`, as far as the config alone tells (a route by kinds is
-/// fed by every informer that answers to one of them).
+/// fed by every informer of one of them).
 fn feeding<'a>(route: &RouteSpec, informers: &'a [InformerSpec]) -> Vec<&'a InformerSpec> {
     informers
         .iter()
         .filter(|i| match &route.source {
             RouteSource::Informer(name) => i.name == *name,
-            RouteSource::Kinds(kinds) => kinds.iter().any(|k| i.resource.answers_to(k)),
+            RouteSource::Kinds(kinds) => kinds.iter().any(|k| i.resource.has_kind(k)),
         })
         .collect()
 }
 
-/// Reports capabilities on resources none of the handler's routes watch: such a grant could
-/// never be used.
+/// Reports capabilities on resources none of the handler's routes watch, each named as the
+/// daemon matches it (plural, full resource or kind, spelt exactly): such a grant could
+/// never be used. Quiet when a route of the handler, or an informer feeding it, could not
+/// be built (its mistake is reported; the grant may be meant for it).
 pub(super) fn check_resources(
     handler: &HandlerSpec,
     routes: &[RouteSpec],
     informers: &[InformerSpec],
+    unbuilt: &Unbuilt,
     errors: &mut Errors,
 ) {
+    if !unbuilt.knows_all_of(&handler.name, routes) {
+        return;
+    }
     let watched: Vec<&InformerSpec> = routes
         .iter()
         .filter(|r| r.handler == handler.name)
@@ -86,19 +127,38 @@ pub(super) fn check_resources(
         let mut names: Vec<String> = watched.iter().map(|i| i.resource.to_string()).collect();
         names.sort();
         names.dedup();
-        let names = if names.is_empty() {
-            "none".to_string()
-        } else {
-            names.join(", ")
-        };
-        errors.at_key(
-            format!("handlers.{}.capabilities.{key}", handler.name),
-            format!(
-                "handler {:?} has no route watching {key:?}: capabilities apply to the resources its routes watch ({names})",
+        let path = format!("handlers.{}.capabilities.{key}", handler.name);
+        let spellings: Vec<String> = watched.iter().flat_map(|i| spellings(i)).collect();
+        let spellings: Vec<&str> = spellings.iter().map(String::as_str).collect();
+        let message = match nearest(key, &spellings) {
+            Some(near) => format!(
+                "handler {:?} has no route watching {key:?}, so it grants nothing; did you mean {near:?}?",
                 handler.name
             ),
-        );
+            None if names.is_empty() => format!(
+                "handler {:?} has no route watching {key:?}, so it grants nothing: capabilities apply to the resources its routes watch (none)",
+                handler.name
+            ),
+            None => format!(
+                "handler {:?} has no route watching {key:?}, so it grants nothing: capabilities apply to the resources its routes watch ({})",
+                handler.name,
+                names.join(", ")
+            ),
+        };
+        errors.at_key(path, message);
     }
+}
+
+/// The names a capability on `informer`'s resource may use, as far as they are known
+/// offline: its plural, its full name, and its kind when known.
+fn spellings(informer: &InformerSpec) -> Vec<String> {
+    let mut names = Vec::new();
+    if let ResourceRef::Plural(r) = &informer.resource {
+        names.push(r.plural.clone());
+        names.push(r.to_string());
+    }
+    names.extend(informer.resource.known_kind().map(String::from));
+    names
 }
 
 #[cfg(test)]

@@ -18,6 +18,13 @@ pub(in crate::config) struct Errors<'a> {
     file: PathBuf,
     document: &'a Document,
     found: Vec<ConfigError>,
+    /// Probable mistakes that `run` accepts (`check` shows them as warnings).
+    warned: Vec<ConfigError>,
+    /// The paths of values that could not be read and were left out of what was read.
+    unreadable: HashSet<String>,
+    /// The sequence items left out, as (the sequence's path, the item's index), both as
+    /// in the file: what was read has its later items at lower indices.
+    removed: Taken,
 }
 
 impl<'a> Errors<'a> {
@@ -27,6 +34,9 @@ impl<'a> Errors<'a> {
             file,
             document,
             found: Vec::new(),
+            warned: Vec::new(),
+            unreadable: HashSet::new(),
+            removed: Taken::default(),
         }
     }
 
@@ -35,16 +45,83 @@ impl<'a> Errors<'a> {
         self.found.len()
     }
 
-    /// The problems, in file order (those without a place last).
-    pub(super) fn into_sorted(self) -> Vec<ConfigError> {
-        let mut found = self.found;
-        found.sort_by_key(|e| (e.line == 0, e.line, e.column));
-        found
+    /// The problems, then the warnings, each in file order (those without a place last).
+    pub(super) fn into_sorted(self) -> (Vec<ConfigError>, Vec<ConfigError>) {
+        let sorted = |mut found: Vec<ConfigError>| {
+            found.sort_by_key(|e| (e.line == 0, e.line, e.column));
+            found
+        };
+        (sorted(self.found), sorted(self.warned))
+    }
+
+    /// Whether the value at `path`, or a part of it, could not be read (it was reported,
+    /// and left out): a check that would miss it stays quiet rather than report a mistake
+    /// that is not there.
+    pub(in crate::config) fn unreadable(&self, path: &str) -> bool {
+        let path = &self.in_file(path);
+        self.unreadable.iter().any(|taken| {
+            taken == path
+                || taken
+                    .strip_prefix(path)
+                    .is_some_and(|rest| rest.starts_with(['.', '[']))
+        })
+    }
+
+    /// Whether the value at `path` itself could not be read and was left out whole.
+    pub(in crate::config) fn left_out(&self, path: &str) -> bool {
+        self.unreadable.contains(&self.in_file(path))
+    }
+
+    /// The path in the file of what is at `path` in what was read (a sequence with an item
+    /// left out has its later items one lower).
+    fn in_file(&self, path: &str) -> String {
+        if self.removed.items.is_empty() {
+            return path.to_string();
+        }
+        let mut out = String::with_capacity(path.len());
+        let mut rest = path;
+        while let Some(open) = rest.find('[') {
+            out.push_str(&rest[..open]);
+            let after = &rest[open + 1..];
+            let index = after
+                .find(']')
+                .and_then(|close| Some((after[..close].parse::<usize>().ok()?, close)));
+            match index {
+                Some((index, close)) => {
+                    let index = self.removed.original_index(&out, index);
+                    out.push_str(&format!("[{index}]"));
+                    rest = &after[close + 1..];
+                }
+                None => {
+                    out.push('[');
+                    rest = after;
+                }
+            }
+        }
+        out.push_str(rest);
+        out
+    }
+
+    /// A probable mistake `run` accepts, with the value at `path`.
+    pub(in crate::config) fn warn_at(
+        &mut self,
+        path: impl Into<String>,
+        message: impl fmt::Display,
+    ) {
+        let path = self.in_file(&path.into());
+        let place = self.document.value_place(&path);
+        self.warned.push(ConfigError {
+            file: self.file.clone(),
+            line: place.line,
+            column: place.column,
+            path,
+            message: message.to_string(),
+        });
     }
 
     /// A problem with the value at `path`.
     pub(in crate::config) fn at(&mut self, path: impl Into<String>, message: impl fmt::Display) {
-        let path = path.into();
+        let path = self.in_file(&path.into());
         let place = self.document.value_place(&path);
         self.push(place, path, message.to_string());
     }
@@ -56,7 +133,7 @@ impl<'a> Errors<'a> {
         path: impl Into<String>,
         message: impl fmt::Display,
     ) {
-        let path = path.into();
+        let path = self.in_file(&path.into());
         let place = self.document.key_place(&path);
         self.push(place, path, message.to_string());
     }
@@ -71,16 +148,25 @@ impl<'a> Errors<'a> {
         });
     }
 
-    /// Reads the value at `path` into `T`, or records every reason it cannot be, each at the
+    /// Reads the value at `path` into `T`, recording every reason it cannot be, each at the
     /// place of the offending value or key inside it: after each mistake the offending part
     /// is taken out and the rest read again, so a mapping with four wrong fields reports
-    /// four problems.
+    /// four problems. What is left once the rest reads is returned, so the checks that
+    /// follow (the names it refers to, the resource it watches) find their mistakes in the
+    /// same run; the parts taken out are [`Errors::unreadable`]. `None` when nothing
+    /// readable is left (a required field is missing or wrong).
     pub(super) fn read<T: DeserializeOwned>(&mut self, path: &str, value: &Value) -> Option<T> {
         let mut value = Cow::Borrowed(value);
         let mut taken = Taken::default();
-        for attempt in 0..MAX_PROBLEMS_PER_ITEM {
+        for _ in 0..MAX_PROBLEMS_PER_ITEM {
             let e = match serde_path_to_error::deserialize::<_, T>(value.as_ref()) {
-                Ok(read) => return (attempt == 0).then_some(read),
+                Ok(read) => {
+                    self.unreadable.extend(taken.keys);
+                    self.unreadable
+                        .extend(taken.items.iter().map(|(at, i)| format!("{at}[{i}]")));
+                    self.removed.items.extend(taken.items);
+                    return Some(read);
+                }
                 Err(e) => e,
             };
             let message = first_line(&e.inner().to_string());

@@ -88,6 +88,7 @@ pub(super) fn build_ha(value: Option<&Value>, errors: &mut Errors) -> HaSpec {
             ),
         );
     }
+    let lease_namespace_written = file.lease_namespace.is_some();
     let lease_namespace = file.lease_namespace.unwrap_or_else(pod_namespace);
     if !is_dns_label(&lease_namespace) {
         errors.at(
@@ -106,6 +107,7 @@ pub(super) fn build_ha(value: Option<&Value>, errors: &mut Errors) -> HaSpec {
     HaSpec {
         mode,
         lease_namespace,
+        lease_namespace_written,
         lease_name,
         lease_duration,
         renew_deadline,

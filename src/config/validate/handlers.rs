@@ -38,7 +38,9 @@ pub(super) fn build_handler(
     }
     let backoff_base = h.backoff_base.map_or(Duration::from_millis(100), |d| d.0);
     let backoff_cap = h.backoff_cap.map_or(Duration::from_secs(30), |d| d.0);
-    if backoff_cap < backoff_base {
+    let unreadable =
+        errors.unreadable(&at("backoff_base")) || errors.unreadable(&at("backoff_cap"));
+    if backoff_cap < backoff_base && !unreadable {
         errors.at(
             at("backoff_cap"),
             "backoff_cap must not be shorter than backoff_base",

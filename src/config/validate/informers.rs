@@ -2,18 +2,20 @@
 //! `group`/`version`/`kind`, with its watch settings.
 
 use super::errors::Errors;
-use super::watch::{check_drop_fields, check_indexes, check_namespaces, check_selectors};
+use super::watch::{
+    check_built_in, check_drop_fields, check_indexes, check_namespaces, check_selectors,
+};
 use crate::config::schema::{InformerFile, ShardByFile};
 use crate::config::{InformerSpec, ResourceName, ResourceRef, ShardBy};
 
-/// Builds the informer `name`, or reports why it cannot be built.
+/// Builds the informer `name`, reporting each problem; `None` when its resource cannot be
+/// told (the caller keeps an informer only when it has no problem).
 pub(super) fn build_informer(
     name: &str,
     f: InformerFile,
     errors: &mut Errors,
 ) -> Option<InformerSpec> {
     let at = |field: &str| format!("informers.{name}.{field}");
-    let before = errors.count();
     let resource = resource_ref(name, &f, errors);
     let namespaces = f.namespaces.unwrap_or_default();
     check_namespaces(&at("namespaces"), &namespaces, errors);
@@ -22,9 +24,6 @@ pub(super) fn build_informer(
     let drop_fields =
         check_drop_fields(&at("transform.drop_fields"), transform.drop_fields, errors);
     let indexes = check_indexes(&at("indexes"), f.indexes, errors);
-    if errors.count() > before {
-        return None;
-    }
     Some(InformerSpec {
         name: name.to_string(),
         resource: resource?,
@@ -64,12 +63,15 @@ fn resource_ref(name: &str, f: &InformerFile, errors: &mut Errors) -> Option<Res
                     );
                 }
             }
-            ResourceName::parse(text)
+            let resource = ResourceName::parse(text)
                 .map_err(|e| errors.at(at("resource"), e))
                 .ok()
-                .map(ResourceRef::Plural)
+                .map(ResourceRef::Plural)?;
+            check_built_in(&at("resource"), &resource, errors);
+            Some(resource)
         }
         (None, Some(kind)) => match &f.version {
+            None if errors.unreadable(&at("version")) => None,
             None => {
                 errors.at_key(
                     at("kind"),
@@ -77,12 +79,22 @@ fn resource_ref(name: &str, f: &InformerFile, errors: &mut Errors) -> Option<Res
                 );
                 None
             }
-            Some(version) => Some(ResourceRef::Kind {
-                group: f.group.clone().unwrap_or_default(),
-                version: version.clone(),
-                kind: kind.clone(),
-            }),
+            Some(version) => {
+                let resource = ResourceRef::Kind {
+                    group: f.group.clone().unwrap_or_default(),
+                    version: version.clone(),
+                    kind: kind.clone(),
+                };
+                // A group that could not be read is not the core group.
+                if !errors.unreadable(&at("group")) {
+                    check_built_in(&at("kind"), &resource, errors);
+                }
+                Some(resource)
+            }
         },
+        (None, None) if errors.unreadable(&at("resource")) || errors.unreadable(&at("kind")) => {
+            None
+        }
         (None, None) => {
             errors.at_key(
                 format!("informers.{name}"),

@@ -47,23 +47,42 @@ use routes::{Known, RouteContext};
 /// Reads the admin token, if the config names one, to check that it is there. Blocking, like
 /// [`super::load`].
 pub fn validate(file: &Path, text: &str) -> Result<Config, ConfigErrors> {
-    let (_, config, errors) = validate_all(file, text);
-    match config {
-        Some(config) if errors.is_empty() => Ok(config),
-        _ => Err(ConfigErrors(errors)),
+    let validated = validate_all(file, text);
+    match validated.config {
+        Some(config) if validated.errors.is_empty() => Ok(config),
+        _ => Err(ConfigErrors(validated.errors)),
     }
 }
 
-/// Parses and checks the config in `text`: the document (unless the YAML is broken), the
-/// config as far as it could be built (also when it has mistakes: items that could not be
-/// read are left out), and every mistake, sorted by place.
-pub(super) fn validate_all(
-    file: &Path,
-    text: &str,
-) -> (Option<Document>, Option<Config>, Vec<ConfigError>) {
+/// A config as far as validation got, with everything it found.
+pub(super) struct Validated {
+    /// The document, unless the YAML is broken.
+    pub document: Option<Document>,
+    /// The config as far as it could be built (also when it has mistakes: what could not
+    /// be read is left out).
+    pub config: Option<Config>,
+    /// Every mistake, sorted by place.
+    pub errors: Vec<ConfigError>,
+    /// Probable mistakes `run` accepts, sorted by place.
+    pub warnings: Vec<ConfigError>,
+}
+
+impl Validated {
+    fn failed(document: Option<Document>, error: ConfigError) -> Self {
+        Self {
+            document,
+            config: None,
+            errors: vec![error],
+            warnings: Vec::new(),
+        }
+    }
+}
+
+/// Parses and checks the config in `text`, finding every mistake in one pass.
+pub(super) fn validate_all(file: &Path, text: &str) -> Validated {
     if text.len() > limits::MAX_CONFIG_BYTES {
         let error = ConfigError::whole_file(file, SourceError::TooLarge);
-        return (None, None, vec![error]);
+        return Validated::failed(None, error);
     }
     let document = match Document::parse(text) {
         Ok(document) => document,
@@ -75,20 +94,26 @@ pub(super) fn validate_all(
                 path: String::new(),
                 message: errors::first_line(&e.message),
             };
-            return (None, None, vec![error]);
+            return Validated::failed(None, error);
         }
     };
     let mut errors = Errors::new(file.to_path_buf(), &document);
     let config = errors
         .read::<ConfigFile>("", &document.root)
         .map(|top| build(file, top, &mut errors));
-    let errors = errors.into_sorted();
-    (Some(document), config, errors)
+    let (errors, warnings) = errors.into_sorted();
+    Validated {
+        document: Some(document),
+        config,
+        errors,
+        warnings,
+    }
 }
 
 /// The names defined in a section, including those whose entries could not be read.
 struct Defined<T> {
-    read: Vec<(String, T)>,
+    /// Each entry read (perhaps with parts left out), and whether it was read whole.
+    read: Vec<(String, T, bool)>,
     names: Vec<String>,
 }
 
@@ -111,8 +136,10 @@ fn read_section<T: DeserializeOwned>(
             );
         }
         defined.names.push(name.clone());
+        let before = errors.count();
         if let Some(read) = errors.read::<T>(&path, &value) {
-            defined.read.push((name, read));
+            let whole = errors.count() == before;
+            defined.read.push((name, read, whole));
         }
     }
     defined
@@ -124,34 +151,8 @@ fn build(file: &Path, top: ConfigFile, errors: &mut Errors) -> Config {
     let admin_file = admin::read_admin(top.admin.as_ref(), errors);
     let ha = ha::build_ha(top.ha.as_ref(), errors);
     let oci = oci::build_oci(top.oci.as_ref(), base, errors);
-    let informer_files = read_section::<InformerFile>("informers", top.informers, errors);
-    let handler_files = read_section::<HandlerFile>("handlers", top.handlers, errors);
-    let mut informers: Vec<InformerSpec> = informer_files
-        .read
-        .into_iter()
-        .filter_map(|(name, f)| informers::build_informer(&name, f, errors))
-        .collect();
-    let handlers: Vec<HandlerSpec> = handler_files
-        .read
-        .into_iter()
-        .map(|(name, h)| handlers::build_handler(name, h, base, errors))
-        .collect();
-    handlers::check_workers(&handlers, errors);
-    let known = Known {
-        names: informer_files.names.iter().map(String::as_str).collect(),
-        read: &informers,
-    };
-    let handler_names: Vec<&str> = handler_files.names.iter().map(String::as_str).collect();
-    let (routes, own_informers) = build_routes(
-        &top.routes.unwrap_or_default(),
-        &handler_names,
-        &known,
-        errors,
-    );
-    informers.extend(own_informers);
-    for handler in &handlers {
-        capabilities::check_resources(handler, &routes, &informers, errors);
-    }
+    let (informers, handlers, routes) =
+        build_sections(top.informers, top.handlers, top.routes, base, errors);
     let admin = admin::build_admin(admin_file, base, errors);
     let kubeconfig = top
         .kubeconfig
@@ -203,6 +204,90 @@ fn build(file: &Path, top: ConfigFile, errors: &mut Errors) -> Config {
     }
 }
 
+/// The valid informers, handlers and routes (the informers of the routes' own watches
+/// among the informers), and each handler's capabilities checked against what its routes
+/// watch, routes with mistakes included.
+fn build_sections(
+    informers: Option<BTreeMap<String, Value>>,
+    handlers: Option<BTreeMap<String, Value>>,
+    routes: Option<Vec<Value>>,
+    base: &Path,
+    errors: &mut Errors,
+) -> (Vec<InformerSpec>, Vec<HandlerSpec>, Vec<RouteSpec>) {
+    let informer_files = read_section::<InformerFile>("informers", informers, errors);
+    let handler_files = read_section::<HandlerFile>("handlers", handlers, errors);
+    let mut informers: Vec<InformerSpec> = Vec::new();
+    for (name, f, whole) in informer_files.read {
+        let before = errors.count();
+        let informer = informers::build_informer(&name, f, errors);
+        if whole && errors.count() == before {
+            informers.extend(informer);
+        }
+    }
+    let handlers: Vec<HandlerSpec> = handler_files
+        .read
+        .into_iter()
+        .map(|(name, h, _)| handlers::build_handler(name, h, base, errors))
+        .collect();
+    handlers::check_workers(&handlers, errors);
+    let known = Known {
+        names: informer_files.names.iter().map(String::as_str).collect(),
+        read: &informers,
+        complete: !errors.left_out("informers"),
+    };
+    let handler_names: Vec<&str> = handler_files.names.iter().map(String::as_str).collect();
+    let handlers_known = (!errors.left_out("handlers")).then_some(handler_names.as_slice());
+    let mut built = build_routes(&routes.unwrap_or_default(), handlers_known, &known, errors);
+    if errors.left_out("routes") {
+        built.unbuilt.push(None);
+    }
+    check_grants(
+        &handlers,
+        &known,
+        built.all.as_slice(),
+        built.unbuilt,
+        errors,
+    );
+    let mut routes = Vec::new();
+    for (route, own, valid) in built.all {
+        if valid {
+            informers.extend(own);
+            routes.push(route);
+        }
+    }
+    (informers, handlers, routes)
+}
+
+/// Checks each handler's capabilities against the resources its routes watch: every route
+/// whose source is known (`all`, with mistakes or not), unless a route of the handler, or
+/// an informer feeding one, could not be built.
+fn check_grants(
+    handlers: &[HandlerSpec],
+    known: &Known,
+    all: &[(RouteSpec, Option<InformerSpec>, bool)],
+    unbuilt_routes: Vec<Option<String>>,
+    errors: &mut Errors,
+) {
+    let unbuilt = capabilities::Unbuilt {
+        invalid_informers: known.complete.then(|| {
+            let valid = |name: &&str| known.read.iter().any(|i| i.name == *name);
+            known
+                .names
+                .iter()
+                .filter(|n| !valid(n))
+                .map(|n| n.to_string())
+                .collect()
+        }),
+        routes_of: unbuilt_routes,
+    };
+    let mut informers = known.read.to_vec();
+    informers.extend(all.iter().filter_map(|(_, own, _)| own.clone()));
+    let routes: Vec<RouteSpec> = all.iter().map(|(r, ..)| r.clone()).collect();
+    for handler in handlers {
+        capabilities::check_resources(handler, &routes, &informers, &unbuilt, errors);
+    }
+}
+
 /// The path written at `at`, `~` and variables expanded ([`expand_path`]) and made relative
 /// to `base` (the config's folder); `None`, with the error recorded at its place, when a
 /// variable is not set.
@@ -217,29 +302,45 @@ fn expand_at(path: &Path, at: &str, base: &Path, errors: &mut Errors) -> Option<
     }
 }
 
+/// The routes of the config.
+struct BuiltRoutes {
+    /// Each route whose source is known, with its own watch's informer, and whether it is
+    /// valid.
+    all: Vec<(RouteSpec, Option<InformerSpec>, bool)>,
+    /// The handler of each route whose source is not known (`None` where even that cannot
+    /// be told).
+    unbuilt: Vec<Option<String>>,
+}
+
 /// Reads and builds every route, and the informers of those with their own watch.
 fn build_routes(
     values: &[Value],
-    handlers: &[&str],
+    handlers: Option<&[&str]>,
     informers: &Known,
     errors: &mut Errors,
-) -> (Vec<RouteSpec>, Vec<InformerSpec>) {
+) -> BuiltRoutes {
     let mut names = HashSet::new();
-    let mut routes = Vec::new();
-    let mut own_informers = Vec::new();
+    let mut built = BuiltRoutes {
+        all: Vec::new(),
+        unbuilt: Vec::new(),
+    };
     for (i, value) in values.iter().enumerate() {
         let path = format!("routes[{i}]");
+        let before = errors.count();
         let Some(file) = errors.read::<RouteFile>(&path, value) else {
+            let handler = value.get("handler").and_then(Value::as_str);
+            built.unbuilt.push(handler.map(String::from));
             continue;
         };
+        let handler = file.handler.clone();
         let context = RouteContext {
             at: path,
             handlers,
             informers,
         };
-        if let Some((route, own)) = routes::build_route(&context, file, &mut names, errors) {
-            own_informers.extend(own);
-            routes.push(route);
+        match routes::build_route(&context, file, &mut names, errors) {
+            Some((route, own)) => built.all.push((route, own, errors.count() == before)),
+            None => built.unbuilt.push(Some(handler)),
         }
     }
     if values.is_empty() && errors.count() == 0 {
@@ -248,5 +349,5 @@ fn build_routes(
             "no routes: add at least one route from a resource to a handler",
         );
     }
-    (routes, own_informers)
+    built
 }

@@ -6,7 +6,8 @@ use std::collections::HashSet;
 use super::errors::Errors;
 use super::names::nearest;
 use super::watch::{
-    check_drop_fields, check_indexes, check_namespace, check_namespaces, check_selectors,
+    check_built_in, check_drop_fields, check_indexes, check_namespace, check_namespaces,
+    check_selectors,
 };
 use crate::config::schema::{ConditionFile, DeliveryFile, EventKindFile, RouteFile};
 use crate::config::{
@@ -23,14 +24,16 @@ pub(super) struct Known<'a> {
     pub names: Vec<&'a str>,
     /// Those that were read and are valid.
     pub read: &'a [InformerSpec],
+    /// Whether `informers:` itself could be read (else no name can be called unknown).
+    pub complete: bool,
 }
 
 /// What a route is checked against, and where it is.
 pub(super) struct RouteContext<'a> {
     /// The route's path (`routes[2]`).
     pub at: String,
-    /// Every handler name, read or not.
-    pub handlers: &'a [&'a str],
+    /// Every handler name, read or not; `None` when `handlers:` itself could not be read.
+    pub handlers: Option<&'a [&'a str]>,
     /// The informers it can name.
     pub informers: &'a Known<'a>,
 }
@@ -41,17 +44,20 @@ impl RouteContext<'_> {
     }
 }
 
-/// Builds a route and, when it has its own `resource:`, the informer for it; `None` when
-/// anything about it is wrong (each problem is reported).
+/// Builds a route and, when it has its own `resource:`, the informer for it, reporting
+/// each problem; `None` when where its changes come from cannot be told. A route built
+/// despite problems is only good for the checks across items (what its handler's
+/// capabilities may name).
 pub(super) fn build_route(
     cx: &RouteContext,
     mut r: RouteFile,
     names: &mut HashSet<String>,
     errors: &mut Errors,
 ) -> Option<(RouteSpec, Option<InformerSpec>)> {
-    let before = errors.count();
     check_name(cx, &r.name, names, errors);
-    check_handler(cx, &r.handler, errors);
+    if let Some(handlers) = cx.handlers {
+        check_handler(cx, handlers, &r.handler, errors);
+    }
     check_one_source(cx, &r, errors);
     let namespaces = namespaces(cx, &r, errors);
     let prefix = format!("{}.", cx.at);
@@ -66,15 +72,16 @@ pub(super) fn build_route(
         when,
     };
     let (source, own) = match r.resource.take() {
-        Some(text) => own_watch(cx, &mut r, &text, &mut filter, errors),
-        None => (shared_source(cx, &r, errors), None),
+        Some(text) => {
+            let (source, own) = own_watch(cx, &mut r, &text, &mut filter, errors);
+            (own.is_some().then_some(source), own)
+        }
+        None if r.informer.is_none() && r.kinds.is_none() => (None, None),
+        None => (Some(shared_source(cx, &r, errors)), None),
     };
-    if errors.count() > before {
-        return None;
-    }
     let route = RouteSpec {
         name: r.name,
-        source,
+        source: source?,
         filter,
         events,
         delivery,
@@ -92,19 +99,19 @@ fn check_name(cx: &RouteContext, name: &str, names: &mut HashSet<String>, errors
     }
 }
 
-/// A route's handler is defined.
-fn check_handler(cx: &RouteContext, handler: &str, errors: &mut Errors) {
-    if cx.handlers.contains(&handler) {
+/// A route's handler is one of `handlers`.
+fn check_handler(cx: &RouteContext, handlers: &[&str], handler: &str, errors: &mut Errors) {
+    if handlers.contains(&handler) {
         return;
     }
-    let message = match nearest(handler, cx.handlers) {
+    let message = match nearest(handler, handlers) {
         Some(near) => format!("unknown handler {handler:?}; did you mean {near:?}?"),
-        None if cx.handlers.is_empty() => {
+        None if handlers.is_empty() => {
             format!("unknown handler {handler:?}: no handlers are defined under `handlers:`")
         }
         None => format!(
             "unknown handler {handler:?}; defined handlers: {}",
-            cx.handlers.join(", ")
+            handlers.join(", ")
         ),
     };
     errors.at(cx.at("handler"), message);
@@ -120,7 +127,12 @@ fn check_one_source(cx: &RouteContext, r: &RouteFile, errors: &mut Errors) {
     .into_iter()
     .flatten()
     .collect();
+    let unreadable = ["informer", "kinds", "resource"]
+        .iter()
+        .any(|field| errors.unreadable(&cx.at(field)));
     match sources.as_slice() {
+        // The source that could not be read was reported already.
+        [] if unreadable => {}
         [] => errors.at(
             cx.at.clone(),
             "a route needs one of `informer` (a name under `informers:`), `kinds` or `resource`",
@@ -172,6 +184,7 @@ fn delivery(
             };
             Delivery::Every { backlog }
         }
+        (None, Some(_)) if errors.unreadable(&cx.at("delivery")) => Delivery::Latest,
         (_, Some(_)) => {
             errors.at(
                 cx.at("backlog"),
@@ -207,6 +220,13 @@ fn own_watch(
     let resource = ResourceName::parse(resource)
         .map_err(|e| errors.at(cx.at("resource"), e))
         .ok();
+    if let Some(name) = &resource {
+        check_built_in(
+            &cx.at("resource"),
+            &ResourceRef::Plural(name.clone()),
+            errors,
+        );
+    }
     let drop_fields = check_drop_fields(&cx.at("drop_fields"), r.drop_fields.take(), errors);
     let indexes = check_indexes(&cx.at("indexes"), r.indexes.take(), errors);
     let name = format!("{ROUTE_INFORMER_PREFIX}{}", r.name);
@@ -255,7 +275,7 @@ fn shared_source(cx: &RouteContext, r: &RouteFile, errors: &mut Errors) -> Route
 /// The informer a route names is defined under `informers:`.
 fn check_informer(cx: &RouteContext, name: &str, errors: &mut Errors) {
     let names = &cx.informers.names;
-    if names.contains(&name) {
+    if names.contains(&name) || !cx.informers.complete {
         return;
     }
     let message = match nearest(name, names) {
@@ -274,28 +294,35 @@ fn check_informer(cx: &RouteContext, name: &str, errors: &mut Errors) {
 /// Each kind a route names is watched by an informer (unless an informer could not be read,
 /// which might have been the one).
 fn check_kinds(cx: &RouteContext, kinds: &[String], errors: &mut Errors) {
-    if kinds.is_empty() {
+    if kinds.is_empty() && !errors.unreadable(&cx.at("kinds")) {
         errors.at(cx.at("kinds"), "list at least one kind, such as [Pod]");
     }
     let read = cx.informers.read;
-    if cx.informers.names.len() > read.len() {
+    if cx.informers.names.len() > read.len() || !cx.informers.complete {
         return;
     }
+    let known: Vec<&str> = read
+        .iter()
+        .filter_map(|i| i.resource.known_kind())
+        .collect();
     for (j, kind) in kinds.iter().enumerate() {
-        if read.iter().any(|i| i.resource.answers_to(kind)) {
+        // As `run` matches them: the kind exactly as the API server spells it.
+        if read.iter().any(|i| i.resource.has_kind(kind)) {
             continue;
         }
         let watching: Vec<String> = read
             .iter()
             .map(|i| format!("{} ({})", i.name, i.resource))
             .collect();
-        let message = if watching.is_empty() {
-            format!("no informer watches kind {kind:?}: define one under `informers:`")
-        } else {
-            format!(
+        let message = match nearest(kind, &known) {
+            Some(near) => format!("no informer watches kind {kind:?}; did you mean {near:?}?"),
+            None if watching.is_empty() => {
+                format!("no informer watches kind {kind:?}: define one under `informers:`")
+            }
+            None => format!(
                 "no informer watches kind {kind:?}; informers: {}",
                 watching.join(", ")
-            )
+            ),
         };
         errors.at(format!("{}.kinds[{j}]", cx.at), message);
     }
@@ -319,7 +346,8 @@ fn build_conditions(
         .into_iter()
         .flatten()
         .collect();
-        if tests.len() != 1 {
+        // A test that could not be read (or was misspelt) was reported already.
+        if tests.len() != 1 && !(tests.is_empty() && errors.unreadable(&at)) {
             errors.at(
                 at,
                 "a condition has a `path` and exactly one of `equals`, `exists` or `changed`",

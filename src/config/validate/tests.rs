@@ -333,3 +333,134 @@ async fn load_runs_on_a_blocking_thread_and_reports_like_validate() {
         (4, "handlers.log-events.timeout")
     );
 }
+
+/// Every error of `text`, as `line:column: path: message`.
+fn all_errors(text: &str) -> Vec<String> {
+    validate(Path::new("c.yaml"), text)
+        .unwrap_err()
+        .0
+        .iter()
+        .map(|e| format!("{}:{}: {}: {}", e.line, e.column, e.path, e.message))
+        .collect()
+}
+
+#[test]
+fn a_wrong_value_in_an_item_does_not_hide_the_names_it_gets_wrong() {
+    let text = "\
+informers:
+  cms: {resource: configmaps, namespaces: default}
+handlers:
+  h: {concurrency: lots}
+routes:
+  - {name: a, informer: cmz, handler: g, delivery: 7}
+";
+    let found = all_errors(text);
+    let expected = [
+        "2:43: informers.cms.namespaces: invalid type",
+        "4:20: handlers.h.concurrency: invalid type",
+        "6:25: routes[0].informer: unknown informer \"cmz\"; did you mean \"cms\"?",
+        "6:39: routes[0].handler: unknown handler \"g\"; did you mean \"h\"?",
+        "6:52: routes[0].delivery: invalid type",
+    ];
+    assert_eq!(found.len(), expected.len(), "{found:#?}");
+    for (found, expected) in found.iter().zip(expected) {
+        assert!(found.starts_with(expected), "{found} is not {expected}");
+    }
+}
+
+#[test]
+fn a_value_left_out_is_not_also_reported_missing_nor_moves_later_places() {
+    let text = "\
+handlers:
+  h: {}
+routes:
+  - {name: a, resource: 5, handler: h}
+  - {name: b, resourse: configmaps, handler: h}
+  - {name: c, kinds: [1], handler: h}
+  - name: d
+    resource: configmaps
+    namespaces: [1, Bad]
+    delivery: 7
+    backlog: 3
+    handler: h
+";
+    let found = all_errors(text);
+    let expected = [
+        "4:25: routes[0].resource: invalid type",
+        "5:15: routes[1].resourse: unknown field `resourse`",
+        "6:23: routes[2].kinds[0]: invalid type",
+        "9:18: routes[3].namespaces[0]: invalid type",
+        "9:21: routes[3].namespaces[1]: invalid namespace \"Bad\"",
+        "10:15: routes[3].delivery: invalid type",
+    ];
+    assert_eq!(found.len(), expected.len(), "{found:#?}");
+    for (found, expected) in found.iter().zip(expected) {
+        assert!(found.starts_with(expected), "{found} is not {expected}");
+    }
+}
+
+#[test]
+fn a_misspelt_built_in_resource_is_an_error_and_an_unserved_version_a_warning() {
+    let text = "\
+informers:
+  deps: {group: apps, version: v1, kind: deployment}
+  old: {resource: apps/v1beta1/deployments}
+handlers:
+  h: {}
+routes:
+  - {name: a, resource: configmap, handler: h}
+  - {name: b, resource: example.com/v1/configmap, handler: h}
+";
+    let found = all_errors(text);
+    assert_eq!(
+        found,
+        [
+            "2:42: informers.deps.kind: apps/v1 has no kind \"deployment\"; did you mean \"Deployment\"?",
+            "7:25: routes[0].resource: v1 has no resource \"configmap\"; did you mean \"configmaps\"?",
+        ]
+    );
+    let validated = super::validate_all(Path::new("c.yaml"), text);
+    let warnings: Vec<String> = validated
+        .warnings
+        .iter()
+        .map(|e| format!("{}:{}: {}", e.line, e.column, e.message))
+        .collect();
+    assert_eq!(
+        warnings,
+        ["3:19: Kubernetes serves no apps/v1beta1; apps has: v1"]
+    );
+}
+
+#[test]
+fn capabilities_and_kinds_name_a_resource_exactly_as_the_daemon_matches_it() {
+    let text = "\
+informers:
+  cms: {resource: configmaps}
+  widgets: {resource: example.com/v1/widgets}
+handlers:
+  h:
+    capabilities:
+      configmaps: [patch]
+      v1/configmaps: [patch]
+      ConfigMap: [patch]
+      Widget: [patch]
+      configmap: [patch]
+      Configmap: [patch]
+routes:
+  - {name: a, kinds: [ConfigMap, Widget, configmap], handler: h}
+";
+    let found = all_errors(text);
+    assert_eq!(found.len(), 3, "{found:#?}");
+    assert!(
+        found[0].starts_with("11:7: handlers.h.capabilities.configmap: handler \"h\" has no route watching \"configmap\", so it grants nothing; did you mean \"configmaps\"?"),
+        "{found:#?}"
+    );
+    assert!(
+        found[1].ends_with("so it grants nothing; did you mean \"ConfigMap\"?"),
+        "{found:#?}"
+    );
+    assert_eq!(
+        found[2],
+        "14:42: routes[0].kinds[2]: no informer watches kind \"configmap\"; did you mean \"ConfigMap\"?"
+    );
+}

@@ -1,11 +1,42 @@
 //! The settings of a watch, shared by an informer under `informers:` and a route's own
-//! `resource:` watch: namespaces, selectors, fields dropped before caching, cache indexes.
+//! `resource:` watch: the resource, namespaces, selectors, fields dropped before caching,
+//! cache indexes.
+//!
+//! A resource of a built-in API group is checked against what Kubernetes serves: no CRD can
+//! add to those groups, so `configmap` in `v1` is certainly a mistake (an error naming the
+//! nearest resource), where `run` would otherwise wait for it forever. A version of such a
+//! group that Kubernetes 1.34 does not serve is only a warning: a cluster may turn on an
+//! alpha or beta version.
 
 use std::collections::{BTreeMap, HashSet};
 
 use super::errors::Errors;
 use crate::config::document::join;
-use crate::config::{NAMESPACE_INDEX, Selector, validate_pointer};
+use crate::config::{NAMESPACE_INDEX, ResourceRef, Selector, builtin, validate_pointer};
+
+/// Checks a resource of a built-in API group, written at `at`, against what Kubernetes
+/// serves.
+pub(super) fn check_built_in(at: &str, resource: &ResourceRef, errors: &mut Errors) {
+    let (group, version, plural, kind) = match resource {
+        ResourceRef::Plural(name) => (&name.group, &name.version, Some(&*name.plural), None),
+        ResourceRef::Kind {
+            group,
+            version,
+            kind,
+        } => (group, version, None, Some(&**kind)),
+    };
+    if !builtin::is_built_in_group(group) {
+        return;
+    }
+    let Some(why) = builtin::unknown(group, version, plural, kind) else {
+        return;
+    };
+    if builtin::is_built_in_version(group, version) {
+        errors.at(at, why);
+    } else {
+        errors.warn_at(at, why);
+    }
+}
 
 /// Checks each namespace of a list at `at`, and that none is listed twice.
 pub(super) fn check_namespaces(at: &str, namespaces: &[String], errors: &mut Errors) {

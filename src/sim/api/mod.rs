@@ -189,7 +189,7 @@ async fn dispatch(state: &ApiState, target: &ResourcePath<'_>, req: &Request) ->
     if !delay.is_zero() {
         tokio::time::sleep(delay).await;
     }
-    if let Some(error) = state.faults.take_failure(verb.as_str()) {
+    if let Some(error) = state.faults.take_failure(verb.as_str(), target.plural) {
         return error.into_response();
     }
     let collection = Collection {

@@ -360,3 +360,38 @@ async fn replicas_split_the_objects_and_hand_over_with_the_server_filtering() {
 async fn replicas_split_the_objects_and_hand_over_with_the_informers_filtering() {
     three_replicas_then_one_cut_off_then_one_added(false).await;
 }
+
+/// A replica the API server refuses its member Lease (its Role lost create and update on
+/// leases) can no longer own a range: it is not ready, and says why.
+#[tokio::test]
+async fn a_replica_refused_its_member_lease_is_not_ready_and_says_why() {
+    let daemon = TestDaemon::start(&config("a")).await;
+    let refused = RequestFailure::forbidden(u64::MAX)
+        .only(&["get", "create", "update"])
+        .on(&["leases"]);
+    daemon.sim().faults().fail_next_requests(refused).unwrap();
+    let text = eventually(
+        "readyz to fail naming the refused Lease",
+        Duration::from_secs(10),
+        async || {
+            let response = reqwest::get(daemon.url("/readyz?verbose")).await.ok()?;
+            let code = response.status().as_u16();
+            let text = response.text().await.ok()?;
+            (code == 503 && text.contains("[-]lease")).then_some(text)
+        },
+    )
+    .await;
+    assert!(
+        text.contains(
+            "[-]lease: cannot renew Lease default/shard-a: forbidden: injected fault (403)"
+        ),
+        "{text}"
+    );
+    daemon.sim().faults().clear();
+    eventually("ready", Duration::from_secs(10), async || {
+        let ready = reqwest::get(daemon.url("/readyz")).await.ok()?.status() == 200;
+        ready.then_some(())
+    })
+    .await;
+    daemon.stop().await;
+}

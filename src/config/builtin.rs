@@ -1,5 +1,7 @@
-//! The resources a Kubernetes API server (1.34) serves without any CRD, so `check` can tell
-//! offline that `v1/pod` names nothing (`v1/pods` does).
+//! The resources a Kubernetes API server (1.34) serves without any CRD, so validation can
+//! tell offline that `v1/pod` names nothing (`v1/pods` does), and which kind a built-in
+//! plural has (a capability or a route's `kinds:` names the kind exactly as the API server
+//! does, so `configmap` is not `ConfigMap`).
 
 /// (group, version, plural, kind) of every built-in resource a route might watch.
 const BUILT_IN: &[(&str, &str, &str, &str)] = &[
@@ -170,6 +172,29 @@ pub fn is_built_in_group(group: &str) -> bool {
     BUILT_IN.iter().any(|(g, ..)| *g == group)
 }
 
+/// Whether Kubernetes serves `group`/`version` (so every resource of it is in the table).
+pub fn is_built_in_version(group: &str, version: &str) -> bool {
+    BUILT_IN
+        .iter()
+        .any(|(g, v, ..)| *g == group && *v == version)
+}
+
+/// The kind of the built-in resource `group`/`version`/`plural`, if it is one.
+pub fn kind_of(group: &str, version: &str, plural: &str) -> Option<&'static str> {
+    BUILT_IN
+        .iter()
+        .find(|(g, v, p, _)| *g == group && *v == version && *p == plural)
+        .map(|(.., k)| *k)
+}
+
+/// The plural of the built-in kind `group`/`version`/`kind`, if it is one.
+pub fn plural_of(group: &str, version: &str, kind: &str) -> Option<&'static str> {
+    BUILT_IN
+        .iter()
+        .find(|(g, v, _, k)| *g == group && *v == version && *k == kind)
+        .map(|(_, _, p, _)| *p)
+}
+
 /// Why `group`/`version` has no resource `plural` (or kind `kind`), with the nearest it has;
 /// `None` when it is built in.
 pub fn unknown(
@@ -213,7 +238,7 @@ pub fn unknown(
         return None;
     }
     let what = if plural.is_some() { "resource" } else { "kind" };
-    Some(match crate::config::nearest(name, &names) {
+    Some(match super::nearest(name, &names) {
         Some(near) => format!("{gv} has no {what} {name:?}; did you mean {near:?}?"),
         None => format!("{gv} has no {what} {name:?}; it has: {}", names.join(", ")),
     })
@@ -248,5 +273,12 @@ mod tests {
         );
         assert!(is_built_in_group("apps") && is_built_in_group(""));
         assert!(!is_built_in_group("example.com"));
+        assert!(is_built_in_version("apps", "v1") && !is_built_in_version("apps", "v1beta1"));
+        assert_eq!(kind_of("", "v1", "configmaps"), Some("ConfigMap"));
+        assert_eq!(kind_of("", "v1", "configmap"), None);
+        assert_eq!(
+            plural_of("networking.k8s.io", "v1", "Ingress"),
+            Some("ingresses")
+        );
     }
 }
