@@ -2,7 +2,9 @@
 //! plugin log line from the first list on, and showing in its first minute what sets
 //! switchyard apart: a Python handler that fails on one object, retries and keeps it as a
 //! dead letter; a capability-gated write (label-guard); a config edit reloaded while running;
-//! a new plugin dropped in, after which the dead letter is retried and succeeds.
+//! a new plugin dropped in, after which the dead letter is retried and succeeds; a Warning
+//! Event posted by the `slack` sink to a local receiver ([`receiver`]) that fails the first
+//! delivery, retried and delivered.
 //!
 //! The daemon runs on a copy of the config and of its plugins, in a temporary folder, so the
 //! scripted edits touch nothing in the repository. Without `--config` the demo runs the
@@ -11,6 +13,7 @@
 //! token, printed at start, so the status page's buttons work.
 
 pub mod plugins;
+pub mod receiver;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -23,13 +26,15 @@ use serde_json::json;
 use crate::config;
 use crate::daemon::{self, Daemon, Plan};
 use crate::plugin::PluginLogs;
-use crate::sim::{ChurnConfig, SimOptions, Simulator};
+use crate::sim::{ChurnConfig, Cluster, SimOptions, Simulator};
 
 /// The handler the script breaks and then fixes, and its plugin.
 const FLAKY_HANDLER: &str = "summary";
 const FLAKY_PLUGIN: &str = "event-summary";
 /// The plugin dropped in as the fix.
 const FIX_PLUGIN: &str = "log-events";
+/// The handler that posts Warning Events to the receiver.
+const ALERTS_HANDLER: &str = "alerts";
 
 /// The demo's config, built into the binary.
 pub const CONFIG: &str = include_str!("../../config/demo.yaml");
@@ -52,15 +57,16 @@ fn step(text: &str) {
 /// Runs the demo until `shutdown` completes or the time is up.
 pub async fn run(options: Options, shutdown: impl std::future::Future<Output = ()>) -> Result<()> {
     let work = tempfile::tempdir()?;
+    let receiver = receiver::start().await?;
     let (config_path, token) = match &options.config {
         Some(path) => {
             let loaded = config::load(path).map_err(|e| anyhow::anyhow!("{e}"))?;
             let text = std::fs::read_to_string(path)?;
-            copy_config(&text, &loaded.plugins_dir, work.path())?
+            copy_config(&text, &loaded.plugins_dir, work.path(), receiver.addr)?
         }
         None => {
             let built = tokio::task::spawn_blocking(|| plugins::prepare(step)).await??;
-            copy_config(CONFIG, &built, work.path())?
+            copy_config(CONFIG, &built, work.path(), receiver.addr)?
         }
     };
     step("starting the Kubernetes API simulator");
@@ -89,6 +95,10 @@ pub async fn run(options: Options, shutdown: impl std::future::Future<Output = (
     }
     println!("  simulator:   {}", sim.url());
     println!(
+        "  receiver:    http://{} (a webhook receiver; handler alerts posts Warning Events to it)",
+        receiver.addr
+    );
+    println!(
         "  kubectl:     kubectl --kubeconfig {} get configmaps -A",
         kubeconfig.display()
     );
@@ -102,6 +112,7 @@ pub async fn run(options: Options, shutdown: impl std::future::Future<Output = (
     });
     let script = tokio::spawn(script(
         daemon.clone(),
+        sim.cluster().clone(),
         config_path.clone(),
         work.path().join("plugins"),
     ));
@@ -157,9 +168,24 @@ async fn start_daemon(config_path: &Path, sim: &Simulator, logs: &PluginLogs) ->
     }
 }
 
-/// The scripted part: dead letters, a config edit, a plugin swap and a retry.
-async fn script(daemon: Arc<Daemon>, config_path: PathBuf, plugins: PathBuf) {
-    tokio::time::sleep(Duration::from_secs(6)).await;
+/// The scripted part: a Warning Event sent out, dead letters, a config edit, a plugin swap
+/// and a retry.
+async fn script(
+    daemon: Arc<Daemon>,
+    cluster: Arc<Cluster>,
+    config_path: PathBuf,
+    plugins: PathBuf,
+) {
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    if daemon.handler(ALERTS_HANDLER).is_some() {
+        step(&format!(
+            "a Warning Event about Pod default/web-1: handler {ALERTS_HANDLER} (the slack sink) posts it to the receiver, which fails the first try; the daemon retries it with backoff"
+        ));
+        if let Err(e) = warning_event(&cluster) {
+            step(&format!("could not create the Event: {e}"));
+        }
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
     if let Some(h) = daemon.handler(FLAKY_HANDLER) {
         let status = h.status();
         step(&format!(
@@ -239,7 +265,14 @@ fn changed(plan: &Plan) -> String {
 /// Writes the config `text` into `dir` with its plugins (every `.wasm` of `plugins_dir`)
 /// in `dir/plugins`, and points the copy's `plugins_dir` there. A config without an admin
 /// token gets one, written to `dir/token` and returned.
-fn copy_config(text: &str, plugins_dir: &Path, dir: &Path) -> Result<(PathBuf, Option<String>)> {
+/// The receiver's address in the text is replaced by `receiver`, where it listens.
+fn copy_config(
+    text: &str,
+    plugins_dir: &Path,
+    dir: &Path,
+    receiver: SocketAddr,
+) -> Result<(PathBuf, Option<String>)> {
+    let text = text.replace(receiver::ADDRESS, &receiver.to_string());
     let plugins = dir.join("plugins");
     std::fs::create_dir(&plugins)?;
     for entry in std::fs::read_dir(plugins_dir)
@@ -290,6 +323,24 @@ fn with_token(lines: &mut Vec<String>) -> Option<String> {
         .map(|_| char::from(b"0123456789abcdef"[rand::random_range(0..16)]))
         .collect();
     Some(token)
+}
+
+/// Creates a Warning Event about Pod `default/web-1`, as the kubelet reports a crash loop.
+fn warning_event(cluster: &Cluster) -> Result<()> {
+    let events =
+        crate::sim::resources::find("", "v1", "events").context("resource in the catalogue")?;
+    let now = crate::sim::cluster::now_rfc3339();
+    cluster.create(
+        events,
+        "default",
+        json!({"metadata": {"name": "web-1.backoff"},
+               "involvedObject": {"apiVersion": "v1", "kind": "Pod", "namespace": "default", "name": "web-1"},
+               "type": "Warning", "reason": "BackOff", "count": 1,
+               "message": "Back-off restarting failed container main in pod web-1",
+               "source": {"component": "kubelet", "host": "node-b"},
+               "firstTimestamp": now, "lastTimestamp": now}),
+    )?;
+    Ok(())
 }
 
 /// Objects the demo starts with, beside the churned ConfigMaps: the demo's own ConfigMaps

@@ -1,5 +1,5 @@
-//! The demo's plugins, built on first use. The built-in demo config names three plugins:
-//! `log-events` and `label-guard` (Rust) and `event-summary` (Python). Their sources are
+//! The demo's plugins, built on first use. The built-in demo config names four plugins:
+//! `log-events`, `label-guard` and the `slack` sink (Rust) and `event-summary` (Python). Their sources are
 //! built into the binary; the first `switchyard demo` writes each as a standalone project
 //! (the files `switchyard new plugin` writes, with the example's code) and builds it, into a
 //! cache folder: `$XDG_CACHE_HOME/switchyard/demo/KEY` (else `~/.cache/...`), where KEY
@@ -26,31 +26,55 @@ struct Source {
     name: &'static str,
     /// Its language.
     lang: Lang,
-    /// The project file its code replaces.
-    file: &'static str,
-    /// Its code.
-    code: &'static str,
+    /// Its code: the project files it writes over the scaffold's, by path.
+    files: &'static [(&'static str, &'static str)],
+    /// Lines added to the scaffold's `[dependencies]`.
+    dependencies: &'static str,
 }
 
 /// The plugins the built-in demo config names.
-const SOURCES: [Source; 3] = [
+const SOURCES: [Source; 4] = [
     Source {
         name: "log-events",
         lang: Lang::Rust,
-        file: "src/lib.rs",
-        code: include_str!("../../plugins/examples/log-events/src/lib.rs"),
+        files: &[(
+            "src/lib.rs",
+            include_str!("../../plugins/examples/log-events/src/lib.rs"),
+        )],
+        dependencies: "",
     },
     Source {
         name: "label-guard",
         lang: Lang::Rust,
-        file: "src/lib.rs",
-        code: include_str!("../../plugins/examples/label-guard/src/lib.rs"),
+        files: &[(
+            "src/lib.rs",
+            include_str!("../../plugins/examples/label-guard/src/lib.rs"),
+        )],
+        dependencies: "",
+    },
+    Source {
+        name: "slack",
+        lang: Lang::Rust,
+        files: &[
+            (
+                "src/lib.rs",
+                include_str!("../../plugins/sinks/slack/src/lib.rs"),
+            ),
+            (
+                "src/message.rs",
+                include_str!("../../plugins/sinks/slack/src/message.rs"),
+            ),
+        ],
+        dependencies: "serde = { version = \"1\", features = [\"derive\"] }\n",
     },
     Source {
         name: "event-summary",
         lang: Lang::Python,
-        file: "app.py",
-        code: include_str!("../../plugins/python/event-summary/app.py"),
+        files: &[(
+            "app.py",
+            include_str!("../../plugins/python/event-summary/app.py"),
+        )],
+        dependencies: "",
     },
 ];
 
@@ -151,8 +175,18 @@ pub fn prepare(say: impl Fn(&str)) -> Result<PathBuf> {
 fn project(source: &Source) -> Vec<(String, String)> {
     let mut files = templates::files(source.name, source.lang);
     for (path, text) in &mut files {
-        if path == source.file {
-            *text = source.code.to_string();
+        if let Some((_, code)) = source.files.iter().find(|(p, _)| p == path) {
+            *text = code.to_string();
+        } else if path == "Cargo.toml" {
+            *text = text.replace(
+                "[dependencies]\n",
+                &format!("[dependencies]\n{}", source.dependencies),
+            );
+        }
+    }
+    for (path, code) in source.files {
+        if !files.iter().any(|(p, _)| p == path) {
+            files.push((path.to_string(), code.to_string()));
         }
     }
     files
@@ -365,8 +399,14 @@ mod tests {
     fn each_project_carries_its_examples_code_and_the_key_follows_it() {
         let projects: Vec<_> = SOURCES.iter().map(|s| (s, project(s))).collect();
         for (source, files) in &projects {
-            let code = files.iter().find(|(p, _)| p == source.file);
-            assert_eq!(code.map(|(_, t)| t.as_str()), Some(source.code));
+            for (path, code) in source.files {
+                let text = files.iter().find(|(p, _)| p == path);
+                assert_eq!(text.map(|(_, t)| t.as_str()), Some(*code), "{path}");
+            }
+            let manifest = files.iter().find(|(p, _)| p == "Cargo.toml");
+            if let Some((_, manifest)) = manifest {
+                assert!(manifest.contains(source.dependencies), "{}", source.name);
+            }
         }
         let before = key(&projects);
         let mut changed = projects.clone();

@@ -163,6 +163,7 @@ async fn the_demo_runs_from_any_folder_building_its_plugins_once_with_a_token_it
         "==> building the demo's plugins once, into ",
         "==> building log-events (Rust)",
         "==> building label-guard (Rust)",
+        "==> building slack (Rust)",
         "==> building event-summary (Python)",
         "[label-guard] info: labelled ConfigMap default/app-settings owner=unknown",
         "[summary] info: summary added ConfigMap default/app-settings ",
@@ -177,7 +178,7 @@ async fn the_demo_runs_from_any_folder_building_its_plugins_once_with_a_token_it
         .filter(|p| p.is_dir())
         .collect();
     assert_eq!(plugins.len(), 1, "{plugins:?}");
-    for name in ["log-events", "label-guard", "event-summary"] {
+    for name in ["log-events", "label-guard", "slack", "event-summary"] {
         assert!(plugins[0].join(format!("{name}.wasm")).is_file(), "{name}");
     }
 
