@@ -36,11 +36,13 @@
 
 #![allow(missing_docs)]
 
-use std::io::{BufRead, BufReader};
+#[path = "common/mod.rs"]
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
@@ -48,6 +50,10 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 use serde_json::Value;
+
+use common::{
+    Running, SimSpec, cell, free_port, last_line, median_of, peak_rss, process_cpu, ratio,
+};
 
 /// The variable that makes this binary a child row instead of the bench.
 const ROLE: &str = "SWITCHYARD_PIPELINE_ROLE";
@@ -178,122 +184,16 @@ impl Row {
     }
 }
 
-/// CPU time (user + system) of process `pid` so far, from /proc/PID/stat.
-fn process_cpu(pid: &str) -> Duration {
-    static TICK: OnceLock<f64> = OnceLock::new();
-    let tick = *TICK.get_or_init(|| {
-        let out = Command::new("getconf").arg("CLK_TCK").output();
-        out.ok()
-            .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
-            .unwrap_or(100.0)
-    });
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let Some(end) = stat.rfind(')') else {
-        return Duration::ZERO;
-    };
-    // The fields after the command name (which may hold spaces) in parentheses.
-    let fields: Vec<&str> = stat[end + 2..].split(' ').collect();
-    let field = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok());
-    let ticks = field(11).unwrap_or(0.0) + field(12).unwrap_or(0.0);
-    Duration::from_secs_f64(ticks / tick)
-}
-
-/// Peak resident set size (VmHWM) of process `pid`, in bytes.
-fn peak_rss(pid: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map_or(0, |kib| kib * 1024)
-}
-
-/// The last of `lines` starting with `prefix`, without it.
-fn last_line(lines: &Mutex<Vec<String>>, prefix: &str) -> Option<String> {
-    let lines = lines.lock().unwrap();
-    lines
-        .iter()
-        .rev()
-        .find_map(|l| l.strip_prefix(prefix).map(str::to_string))
-}
-
-/// A child process, killed when dropped, its stdout lines kept.
-struct Running {
-    child: Child,
-    lines: Arc<Mutex<Vec<String>>>,
-}
-
-impl Running {
-    fn start(mut command: Command) -> Self {
-        command.stdin(Stdio::null()).stdout(Stdio::piped());
-        let mut child = command.spawn().expect("start a child process");
-        let stdout = child.stdout.take().expect("piped stdout");
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        let sink = lines.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                sink.lock().unwrap().push(line);
-            }
-        });
-        Running { child, lines }
-    }
-
-    fn pid(&self) -> String {
-        self.child.id().to_string()
-    }
-
-    /// The last line starting with `prefix`, without it.
-    fn last(&self, prefix: &str) -> Option<String> {
-        last_line(&self.lines, prefix)
-    }
-
-    /// Panics if the process has exited.
-    fn check_alive(&mut self, what: &str) {
-        if let Ok(Some(status)) = self.child.try_wait() {
-            panic!("{what} exited early: {status}");
-        }
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// A simulator with `n` ConfigMaps, churning at `rate`; returns it and its URL.
 async fn start_sim(plan: &Plan, n: usize, rate: f64, dir: &Path) -> (Running, String) {
-    let mut command = Command::new(&plan.binary);
-    command
-        .args(["sim", "--prefill", &n.to_string()])
-        .args(["--churn-size", &OBJECT_SIZE.to_string()])
-        .args(["--churn-rate", &rate.to_string()])
-        .args(["--churn-objects", &CHURN_OBJECTS.to_string()])
-        // Two minutes of changes, so the continue tokens of a long paged list stay valid
-        // (the default, 10,000, is five seconds at 2,000 changes a second).
-        .args([
-            "--history",
-            &((rate * 120.0) as usize).max(10_000).to_string(),
-        ])
-        .arg("--kubeconfig-out")
-        .arg(dir.join("kubeconfig"))
-        .stderr(Stdio::null());
-    let mut sim = Running::start(command);
-    let deadline = Instant::now() + Duration::from_secs(600);
-    while sim.last("kubeconfig:").is_none() {
-        sim.check_alive("switchyard sim");
-        assert!(Instant::now() < deadline, "the simulator did not start");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let url = sim.last("simulator: ").expect("the simulator's URL");
-    (sim, url)
-}
-
-/// A free port on 127.0.0.1.
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    listener.local_addr().expect("addr").port()
+    let spec = SimSpec {
+        binary: &plan.binary,
+        prefill: n,
+        rate,
+        churn_objects: CHURN_OBJECTS,
+        object_size: OBJECT_SIZE,
+    };
+    common::start_sim(&spec, dir).await
 }
 
 /// `switchyard run` for row (a), (a2), (a3) or (b), with its admin API on `port`.
@@ -710,46 +610,12 @@ fn error_policy(
     Action::await_change()
 }
 
-/// Median, minimum and maximum.
-fn spread(mut values: Vec<f64>) -> Option<(f64, f64, f64)> {
-    values.retain(|v| v.is_finite());
-    values.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    Some((
-        *values.get(values.len() / 2)?,
-        *values.first()?,
-        *values.last()?,
-    ))
-}
-
-/// `median (min–max)` of `value` over the rounds, with `digits` decimals; `—` if none.
-fn cell(rounds: &[Measured], digits: usize, value: impl Fn(&Measured) -> Option<f64>) -> String {
-    match spread(rounds.iter().filter_map(value).collect()) {
-        Some((median, min, max)) if rounds.len() > 1 => {
-            format!("{median:.digits$} ({min:.digits$}–{max:.digits$})")
-        }
-        Some((median, _, _)) => format!("{median:.digits$}"),
-        None => "—".into(),
-    }
-}
-
-fn median_of(rounds: &[Measured], value: impl Fn(&Measured) -> Option<f64>) -> Option<f64> {
-    spread(rounds.iter().filter_map(value).collect()).map(|s| s.0)
-}
-
 fn list_cpu_per_event(m: &Measured) -> Option<f64> {
     Some(m.list_cpu / m.list_handled * 1e6)
 }
 
 fn churn_cpu_per_change(m: &Measured) -> Option<f64> {
     (m.churn_changes > 0.0).then(|| m.churn_cpu / m.churn_changes * 1e6)
-}
-
-/// A ratio of medians, or `—`.
-fn ratio(mine: Option<f64>, theirs: Option<f64>) -> String {
-    match (mine, theirs) {
-        (Some(a), Some(b)) if b > 0.0 => format!("{:.2}", a / b),
-        _ => "—".into(),
-    }
 }
 
 /// The markdown table for `n` objects.

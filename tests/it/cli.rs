@@ -12,7 +12,7 @@ fn check_accepts_the_demo_config_with_its_built_plugin() {
     let config = support::root().join("config/demo.yaml");
     let (code, out, err) = switchyard(&["check", "--config", config.to_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
-    assert!(out.contains("ok (3 handler(s), 4 route(s)"), "{out}");
+    assert!(out.contains("ok (4 handler(s), 5 route(s)"), "{out}");
 }
 
 #[test]
