@@ -192,6 +192,22 @@ fn python_files(name: &str) -> Vec<(&'static str, String)> {
             "tests/host/wit_world/imports/kube.py",
             include_str!("templates/python/tests/host/wit_world/imports/kube.py").into(),
         ),
+        (
+            "tests/host/wit_world/imports/http_types.py",
+            include_str!("templates/python/tests/host/wit_world/imports/http_types.py").into(),
+        ),
+        (
+            "tests/host/wit_world/imports/outgoing_handler.py",
+            include_str!("templates/python/tests/host/wit_world/imports/outgoing_handler.py").into(),
+        ),
+        (
+            "tests/host/wit_world/imports/streams.py",
+            include_str!("templates/python/tests/host/wit_world/imports/streams.py").into(),
+        ),
+        (
+            "tests/host/wit_world/imports/poll.py",
+            include_str!("templates/python/tests/host/wit_world/imports/poll.py").into(),
+        ),
         (".gitignore", "__pycache__/\n*.wasm\n".into()),
     ]
 }

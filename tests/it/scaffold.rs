@@ -183,13 +183,15 @@ fn a_javascript_plugin_project_tests_in_node_builds_and_replays() {
     );
     let stdout = ok("npm test", run(&project, "npm", &["test"], &[]));
     // The example tests assert through the test host: log lines, the counter, gauge (from
-    // a cache read) and histogram, a merge patch, and each kind of write recorded.
+    // a cache read) and histogram, a merge patch, each kind of write recorded, and requests
+    // sent with `fetch` answered from stubs.
     for test in [
         "ok 1 - logs the change and the object",
         "ok 2 - adds the configured label to an object without it, and only then",
         "ok 3 - a refused write and a bad config are errors the daemon retries",
         "ok 4 - what the host records of each write, and what it refuses",
-        "# pass 4",
+        "ok 5 - what the host answers and records of requests sent with fetch",
+        "# pass 5",
         "# fail 0",
     ] {
         assert!(stdout.contains(test), "{test}:\n{stdout}");
@@ -214,13 +216,15 @@ fn a_python_plugin_project_tests_with_unittest_builds_and_replays() {
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     assert!(output.status.success(), "{stderr}");
     // The example tests assert through the test host: log lines, the counter, gauge (from
-    // a cache read) and histogram, a merge patch, and each kind of write recorded.
+    // a cache read) and histogram, a merge patch, each kind of write recorded, and requests
+    // sent with switchyard_http answered from stubs.
     for test in [
         "test_logs_the_change_and_the_object",
         "test_adds_the_configured_label_to_an_object_without_it_and_only_then",
         "test_a_refused_write_and_a_bad_config_are_errors_the_daemon_retries",
         "test_what_the_host_records_of_each_write_and_what_it_refuses",
-        "Ran 4 tests",
+        "test_what_the_host_answers_and_records_of_http_requests",
+        "Ran 5 tests",
     ] {
         assert!(stderr.contains(test), "{test}:\n{stderr}");
     }

@@ -92,3 +92,54 @@ test('what the host records of each write, and what it refuses (a handler writte
   assert.deepEqual(report.writes[3].object.metadata, { name: 'made', namespace: 'default' });
   assert.equal(report.writes[3].eventType, 'Normal');
 });
+
+test('what the host answers and records of requests sent with fetch (a handler written here)', async () => {
+  // Posts each event's object to a webhook; a failed request or a 5xx is an error the
+  // daemon retries. Its `handle` is async, so the report is awaited.
+  const notifier = {
+    init() {},
+    async handle(event) {
+      try {
+        const response = await fetch('https://hooks.example.com/notify', {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: event.object,
+        });
+        if (!response.ok) throw `the receiver answered ${response.status}: ${await response.text()}`;
+        return { tag: 'done' };
+      } catch (e) {
+        throw typeof e === 'string' ? e : `${e.name}: ${e.message}`;
+      }
+    },
+  };
+  const realFetch = globalThis.fetch;
+  const demo = configmap('demo');
+  const sent = await new TestHost()
+    .http('https://hooks.example.com/', { status: 200, body: 'ok' })
+    .handle(notifier, event('added', demo));
+  assert.deepEqual(sent.outcome, { tag: 'done' });
+  assert.deepEqual(sent.requests, [
+    {
+      method: 'POST',
+      url: 'https://hooks.example.com/notify',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(demo),
+    },
+  ]);
+
+  const busy = new TestHost().http('https://hooks.example.com/', { status: 503, body: 'busy' });
+  assert.equal((await busy.handle(notifier, event('added', demo))).error, 'the receiver answered 503: busy');
+
+  const down = new TestHost().httpError('https://hooks.example.com/', 'connection refused');
+  assert.equal(
+    (await down.handle(notifier, event('added', demo))).error,
+    'TypeError: NetworkError when attempting to fetch resource. connection refused',
+  );
+
+  // A request no stub answers is refused, as one to a destination the handler's
+  // `capabilities.http` does not allow; it is recorded all the same.
+  const refused = await new TestHost().handle(notifier, event('added', demo));
+  assert.match(refused.error, /^TypeError: NetworkError .*no answer for https:\/\/hooks\.example\.com\/notify/);
+  assert.equal(refused.requests.length, 1);
+  assert.equal(globalThis.fetch, realFetch); // the real fetch is back after each call
+});

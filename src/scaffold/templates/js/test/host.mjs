@@ -2,6 +2,7 @@
 // the test asserts on what it did. test/register.mjs makes every `switchyard:plugin/...`
 // import resolve to this module, so it exports the functions of every interface of the
 // world (see wit/world.wit), besides `TestHost`, `event` and `updated` for the tests.
+// While a call runs, the global `fetch` answers from the test's HTTP stubs.
 //
 //   import * as handler from '../handler.js';
 //   import { TestHost, event } from './host.mjs';
@@ -15,12 +16,22 @@
 //   assert.equal(report.counter('events', { change: 'added' }), 1);
 //   assert.deepEqual(report.writes, [{ op: 'merge-patch', resource: 'ConfigMap', ... }]);
 //
+//   // A handler that sends with `fetch` (its `handle` is async): await the report.
+//   const posted = await new TestHost()
+//     .http('https://hooks.example.com/', { status: 200, body: 'ok' })
+//     .handle(handler, event('added', configmap));
+//   assert.deepEqual(posted.requests, [{ method: 'POST', url: 'https://hooks.example.com/notify', ... }]);
+//
 // How it differs from the daemon: each `handle` calls `init` and then `handle` like the
 // daemon's fresh instance per event, but the module's variables keep their values between
 // calls in one test process; capabilities are not checked, and a cache read may name any
 // resource (every write is recorded, none is sent); cache reads answer from the objects
 // given with `object`. A host function's error is thrown as the component sees it: an
-// object whose `message` and `payload` are the error's text.
+// object whose `message` and `payload` are the error's text. `fetch` sends nothing: it
+// answers from `http` and `httpError`, and a request neither answers is rejected as the
+// daemon rejects a destination the handler's `capabilities.http` does not allow: with a
+// `TypeError` ("NetworkError when attempting to fetch resource.", as `fetch` in a
+// component reports every failed request, followed here by what failed).
 
 // The error a host function throws, as componentize-js throws it in a component.
 export class ComponentError extends Error {
@@ -48,6 +59,7 @@ export class TestHost {
   #objects = [];
   #indexes = new Map();
   #writeError = undefined;
+  #answers = [];
 
   // The handler's `config`, as the daemon would pass it from the YAML (`null` if unset).
   config(value) {
@@ -74,22 +86,50 @@ export class TestHost {
     return this;
   }
 
-  // Outbound HTTP is not part of this contract version (wit/world.wit): a stub for it
-  // belongs here, beside the writes, in the version that adds it.
+  // Answers `fetch` requests whose URL starts with `urlPrefix` with a response of
+  // `status` (200 unless given), `headers` (an object) and `body` (a string); the first
+  // matching prefix wins. A request nothing answers is refused (see above).
+  http(urlPrefix, { status = 200, headers = {}, body = '' } = {}) {
+    this.#answers.push([urlPrefix, { status, headers, body }]);
+    return this;
+  }
+
+  // Makes `fetch` requests whose URL starts with `urlPrefix` fail as a timeout or a refused
+  // connection does: rejected with a `TypeError` whose message ends with `message`.
+  httpError(urlPrefix, message) {
+    this.#answers.push([urlPrefix, { error: message }]);
+    return this;
+  }
 
   // Calls `handler.init` with the config and then `handler.handle` with `event`, where
   // `handler` is the handler's module (`import * as handler from '../handler.js'`).
-  // Returns the Report. Anything thrown other than a string (a trap in the daemon) is
-  // thrown on to the test.
+  // Returns the Report, or a promise of it when `handle` is async (a handler that awaits
+  // `fetch`): await it, and make one call at a time. Anything thrown other than a string
+  // (a trap in the daemon) is thrown on to the test.
   handle(handler, event) {
-    call = {
+    if (call) throw new Error('a TestHost.handle is still running: await it before the next');
+    const realFetch = globalThis.fetch;
+    const c = {
       objects: this.#objects.map(([resource, object]) => [resource, structuredClone(object)]),
       indexes: this.#indexes,
       writeError: this.#writeError,
+      answers: this.#answers,
       types: new Map(),
       report: new Report(),
     };
-    const report = call.report;
+    call = c;
+    globalThis.fetch = (input, init) => stubFetch(c, input, init);
+    const end = () => {
+      call = null;
+      globalThis.fetch = realFetch;
+    };
+    const report = c.report;
+    const failed = (e) => {
+      if (typeof e !== 'string') throw e;
+      report.error = e;
+      return report;
+    };
+    let pending = false;
     try {
       try {
         handler.init(JSON.stringify(this.#config));
@@ -98,17 +138,47 @@ export class TestHost {
         report.error = `init: ${e}`;
         return report;
       }
+      let outcome;
       try {
-        report.outcome = handler.handle(event);
+        outcome = handler.handle(event);
       } catch (e) {
-        if (typeof e !== 'string') throw e;
-        report.error = e;
+        return failed(e);
       }
+      if (typeof outcome?.then === 'function') {
+        pending = true;
+        return Promise.resolve(outcome)
+          .then((value) => {
+            report.outcome = value;
+            return report;
+          }, failed)
+          .finally(end);
+      }
+      report.outcome = outcome;
       return report;
     } finally {
-      call = null;
+      if (!pending) end();
     }
   }
+}
+
+// The global `fetch` while a call runs: records the request and answers from the
+// TestHost's `http` and `httpError`.
+async function stubFetch(c, input, init) {
+  const request = new Request(input, init);
+  const sent = { method: request.method, url: request.url, headers: Object.fromEntries(request.headers), body: '' };
+  c.report.requests.push(sent);
+  sent.body = await request.text();
+  const answer = c.answers.find(([prefix]) => request.url.startsWith(prefix))?.[1];
+  if (answer === undefined || answer.error !== undefined) {
+    const why =
+      answer?.error ?? `HttpRequestDenied: the TestHost has no answer for ${request.url} (give one with TestHost.http)`;
+    throw new TypeError(`NetworkError when attempting to fetch resource. ${why}`);
+  }
+  // A status that has no body (204, 304, ...) must be given none.
+  const empty = [101, 103, 204, 205, 304].includes(answer.status);
+  const response = new Response(empty ? null : answer.body, { status: answer.status, headers: answer.headers });
+  Object.defineProperty(response, 'url', { value: request.url });
+  return response;
 }
 
 // What one call did.
@@ -129,6 +199,10 @@ export class Report {
   // `{ op: 'delete', resource, namespace, name }`,
   // `{ op: 'event', object, eventType, reason, message }` (bodies parsed from JSON).
   writes = [];
+  // The HTTP requests sent with `fetch`, in order, answered or not:
+  // `{ method, url, headers, body }`, `headers` an object of lowercase names and `body`
+  // the body's text ('' for none).
+  requests = [];
 
   // The logged messages without their levels.
   lines() {

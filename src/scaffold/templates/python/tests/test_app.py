@@ -10,12 +10,14 @@ sys.path.insert(0, str(Path(__file__).parent / "host"))
 sys.path.insert(0, str(Path(__file__).parent.parent))
 
 import app  # noqa: E402
+import switchyard_http  # noqa: E402
 from componentize_py_types import Err  # noqa: E402
 from switchyard_testing import (  # noqa: E402
     Apply,
     CreateEvent,
     Delete,
     MergePatch,
+    Request,
     TestHost,
     event,
     updated,
@@ -106,6 +108,49 @@ class HandlerTest(unittest.TestCase):
                 CreateEvent(made, "Normal", "Made", "made it"),
             ],
         )
+
+    def test_what_the_host_answers_and_records_of_http_requests(self):
+        class Notifier:  # a handler written here: posts each event's object to a webhook
+            def init(self, config):
+                pass
+
+            def handle(self, event):
+                url = "https://hooks.example.com/notify"
+                try:
+                    response = switchyard_http.post(url, json_body=json.loads(event.object))
+                except switchyard_http.HttpError as e:
+                    raise Err(str(e))  # the daemon retries it
+                if not response.ok:
+                    raise Err(f"the receiver answered {response.status}: {response.text()}")
+                return Outcome_Done()
+
+        demo = configmap("demo")
+        added = event(EventKind.ADDED, demo)
+        sent = TestHost().http("https://hooks.example.com/", status=200, body="ok").handle(Notifier, added)
+        self.assertEqual(sent.outcome, Outcome_Done())
+        self.assertEqual(
+            sent.requests,
+            [
+                Request(
+                    "POST",
+                    "https://hooks.example.com/notify",
+                    [("content-type", "application/json")],
+                    json.dumps(demo).encode(),
+                )
+            ],
+        )
+
+        busy = TestHost().http("https://hooks.example.com/", status=503, body="busy").handle(Notifier, added)
+        self.assertEqual(busy.error, "the receiver answered 503: busy")
+
+        down = TestHost().http_error("https://hooks.example.com/", "ConnectionRefused").handle(Notifier, added)
+        self.assertEqual(down.error, "connection: ConnectionRefused")
+
+        # A request no stub answers is refused, as one to a destination the handler's
+        # `capabilities.http` does not allow; it is recorded all the same.
+        refused = TestHost().handle(Notifier, added)
+        self.assertEqual(refused.error, "denied: HttpRequestDenied (see the handler's capabilities.http)")
+        self.assertEqual(len(refused.requests), 1)
 
 
 if __name__ == "__main__":

@@ -16,12 +16,20 @@ their host functions answer from and record into the call in progress here.
     self.assertEqual(report.counter("events", {"change": "added"}), 1)
     self.assertEqual(report.writes, [MergePatch("ConfigMap", "default", "demo", {...})])
 
+    # A handler that sends with switchyard_http: answer it, then check what it sent.
+    report = TestHost().http("https://hooks.example.com/", status=200).handle(...)
+    self.assertEqual(report.requests, [Request("POST", "https://hooks.example.com/notify", ...)])
+
 How it differs from the daemon: each `handle` makes a new instance of the class and calls
 `init` and then `handle` like the daemon's fresh instance per event, but module globals
 keep their values between calls in one test process; capabilities are not checked, and a
 cache read may name any resource (every write is recorded, none is sent); cache reads
 answer from the objects given with `object`. A host function's error is raised as in a
-component: `componentize_py_types.Err` with the error's text as `value`.
+component: `componentize_py_types.Err` with the error's text as `value`. The `wasi:http`
+modules beside this one send nothing: switchyard_http's requests are recorded and
+answered from `http` and `http_error`, and one neither answers is refused as the daemon
+refuses a destination the handler's `capabilities.http` does not allow (`HttpError` of
+kind "denied").
 """
 
 import copy
@@ -32,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from componentize_py_types import Err
+from wit_world.imports.http_types import error_code
 from wit_world.imports.types import Event, EventKind
 
 
@@ -85,6 +94,17 @@ class CreateEvent:
 
 
 @dataclass
+class Request:
+    """An HTTP request the handler sent (with switchyard_http), recorded."""
+
+    method: str  # "GET", "POST", ...
+    url: str
+    headers: List[Tuple[str, str]]  # lowercase names and values, in order
+    body: bytes = b""
+    timeout_ms: Optional[int] = None  # the first-byte timeout given, if any
+
+
+@dataclass
 class Report:
     """What one call did."""
 
@@ -93,6 +113,7 @@ class Report:
     logs: List[Tuple[Any, str]] = field(default_factory=list)  # (Level, message), in order
     metrics: List[Metric] = field(default_factory=list)  # in order
     writes: List[Any] = field(default_factory=list)  # Apply, MergePatch, Delete, CreateEvent
+    requests: List[Request] = field(default_factory=list)  # sent, answered or not, in order
 
     def lines(self) -> List[str]:
         """The logged messages without their levels."""
@@ -123,10 +144,11 @@ class Report:
 class _Call:
     """The call in progress: what the host answers and what it records."""
 
-    def __init__(self, objects, indexes, write_error):
+    def __init__(self, objects, indexes, write_error, answers):
         self.objects = objects
         self.indexes = indexes
         self.write_error = write_error
+        self.answers = answers
         self.types: Dict[str, str] = {}
         self.report = Report()
 
@@ -152,6 +174,7 @@ class TestHost:
         self._objects: List[Tuple[str, Any]] = []
         self._indexes: Dict[str, Callable[[Any], List[str]]] = {}
         self._write_error: Optional[str] = None
+        self._answers: List[Tuple[str, Any]] = []
 
     def config(self, config: Any) -> "TestHost":
         """The handler's `config`, as the daemon would pass it from the YAML (None if unset)."""
@@ -174,8 +197,27 @@ class TestHost:
         self._write_error = message
         return self
 
-    # Outbound HTTP is not part of this contract version (wit/world.wit): a stub for it
-    # belongs here, beside the writes, in the version that adds it.
+    def http(
+        self,
+        url_prefix: str,
+        status: int = 200,
+        headers: List[Tuple[str, str]] = (),
+        body: Any = b"",
+    ) -> "TestHost":
+        """Answers HTTP requests whose URL starts with `url_prefix` with `status`, `headers`
+        and `body` (bytes or text); the first matching prefix wins. A request nothing
+        answers is refused, as a destination missing from `capabilities.http` is."""
+        data = body.encode() if isinstance(body, str) else bytes(body)
+        self._answers.append((url_prefix, (status, list(headers), data)))
+        return self
+
+    def http_error(self, url_prefix: str, code: str = "ConnectionRefused") -> "TestHost":
+        """Makes HTTP requests whose URL starts with `url_prefix` fail with the `wasi:http`
+        error code named `code` ("ConnectionRefused", "HttpResponseTimeout", ...), which
+        switchyard_http raises as `HttpError` ("connection: ConnectionRefused")."""
+        error_code(code)  # a ValueError now for a name that is no error code
+        self._answers.append((url_prefix, code))
+        return self
 
     def handle(self, world: type, event: Any) -> Report:
         """Makes an instance of `world` (the handler's `WitWorld` class), calls `init` with
@@ -183,7 +225,7 @@ class TestHost:
         than `Err` (a trap in the daemon) is raised on to the test."""
         global _call
         objects = [(r, copy.deepcopy(o)) for r, o in self._objects]
-        _call = _Call(objects, dict(self._indexes), self._write_error)
+        _call = _Call(objects, dict(self._indexes), self._write_error, list(self._answers))
         report = _call.report
         try:
             plugin = world()
@@ -213,6 +255,20 @@ def event(
 def updated(old: Any, new: Any) -> Event:
     """An `updated` event from `old` to `new`, on route `test`, first attempt."""
     return event(EventKind.UPDATED, new, old=old)
+
+
+# ---- wasi:http/outgoing-handler: answered from TestHost.http and http_error ----
+
+
+def http_answer(request: Request) -> Any:
+    """Records `request` and gives the test's answer for it: (status, headers, body), or
+    the name of the error code it fails with."""
+    call = current()
+    call.report.requests.append(request)
+    for prefix, answer in call.answers:
+        if request.url.startswith(prefix):
+            return answer
+    return "HttpRequestDenied"
 
 
 # ---- switchyard:plugin/metrics, checked as the daemon checks them ----
