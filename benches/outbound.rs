@@ -239,7 +239,8 @@ impl Writer {
     /// Creates the objects `bench-0` … (serial 0, so not counted).
     async fn create_objects(client: &reqwest::Client, sim: &str) {
         for i in 0..CHANGED_OBJECTS {
-            let object = json!({"metadata": {"name": format!("bench-{i}")}, "data": {"serial": "0"}});
+            let object =
+                json!({"metadata": {"name": format!("bench-{i}")}, "data": {"serial": "0"}});
             client
                 .post(format!("{sim}/api/v1/namespaces/default/configmaps"))
                 .json(&object)
@@ -325,7 +326,13 @@ fn start_daemon(plan: &Plan, dir: &Path, port: u16, receiver: &str) -> Running {
     command
         .current_dir(dir)
         .env_remove("SWITCHYARD_THREADS")
-        .args(["run", "--config", "switchyard.yaml", "--kubeconfig", "kubeconfig"])
+        .args([
+            "run",
+            "--config",
+            "switchyard.yaml",
+            "--kubeconfig",
+            "kubeconfig",
+        ])
         .stderr(std::fs::File::create(dir.join("daemon.log")).expect("a log file"));
     Running::start(command)
 }
@@ -408,7 +415,11 @@ async fn run_row(plan: &Plan, row: Row) -> Measured {
         receiver.seen.lock().unwrap().prefill.len() >= n
     })
     .await;
-    assert!(listed.is_some(), "{}: {n} objects not delivered", row.label());
+    assert!(
+        listed.is_some(),
+        "{}: {n} objects not delivered",
+        row.label()
+    );
     let list_wall = started.elapsed().as_secs_f64();
     let list_cpu = process_cpu(&pid);
 
@@ -480,7 +491,10 @@ async fn controller_child() {
     let api: kube::Api<ConfigMap> = kube::Api::namespaced(client, "default");
     let context = Arc::new(Poster {
         client: reqwest::Client::new(),
-        url: format!("{}/hook", std::env::var(RECEIVER).expect("the receiver's URL")),
+        url: format!(
+            "{}/hook",
+            std::env::var(RECEIVER).expect("the receiver's URL")
+        ),
     });
     Controller::new(api, watcher::Config::default())
         .run(post, requeue, context)
@@ -543,8 +557,7 @@ fn print_table(plan: &Plan, results: &[(Row, Vec<Measured>)]) {
     println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for (row, rounds) in results {
         let ms = |m: &Measured, which: usize| {
-            m.latency
-                .map(|p| if which == 0 { p.0 } else { p.1 } * 1e3)
+            m.latency.map(|p| if which == 0 { p.0 } else { p.1 } * 1e3)
         };
         println!(
             "| {} | {} | {} | {} | {} | {} | {} / {} | {} | {} | {} | {} | {} | {} |",
@@ -553,13 +566,17 @@ fn print_table(plan: &Plan, results: &[(Row, Vec<Measured>)]) {
             cell(rounds, 1, |m: &Measured| Some(m.list_cpu_per_object)),
             cell(rounds, 1, churn_cpu_per_delivered),
             cell(rounds, 1, churn_cpu_per_change),
-            cell(rounds, 0, |m: &Measured| Some(m.churn_delivered / m.churn_wall)),
+            cell(rounds, 0, |m: &Measured| Some(
+                m.churn_delivered / m.churn_wall
+            )),
             cell(rounds, 1, |m: &Measured| ms(m, 0)),
             cell(rounds, 1, |m: &Measured| ms(m, 1)),
             cell(rounds, 1, |m: &Measured| m.drained),
             cell(rounds, 0, |m: &Measured| Some(m.lost_changes)),
             cell(rounds, 0, |m: &Measured| Some(m.lost_objects)),
-            cell(rounds, 1, |m: &Measured| Some(m.peak_rss / f64::from(1 << 20))),
+            cell(rounds, 1, |m: &Measured| Some(
+                m.peak_rss / f64::from(1 << 20)
+            )),
             ratio(
                 median_of(rounds, churn_cpu_per_delivered),
                 median_of(kube, churn_cpu_per_delivered)

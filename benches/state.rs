@@ -87,6 +87,7 @@ fn pipeline(rt: &Runtime, state: Option<&State>) -> (Arc<Route>, Arc<Handler>) {
     let _guard = rt.enter();
     let handler = Handler::start(
         config.handlers[0].clone(),
+        Ok(config.handlers[0].config.to_string()),
         PluginLogs::default(),
         &metrics,
         active,

@@ -42,6 +42,8 @@
 //! - [`plugin`]: the wasm host only: engine, pooling, limits, the plugin contract's
 //!   bindings, host imports, loading and the plugins folder watcher.
 //! - [`informer`]: shared watches (reflector), the indexed cache (store) and deltas.
+//! - [`secrets`]: the Secrets handlers' configs name (`valueFrom: {secretKeyRef: …}`),
+//!   each watched alone, resolved into the config a plugin's `init` takes.
 //! - [`election`]: `ha.mode: leader`: leader election through a Lease (client-go's
 //!   algorithm) and its status.
 //! - [`sim`]: the built-in Kubernetes API simulator (a stage of its own, used by tests,
@@ -58,7 +60,7 @@
 //!
 //! - [`metrics`]: the Prometheus registry;
 //! - [`util`]: poison-tolerant locks, RFC 3339 times, bearer tokens, Kubernetes errors as
-//!   text;
+//!   text, secret values redacted from what the daemon shows;
 //! - [`logging`]: the log the binary installs (text or JSON, one line per event).
 
 pub mod admin;
@@ -77,6 +79,7 @@ pub mod queue;
 pub mod rbac;
 pub mod router;
 pub mod scaffold;
+pub mod secrets;
 pub mod sharding;
 pub mod sim;
 pub mod state;

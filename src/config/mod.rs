@@ -22,6 +22,7 @@ mod spec;
 mod token;
 pub mod units;
 mod validate;
+pub mod value_from;
 
 use std::io::Read;
 use std::net::SocketAddr;

@@ -133,8 +133,11 @@ pub struct HandlerSpec {
     pub qps: Option<f64>,
     /// Retries and requeues that may go at once.
     pub burst: u32,
-    /// Settings passed to the plugin's `init`.
+    /// Settings passed to the plugin's `init`, as written: a `valueFrom:` is still a
+    /// reference here (see [`super::value_from`]).
     pub config: serde_json::Value,
+    /// The values of `config` taken from Secrets or environment variables.
+    pub value_refs: Vec<super::value_from::ValueRef>,
     /// Kubernetes writes the plugin may make.
     pub capabilities: Capabilities,
     /// Where and how the plugin may send HTTP requests.

@@ -38,6 +38,8 @@ pub struct Shared {
     pub(super) plugin_metrics: Arc<PluginMetrics>,
     /// The pooled clients of plugins' outbound HTTP, shared across reloads.
     outbound: Arc<crate::plugin::outbound::Clients>,
+    /// The Secrets handlers' configs name, watched.
+    pub(super) secrets: Arc<crate::secrets::Secrets>,
     /// The largest memory a plugin instance may have in the pool, sized at start.
     pub(super) pool_memory: u64,
     /// Plugin instances the pool holds, sized at start: the most concurrency the handlers
@@ -149,6 +151,7 @@ impl Shared {
             plugins,
             plugin_metrics: Arc::new(PluginMetrics::new(metrics.clone())),
             outbound: Arc::default(),
+            secrets: crate::secrets::Secrets::new(client.clone()),
             metrics,
             client,
             pool_memory,
@@ -202,6 +205,7 @@ impl Shared {
             client: &self.client,
             plugin_metrics: &self.plugin_metrics,
             outbound: &self.outbound,
+            secrets: &self.secrets,
             active: &self.active,
             tenure: self.tenure.as_ref(),
             state: self.state.as_ref(),
@@ -387,7 +391,16 @@ impl crate::admin::Backend for Shared {
             .or_else(|| self.shards.as_ref().and_then(|s| s.refused()));
         let store = store.map(|why| ("state store".to_string(), why));
         let lease = lease.map(|why| ("lease".to_string(), why));
-        store.into_iter().chain(lease).collect()
+        // A handler whose config waits for a Secret or an environment variable.
+        let handlers = self
+            .handlers()
+            .into_iter()
+            .filter(|h| !h.waiting_for().is_empty())
+            .map(|h| {
+                let why = format!("waits for {}", h.waiting_for().join("; "));
+                (format!("handler {}", h.name()), why)
+            });
+        store.into_iter().chain(lease).chain(handlers).collect()
     }
 }
 

@@ -68,7 +68,11 @@ type Pending = HashMap<WorkKey, (Delivery, Owed)>;
 pub struct Handler {
     spec: HandlerSpec,
     name: Arc<str>,
+    /// The config the plugin's `init` takes, its `valueFrom:` values resolved.
     config_json: String,
+    /// What the config's values wait for (a Secret not found, say); while any, the
+    /// workers take no work and events queue up.
+    waiting_for: Vec<String>,
     queue: WorkQueue<WorkKey>,
     pending: Mutex<Pending>,
     dead_letters: Mutex<DeadLetters>,
@@ -98,9 +102,11 @@ impl Handler {
     /// Starts a handler with `spec.concurrency` workers, its queue reporting to `metrics`.
     /// Until a plugin is set, events wait in the queue.
     /// Workers hand events to the plugin only while `active` is true and the handler is
-    /// not paused.
+    /// not paused. `config` is the config `init` takes, or what its values wait for: then
+    /// events queue up until a successor with the values takes them over.
     pub fn start(
         spec: HandlerSpec,
+        config: Result<String, Vec<String>>,
         logs: PluginLogs,
         metrics: &Metrics,
         active: watch::Receiver<bool>,
@@ -116,9 +122,14 @@ impl Handler {
             .shadow
             .clone()
             .map(|plugin| Arc::new(shadow::Shadow::new(spec.name.as_str().into(), plugin)));
+        let (config_json, waiting_for) = match config {
+            Ok(json) => (json, Vec::new()),
+            Err(waiting) => (String::new(), waiting),
+        };
         let handler = Arc::new(Self {
             name: spec.name.as_str().into(),
-            config_json: spec.config.to_string(),
+            config_json,
+            waiting_for,
             queue: WorkQueue::with_limits(limits, Some(metrics.queue(&spec.name))),
             host_context: Mutex::new(Arc::new(HostContext::new(spec.name.as_str().into(), logs))),
             spec,
@@ -154,6 +165,20 @@ impl Handler {
     /// The handler's settings.
     pub fn spec(&self) -> &HandlerSpec {
         &self.spec
+    }
+
+    /// Whether the handler runs with `config` (as [`Handler::start`] takes it): the same
+    /// resolved values, or waiting for the same ones.
+    pub fn has_config(&self, config: &Result<String, Vec<String>>) -> bool {
+        match config {
+            Ok(json) => self.waiting_for.is_empty() && *json == self.config_json,
+            Err(waiting) => *waiting == self.waiting_for,
+        }
+    }
+
+    /// What the config's values wait for; empty when the handler can run.
+    pub fn waiting_for(&self) -> &[String] {
+        &self.waiting_for
     }
 
     /// Sets what the plugin's host imports work from (the routes' caches, the granted

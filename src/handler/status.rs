@@ -54,6 +54,10 @@ pub struct HandlerStatus {
     pub coalesced_overflow: u64,
     /// Whether the handler is paused (events queue up; none are handed to the plugin).
     pub paused: bool,
+    /// What its config's values wait for (a Secret not found, an environment variable not
+    /// set); events queue up meanwhile. Names the source, never a value.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub waiting_for: Vec<String>,
     /// The quarantine in force, if the plugin kept failing (events queue up; the plugin is
     /// tried again after a backoff).
     pub quarantine: Option<super::QuarantineView>,
@@ -166,6 +170,7 @@ impl Handler {
             dead_letters: lock(&self.dead_letters).len(),
             coalesced_overflow: c.coalesced_overflow.load(Ordering::Relaxed),
             paused: *self.paused.borrow(),
+            waiting_for: self.waiting_for.clone(),
             quarantine,
             quarantines,
             undelivered: c.undelivered.load(Ordering::Relaxed),

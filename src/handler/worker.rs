@@ -21,6 +21,12 @@ impl Handler {
     pub(super) async fn work(self: Arc<Self>) {
         let mut plugin_rx = self.slot.subscribe();
         let mut instances = Instances::new(self.spec.instance);
+        if !self.waiting_for.is_empty() {
+            // No config to init the plugin with: events queue up for the successor that
+            // the daemon starts once the values are there.
+            self.wait_for_shutdown().await;
+            return;
+        }
         loop {
             // Wait for a plugin before taking work, so events queue up meanwhile. Biased: at
             // shutdown, a worker that can call the plugin drains the queue (for the grace).

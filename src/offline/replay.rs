@@ -186,8 +186,11 @@ impl Call<'_> {
             attempt: 1,
             final_state_unknown: event.final_state_unknown,
         };
+        // A value from a Secret or the environment is never read: the plugin gets a
+        // placeholder naming where it would come from.
+        let config = crate::config::value_from::placeholders(&spec.config, &spec.value_refs);
         let result = plugin
-            .call_in(&context, &limits, &spec.config.to_string(), &call)
+            .call_in(&context, &limits, &config.to_string(), &call)
             .await;
         let outcome = match result {
             Ok(Outcome::Done) => ReplayOutcome::Done,

@@ -530,7 +530,7 @@ impl Plugin {
                 .call_init(&mut store, config_json)
                 .await
                 .map_err(|e| trap(&store, limits.timeout, "init", e))?
-                .map_err(Error::Init)?;
+                .map_err(|m| Error::Init(crate::util::redact::redact_owned(m)))?;
             Ok(bindings)
         })
         .await;
@@ -613,7 +613,8 @@ impl PluginInstance {
                 .call_handle(&mut *store, event)
                 .await
                 .map_err(|e| trap(store, timeout, "handle", e))?
-                .map_err(Error::Handler)
+                // The plugin may echo a secret value of its config.
+                .map_err(|m| Error::Handler(crate::util::redact::redact_owned(m)))
         })
         .await;
         drop(running);
@@ -629,7 +630,11 @@ fn trap(store: &Store<CallState>, timeout: Duration, stage: &str, e: wasmtime::E
     if store.data().timed_out {
         Error::Timeout(timeout)
     } else {
-        Error::Trap(format!("{stage}: {}", reason_first(&e)))
+        // A panic's message may hold a secret value of the config.
+        Error::Trap(crate::util::redact::redact_owned(format!(
+            "{stage}: {}",
+            reason_first(&e)
+        )))
     }
 }
 

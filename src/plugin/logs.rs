@@ -95,6 +95,8 @@ impl PluginLogs {
 
     /// Records one line: into the daemon's log and to every subscriber.
     pub fn record(&self, handler: &str, level: Level, message: String) {
+        // The plugin may log a secret value of its config.
+        let message = crate::util::redact::redact_owned(message);
         let span = event_span();
         let entered = span.enter();
         let level = match level {

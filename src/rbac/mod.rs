@@ -43,11 +43,14 @@ pub struct Resource {
     pub plural: String,
 }
 
-/// One rule of a (Cluster)Role: the verbs allowed on one resource, and why.
+/// One rule of a (Cluster)Role: the verbs allowed on one resource (or on the objects of
+/// it named), and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rule {
     /// The resource.
     pub resource: Resource,
+    /// The objects the rule is limited to (`resourceNames`); empty for every object.
+    pub names: BTreeSet<String>,
     /// Kubernetes verbs, sorted.
     pub verbs: BTreeSet<&'static str>,
     /// What in the config needs the rule, sorted.
@@ -57,7 +60,8 @@ pub struct Rule {
 /// Everything a config needs, by scope; each scope's rules sorted by resource.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Permissions {
-    by_scope: BTreeMap<Scope, BTreeMap<Resource, Rule>>,
+    /// Rules by scope, then by resource and whether they are limited to named objects.
+    by_scope: BTreeMap<Scope, BTreeMap<(Resource, bool), Rule>>,
 }
 
 impl Permissions {
@@ -70,19 +74,46 @@ impl Permissions {
         reason: &str,
     ) {
         for scope in scopes {
-            let rule = self
-                .by_scope
-                .entry(scope.clone())
-                .or_default()
-                .entry(resource.clone())
-                .or_insert_with(|| Rule {
-                    resource: resource.clone(),
-                    verbs: BTreeSet::new(),
-                    reasons: BTreeSet::new(),
-                });
-            rule.verbs.extend(verbs.iter().copied());
-            rule.reasons.insert(reason.to_string());
+            self.entry(scope, resource, false, verbs, reason);
         }
+    }
+
+    /// Allows `verbs` on the object `name` of `resource` in `scope` only (`resourceNames`),
+    /// recording `reason`. Names allowed so merge into one rule per resource and scope.
+    pub fn allow_named(
+        &mut self,
+        scope: &Scope,
+        resource: &Resource,
+        name: &str,
+        verbs: &[&'static str],
+        reason: &str,
+    ) {
+        let rule = self.entry(scope, resource, true, verbs, reason);
+        rule.names.insert(name.to_string());
+    }
+
+    fn entry(
+        &mut self,
+        scope: &Scope,
+        resource: &Resource,
+        named: bool,
+        verbs: &[&'static str],
+        reason: &str,
+    ) -> &mut Rule {
+        let rule = self
+            .by_scope
+            .entry(scope.clone())
+            .or_default()
+            .entry((resource.clone(), named))
+            .or_insert_with(|| Rule {
+                resource: resource.clone(),
+                names: BTreeSet::new(),
+                verbs: BTreeSet::new(),
+                reasons: BTreeSet::new(),
+            });
+        rule.verbs.extend(verbs.iter().copied());
+        rule.reasons.insert(reason.to_string());
+        rule
     }
 
     /// The rules of each scope: the cluster first, then namespaces by name.
@@ -92,9 +123,14 @@ impl Permissions {
             .map(|(scope, rules)| (scope, rules.values().collect()))
     }
 
-    /// The rule on `resource` in `scope`, if any.
+    /// The rule on every object of `resource` in `scope`, if any.
     pub fn rule(&self, scope: &Scope, resource: &Resource) -> Option<&Rule> {
-        self.by_scope.get(scope)?.get(resource)
+        self.by_scope.get(scope)?.get(&(resource.clone(), false))
+    }
+
+    /// The rule on named objects of `resource` in `scope`, if any.
+    pub fn named_rule(&self, scope: &Scope, resource: &Resource) -> Option<&Rule> {
+        self.by_scope.get(scope)?.get(&(resource.clone(), true))
     }
 }
 
@@ -107,7 +143,38 @@ pub const RULE_SETS: &[(&str, RuleSet)] = &[
     ("watches", watches),
     ("writes", writes),
     ("election", election),
+    ("secrets", secrets),
 ];
+
+/// Reading the Secrets handlers' configs name (`valueFrom: {secretKeyRef: …}`): get, list
+/// and watch on each by name. A list or watch is allowed by `resourceNames` when it selects
+/// the one object by `metadata.name`, which is how the daemon watches each Secret.
+fn secrets(config: &Config, subject: &Subject, permissions: &mut Permissions) {
+    use crate::config::value_from::ValueSource;
+    let resource = Resource {
+        group: String::new(),
+        plural: "secrets".into(),
+    };
+    for handler in &config.handlers {
+        for value in &handler.value_refs {
+            let ValueSource::Secret(secret) = &value.source else {
+                continue;
+            };
+            let namespace = secret.namespace.as_deref().unwrap_or(&subject.namespace);
+            let reason = format!(
+                "handlers.{}.config.{}: Secret {namespace}/{}",
+                handler.name, value.path, secret.name
+            );
+            permissions.allow_named(
+                &Scope::Namespace(namespace.to_string()),
+                &resource,
+                &secret.name,
+                READ_VERBS,
+                &reason,
+            );
+        }
+    }
+}
 
 /// The verbs leader election uses on its Lease: read it, create it, take it over or renew it.
 pub const ELECTION_VERBS: &[&str] = &["create", "get", "update"];

@@ -70,6 +70,10 @@ fn role(out: &mut String, subject: &Subject, namespace: Option<&str>, rules: &[&
             "    resources: {}",
             list([rule.resource.plural.as_str()])
         );
+        if !rule.names.is_empty() {
+            let names = list(rule.names.iter().map(String::as_str));
+            let _ = writeln!(out, "    resourceNames: {names}");
+        }
         let _ = writeln!(out, "    verbs: {}", list(rule.verbs.iter().copied()));
     }
 }

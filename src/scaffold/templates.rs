@@ -198,7 +198,8 @@ fn python_files(name: &str) -> Vec<(&'static str, String)> {
         ),
         (
             "tests/host/wit_world/imports/outgoing_handler.py",
-            include_str!("templates/python/tests/host/wit_world/imports/outgoing_handler.py").into(),
+            include_str!("templates/python/tests/host/wit_world/imports/outgoing_handler.py")
+                .into(),
         ),
         (
             "tests/host/wit_world/imports/streams.py",

@@ -4,6 +4,7 @@
 
 mod file_events;
 mod kube_error;
+pub mod redact;
 mod sync;
 mod time;
 mod token;

@@ -120,7 +120,7 @@ async fn the_shipped_layout_runs_an_oci_plugin_with_the_plugins_folder_read_only
             .as_array()
             .and_then(|all| all.iter().find(|e| e["name"] == name))
             .and_then(|e| e["value"].as_str())
-            .map(&at)
+            .map(at)
     };
     let xdg_cache: PathBuf = env_var("XDG_CACHE_HOME").expect("XDG_CACHE_HOME");
 

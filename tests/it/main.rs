@@ -37,6 +37,7 @@ mod quarantine;
 mod queue;
 mod replay;
 mod scaffold;
+mod secrets;
 mod shadow;
 mod sharded;
 mod sinks;

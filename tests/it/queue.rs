@@ -194,7 +194,7 @@ mod every_mode {
                 taken.push(e.object.resource_version().parse::<u32>().unwrap());
             }
             prop_assert!(taken.windows(2).all(|w| w[0] < w[1]), "out of order: {taken:?}");
-            prop_assert_eq!(taken.last().copied(), Some(next_rv).filter(|_| next_rv > 1));
+            prop_assert_eq!(taken.last().copied(), (next_rv > 1).then_some(next_rv));
             if !overflowed {
                 prop_assert_eq!(taken, (2..=next_rv).collect::<Vec<_>>());
             }

@@ -204,8 +204,10 @@ function fillHandler(entry, h, detail) {
   c.failed.className = h.failed ? "n bad" : "n";
   c.dead_letters.textContent = fmt(h.dead_letters);
   c.dead_letters.className = h.dead_letters ? "n bad" : "n";
-  c.state.textContent = h.paused ? "paused" : "running";
-  c.state.className = h.paused ? "paused" : "yes";
+  const waits = h.waiting_for && h.waiting_for.length;
+  c.state.textContent = waits ? "waiting" : h.paused ? "paused" : "running";
+  c.state.className = waits || h.paused ? "paused" : "yes";
+  c.state.title = waits ? "waits for " + h.waiting_for.join("; ") : "";
   entry.actions.querySelector('[data-action="pause"]').disabled = h.paused;
   entry.actions.querySelector('[data-action="resume"]').disabled = !h.paused;
   entry.actions.querySelector('[data-action="retry"]').disabled = !h.dead_letters;

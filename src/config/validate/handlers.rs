@@ -49,6 +49,21 @@ pub(super) fn build_handler(
     let capabilities = super::capabilities::build(&name, h.capabilities.as_ref(), errors);
     let outbound = super::outbound::build(&name, h.capabilities.as_ref(), h.outbound, base, errors);
     // `qps` was checked as it was read; 0 turns the bucket off.
+    let config = h.config.unwrap_or(Value::Null);
+    let (value_refs, malformed) = crate::config::value_from::collect(&config);
+    for (path, why) in malformed {
+        errors.at(at(&format!("config.{path}")), why);
+    }
+    for r in &value_refs {
+        if let crate::config::value_from::ValueSource::Env(var) = &r.source
+            && std::env::var_os(var).is_none()
+        {
+            errors.warn_at(
+                at(&format!("config.{}.valueFrom", r.path)),
+                format!("environment variable {var} is not set here: the handler waits until the daemon runs with it set"),
+            );
+        }
+    }
     let qps = match h.qps {
         Some(0.0) => None,
         Some(q) => Some(q),
@@ -69,7 +84,8 @@ pub(super) fn build_handler(
         max_retries: h.max_retries.unwrap_or(5),
         backoff_base,
         backoff_cap,
-        config: h.config.unwrap_or(Value::Null),
+        config,
+        value_refs,
         quarantine,
         instance: h.instance.unwrap_or_default(),
         name,

@@ -464,3 +464,28 @@ routes:
         "14:42: routes[0].kinds[2]: no informer watches kind \"configmap\"; did you mean \"ConfigMap\"?"
     );
 }
+
+#[test]
+fn a_malformed_value_from_is_placed_and_a_good_one_read() {
+    let text = "\
+handlers:
+  h:
+    config:
+      url: {valueFrom: {secretKeyRef: {name: hook, key: url}}}
+      token: {valueFrom: {secretKeyRef: {name: Hook, key: token}}}
+routes:
+  - {name: r, resource: configmaps, handler: h}
+";
+    let errors = all_errors(text);
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(
+        errors[0]
+            .starts_with("5:26: handlers.h.config.token.valueFrom: secretKeyRef name \"Hook\""),
+        "{errors:?}"
+    );
+    let good = text.replace("name: Hook", "name: hook");
+    let config = validate(Path::new("c.yaml"), &good).unwrap();
+    let refs = &config.handlers[0].value_refs;
+    assert_eq!(refs.len(), 2);
+    assert_eq!(refs[1].path, "url");
+}

@@ -98,6 +98,8 @@ pub struct Stages<'a> {
     pub plugin_metrics: &'a Arc<PluginMetrics>,
     /// The pooled clients of plugins' outbound HTTP.
     pub outbound: &'a Arc<Clients>,
+    /// The Secrets handlers' configs name.
+    pub secrets: &'a Arc<crate::secrets::Secrets>,
     /// The replica's gate: handlers run only while it is true.
     pub active: &'a tokio::sync::watch::Sender<bool>,
     /// In sharded mode, this replica's hold on its ranges, checked before each call.
@@ -172,6 +174,7 @@ impl Topology {
         // 2. Handlers: keep the equal ones, start the rest paused (until routes and plugins
         //    are in place and replaced handlers have handed over).
         stages.plugins.set_oci(config.oci.clone());
+        stages.secrets.track(&config).await;
         let handlers = self.start_handlers(&config, stages, &mut plan).await;
         // 3. Routes: unsubscribe the old ones not kept, restart informers whose cache
         //    options changed, then subscribe the new ones.
@@ -294,14 +297,21 @@ impl Topology {
     ) -> HandlerChanges {
         let mut changes = HandlerChanges::default();
         for spec in &config.handlers {
+            // Its config with the values of Secrets and environment variables: a handler
+            // whose values changed (a Secret rotated) is replaced, with new instances.
+            let resolved = stages.secrets.resolve(spec);
             match self.handler(&spec.name) {
-                Some(old) if old.spec() == spec => {
+                Some(old) if old.spec() == spec && old.has_config(&resolved) => {
                     plan.handlers.unchanged.push(spec.name.clone());
                     changes.all.push(old.clone());
                 }
                 old => {
+                    if let Err(waiting) = &resolved {
+                        tracing::warn!(handler = %spec.name, waits_for = %waiting.join("; "), "the handler's config waits for a value: its events queue up");
+                    }
                     let new = Handler::start(
                         spec.clone(),
+                        resolved,
                         stages.logs.clone(),
                         stages.metrics,
                         stages.active.subscribe(),

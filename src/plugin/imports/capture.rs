@@ -75,7 +75,8 @@ pub struct CapturedRequest {
 }
 
 /// What stands in for a redacted value.
-pub const REDACTED: &str = "<redacted>";
+pub use crate::util::redact::REDACTED;
+use crate::util::redact::redact;
 
 impl CapturedRequest {
     /// The request `parts` with `body`, credentials redacted.
@@ -87,16 +88,16 @@ impl CapturedRequest {
                 let value = if is_credential(name.as_str()) {
                     REDACTED.to_string()
                 } else {
-                    String::from_utf8_lossy(value.as_bytes()).into_owned()
+                    redact(&String::from_utf8_lossy(value.as_bytes())).into_owned()
                 };
                 (name.as_str().to_string(), value)
             })
             .collect();
         Self {
             method: parts.method.to_string(),
-            url: parts.uri.to_string(),
+            url: redact(&parts.uri.to_string()).into_owned(),
             headers,
-            body: String::from_utf8_lossy(body).into_owned(),
+            body: redact(&String::from_utf8_lossy(body)).into_owned(),
         }
     }
 }

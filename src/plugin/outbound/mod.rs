@@ -115,7 +115,8 @@ impl Outbound {
             })
             .inc();
         if lock(&self.refused).insert(format!("{reason} {host}")) {
-            tracing::warn!(handler = %self.handler, host, reason, "{}", message());
+            let message = crate::util::redact::redact_owned(message());
+            tracing::warn!(handler = %self.handler, host, reason, "{message}");
         }
     }
 }

@@ -2,7 +2,9 @@
 //! its config, `{"url": "http://127.0.0.1:PORT/path"}`, and fails the call on anything but
 //! a 2xx, so the daemon retries it; a 4xx other than 429 fails it as permanent, so the event
 //! goes to the dead letters at once. With `"timeout_ms"`, waits at most that long for the
-//! response's first byte. The tests' outbound HTTP plugin.
+//! response's first byte. `"headers"` adds headers; with `"log_config": true`, `init`
+//! logs the config it was given (what the daemon must redact when it holds secrets). The
+//! tests' outbound HTTP plugin.
 
 use std::cell::RefCell;
 use std::time::Duration;
@@ -20,6 +22,9 @@ struct Outbound;
 impl Handler for Outbound {
     fn init(config: String) -> Result<(), String> {
         let config: Value = serde_json::from_str(&config).map_err(|e| e.to_string())?;
+        if config["log_config"] == true {
+            log(Level::Info, &format!("init with config {config}"));
+        }
         CONFIG.with(|c| *c.borrow_mut() = config);
         Ok(())
     }
@@ -45,6 +50,11 @@ impl Handler for Outbound {
             .header("x-attempt", &event.attempt.to_string())
             .header("authorization", "Bearer test-token")
             .json(&body);
+        if let Some(headers) = config["headers"].as_object() {
+            for (name, value) in headers {
+                request = request.header(name, value.as_str().unwrap_or_default());
+            }
+        }
         if let Some(ms) = config["timeout_ms"].as_u64() {
             request = request.timeout(Duration::from_millis(ms));
         }

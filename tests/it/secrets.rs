@@ -1,0 +1,239 @@
+//! Values of a handler's config taken from a Secret and from the daemon's environment
+//! (`valueFrom:`), with `switchyard run` on the simulator and a receiver on loopback: the
+//! handler waits for a Secret not there yet (named in `/readyz?verbose` and `/status`),
+//! starts once it is created, and a rotated value reaches the next call; no value ever
+//! appears in the daemon's log, `/status`, `/handlers/…` or the metrics, though the plugin
+//! logs its whole config. `rbac` grants exactly that Secret.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use kube::Api;
+use kube::api::{Patch, PatchParams, PostParams};
+use serde_json::json;
+
+use crate::support::process::{Process, switchyard};
+use crate::support::receiver::{Received, Receiver};
+use crate::support::{self, TOKEN};
+
+const WAIT: Duration = Duration::from_secs(60);
+const FIRST: &str = "first-s3cret-value";
+const SECOND: &str = "rotated-s3cret-value";
+const FROM_ENV: &str = "env-s3cret-value";
+
+/// The handler `sink` (the `outbound` test plugin), its URL's path and one header from
+/// the Secret `hook`, another header from the environment; it logs its config at init.
+fn config(receiver: &Receiver, admin: u16) -> String {
+    format!(
+        "
+admin:
+  listen: 127.0.0.1:{admin}
+  token_file: admin-token
+  probes_listen: null
+handlers:
+  sink:
+    plugin: outbound
+    timeout: 2s
+    backoff_base: 20ms
+    qps: 0
+    config:
+      url: {{valueFrom: {{secretKeyRef: {{name: hook, key: url}}}}}}
+      log_config: true
+      headers:
+        x-hook: {{valueFrom: {{secretKeyRef: {{name: hook, key: token}}}}}}
+        x-env: {{valueFrom: {{env: SINK_FROM_ENV}}}}
+    capabilities:
+      http: [\"{allow}\"]
+routes:
+  - name: cms
+    resource: configmaps
+    handler: sink
+    delivery: every
+",
+        allow = receiver.url("http"),
+    )
+}
+
+fn secret(receiver: &Receiver, token: &str) -> Secret {
+    let data = [
+        ("url", format!("{}/hooks/{token}", receiver.url("http"))),
+        ("token", token.to_string()),
+    ];
+    Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some("hook".into()),
+            ..Default::default()
+        },
+        data: Some(
+            data.into_iter()
+                .map(|(k, v)| (k.to_string(), ByteString(v.into_bytes())))
+                .collect::<BTreeMap<_, _>>(),
+        ),
+        ..Default::default()
+    }
+}
+
+async fn admin_get(admin: u16, path: &str) -> (u16, String) {
+    let response = reqwest::Client::new()
+        .get(format!("http://127.0.0.1:{admin}{path}"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .expect("the admin API answers");
+    (response.status().as_u16(), response.text().await.unwrap())
+}
+
+/// The first request the receiver got for the ConfigMap `name`.
+async fn request_for(receiver: &Receiver, name: &str) -> Received {
+    support::eventually_sync(&format!("a request for {name}"), WAIT, || {
+        receiver
+            .received()
+            .into_iter()
+            .find(|r| r.body["name"] == name)
+    })
+    .await
+}
+
+fn header<'a>(request: &'a Received, name: &str) -> Option<&'a str> {
+    request
+        .headers
+        .iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, v)| v.as_str())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secret_is_waited_for_rotated_into_new_instances_and_never_shown() {
+    let receiver = Receiver::start().await;
+    let sim = support::start_sim().await;
+    let client = sim.client().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    sim.write_kubeconfig(&kubeconfig).unwrap();
+    let admin = support::free_port();
+    let config_path = support::write_config(dir.path(), &config(&receiver, admin));
+    let args = [
+        "run",
+        "--config",
+        config_path.to_str().unwrap(),
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+    ];
+    let daemon = Process::start(&args, &[("SINK_FROM_ENV", FROM_ENV)], &[]);
+    daemon
+        .wait_for_line(WAIT, |l| l.contains("switchyard started"))
+        .await;
+
+    // No Secret yet: the handler waits, its events queue, readiness says for what.
+    support::create_configmap(&client, "default", json!({"metadata": {"name": "a"}})).await;
+    let (code, text) = support::eventually("readyz naming the Secret", WAIT, async || {
+        let (code, text) = admin_get(admin, "/readyz?verbose").await;
+        text.contains("handler sink").then_some((code, text))
+    })
+    .await;
+    assert_eq!(code, 503, "{text}");
+    assert!(
+        text.contains(
+            r#"[-]handler sink: waits for Secret hook key "token": Secret default/hook not found"#
+        ),
+        "{text}"
+    );
+    let (_, status) = admin_get(admin, "/handlers/sink").await;
+    assert!(status.contains("Secret default/hook not found"), "{status}");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(receiver.received().is_empty(), "{:?}", receiver.received());
+
+    // The Secret is created: the queued event goes out with its values.
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
+    secrets
+        .create(&PostParams::default(), &secret(&receiver, FIRST))
+        .await
+        .unwrap();
+    let first = request_for(&receiver, "a").await;
+    assert_eq!(first.path, format!("/hooks/{FIRST}"));
+    assert_eq!(header(&first, "x-hook"), Some(FIRST));
+    assert_eq!(header(&first, "x-env"), Some(FROM_ENV));
+    let (code, _) = admin_get(admin, "/readyz").await;
+    assert_eq!(code, 200);
+
+    // Rotated: the next event is handled by new instances with the new value.
+    let rotated = json!({"data": {"token": ByteString(SECOND.into()),
+        "url": ByteString(format!("{}/hooks/{SECOND}", receiver.url("http")).into_bytes())}});
+    secrets
+        .patch("hook", &PatchParams::default(), &Patch::Merge(&rotated))
+        .await
+        .unwrap();
+    let mut n = 0;
+    let rotated = support::eventually("a request with the rotated value", WAIT, async || {
+        n += 1;
+        let name = format!("b{n}");
+        support::create_configmap(&client, "default", json!({"metadata": {"name": name}})).await;
+        let request = request_for(&receiver, &name).await;
+        (header(&request, "x-hook") == Some(SECOND)).then_some(request)
+    })
+    .await;
+    assert_eq!(rotated.path, format!("/hooks/{SECOND}"));
+
+    // Nothing the daemon shows holds a value: its log (where the plugin logged its whole
+    // config), /status, the handler's detail, the metrics.
+    let mut shown = vec![];
+    for path in ["/status", "/handlers/sink", "/metrics"] {
+        shown.push(admin_get(admin, path).await.1);
+    }
+    let lines = daemon.kill();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("init with config") && l.contains("<redacted>")),
+        "the plugin's log of its config is in the daemon's log, redacted: {lines:#?}"
+    );
+    shown.extend(lines);
+    for text in &shown {
+        for value in [FIRST, SECOND, FROM_ENV] {
+            assert!(!text.contains(value), "{value} shown in: {text}");
+        }
+    }
+}
+
+#[test]
+fn rbac_grants_the_named_secrets_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = "
+handlers:
+  sink:
+    plugin: outbound
+    config:
+      a: {valueFrom: {secretKeyRef: {name: hook, key: url}}}
+      b: {valueFrom: {secretKeyRef: {name: other, key: token, namespace: ops}}}
+      c: {valueFrom: {env: NOT_A_SECRET}}
+routes:
+  - {name: cms, resource: configmaps, handler: sink}
+";
+    let config = support::write_config(dir.path(), yaml);
+    let (code, out, err) = switchyard(&[
+        "rbac",
+        "--config",
+        config.to_str().unwrap(),
+        "--namespace",
+        "switchyard",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let role_in = |ns: &str| {
+        out.split("---")
+            .find(|doc| {
+                doc.contains("\nkind: Role\n") && doc.contains(&format!("namespace: \"{ns}\""))
+            })
+            .unwrap_or_else(|| panic!("no Role in {ns}: {out}"))
+            .to_string()
+    };
+    let own = role_in("switchyard");
+    assert!(own.contains("resources: [\"secrets\"]\n    resourceNames: [\"hook\"]\n    verbs: [\"get\", \"list\", \"watch\"]"), "{own}");
+    let ops = role_in("ops");
+    assert!(ops.contains("resourceNames: [\"other\"]"), "{ops}");
+    // No rule on Secrets without names.
+    for doc in out.split("---").filter(|d| d.contains("\"secrets\"")) {
+        assert!(doc.contains("resourceNames"), "{doc}");
+    }
+}
