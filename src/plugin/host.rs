@@ -605,6 +605,9 @@ impl PluginInstance {
             self.store.set_epoch_deadline(1);
         }
         self.calls += 1;
+        let state = self.store.data_mut();
+        let trace = super::outbound::trace::Trace::of(state.context.handler(), event);
+        state.hooks.trace = Some(trace);
         let deadline = self.store.data().deadline;
         let (store, bindings, timeout) = (&mut self.store, &self.bindings, self.timeout);
         let running = self.ticker.running();

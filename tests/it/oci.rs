@@ -15,7 +15,7 @@ use crate::support::registry::Registry;
 use crate::support::spawned;
 use crate::support::{self, TestDaemon};
 
-pub(crate) const WAIT: Duration = Duration::from_secs(30);
+pub(crate) const WAIT: Duration = Duration::from_secs(60);
 /// How long a `switchyard` command may run before the test gives up on it (and kills it).
 const COMMAND_LIMIT: Duration = Duration::from_secs(60);
 /// The variables that point HTTP clients at a proxy.

@@ -175,6 +175,46 @@ async fn every_change_arrives_in_order_through_503s_resets_and_a_stalled_receive
             .iter()
             .any(|(n, v)| n == "authorization" && v == "Bearer test-token")
     }));
+    // Every request carries a traceparent: one trace id per change, the same on each of
+    // its retries, and a span id per request.
+    let mut traces: BTreeMap<(String, String), std::collections::BTreeSet<String>> =
+        BTreeMap::new();
+    let mut spans = std::collections::BTreeSet::new();
+    for r in &received {
+        let parent = r
+            .headers
+            .iter()
+            .find(|(n, _)| n == "traceparent")
+            .map(|(_, v)| v.clone())
+            .unwrap_or_else(|| panic!("no traceparent: {r:?}"));
+        let parts: Vec<&str> = parent.split('-').collect();
+        assert_eq!(
+            (
+                parts.len(),
+                parts[0],
+                parts[1].len(),
+                parts[2].len(),
+                parts[3]
+            ),
+            (4, "00", 32, 16, "01"),
+            "{parent}"
+        );
+        let change = (
+            r.body["name"].as_str().unwrap().to_string(),
+            r.body["resourceVersion"].as_str().unwrap().to_string(),
+        );
+        traces
+            .entry(change)
+            .or_default()
+            .insert(parts[1].to_string());
+        assert!(
+            spans.insert(parts[2].to_string()),
+            "span id reused: {parent}"
+        );
+    }
+    let ids: std::collections::BTreeSet<_> = traces.values().flatten().collect();
+    assert_eq!(ids.len(), traces.len(), "{traces:#?}");
+    assert!(traces.values().all(|ids| ids.len() == 1), "{traces:#?}");
     let (_, status) = t.get("/status").await;
     assert_eq!(status["handlers"][0]["dead_letters"], 0, "{status:#}");
     let metrics = t.metrics_text().await;

@@ -12,7 +12,9 @@
 //! 3. the request body is capped, the response body is capped, and every wait is bounded
 //!    by what is left of the call's deadline;
 //! 4. in a shadow run or a replay, the request is recorded and answered by a stub, never
-//!    sent.
+//!    sent;
+//! 5. a request that is sent carries a W3C `traceparent` header ([`trace`]) unless the
+//!    plugin set one: one trace id per event, the same across its retries.
 //!
 //! # Decision: redirects are not followed
 //!
@@ -30,6 +32,7 @@
 mod client;
 mod send;
 mod stats;
+pub mod trace;
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -127,6 +130,8 @@ pub struct CallHooks {
     context: Arc<crate::plugin::imports::HostContext>,
     /// When the call ends; requests are bounded by it.
     pub deadline: std::time::Instant,
+    /// The trace of the event being handled, set as each call starts.
+    pub trace: Option<trace::Trace>,
 }
 
 impl CallHooks {
@@ -135,7 +140,11 @@ impl CallHooks {
         context: Arc<crate::plugin::imports::HostContext>,
         deadline: std::time::Instant,
     ) -> Self {
-        Self { context, deadline }
+        Self {
+            context,
+            deadline,
+            trace: None,
+        }
     }
 }
 
@@ -146,6 +155,13 @@ impl wasmtime_wasi_http::WasiHttpHooks for CallHooks {
         options: Option<wasmtime_wasi_http::RequestOptions>,
         _fut: Box<dyn Future<Output = Result<(), wasmtime_wasi_http::Error>> + Send>,
     ) -> Box<dyn Future<Output = Result<send::Sent, wasmtime_wasi_http::Error>> + Send> {
-        Box::new(send(self.context.clone(), self.deadline, request, options))
+        let traceparent = self.trace.as_mut().map(trace::Trace::next_parent);
+        Box::new(send(
+            self.context.clone(),
+            self.deadline,
+            request,
+            options,
+            traceparent,
+        ))
     }
 }

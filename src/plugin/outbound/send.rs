@@ -24,12 +24,13 @@ pub type Sent = (
 );
 
 /// Sends a plugin's request for the handler of `context`, within `deadline` (see the
-/// module docs of `outbound` for the checks).
+/// module docs of `outbound` for the checks), with `traceparent` unless the plugin set one.
 pub async fn send(
     context: Arc<HostContext>,
     deadline: Instant,
     request: http::Request<WasiBody>,
     options: Option<RequestOptions>,
+    traceparent: Option<String>,
 ) -> Result<Sent, Error> {
     let uri = request.uri().clone();
     let scheme = uri
@@ -49,13 +50,17 @@ pub async fn send(
         return Err(Error::HttpRequestDenied);
     };
     outbound.check(scheme, &host, port, &dest)?;
-    let (parts, body) = request.into_parts();
+    let (mut parts, body) = request.into_parts();
     let body = read_body(&outbound, body, deadline).await?;
     if let Some(capture) = context.capture() {
         capture.record_request(CapturedRequest::new(&parts, &body));
         if context.capturing().is_some() {
             return Ok(stub(outbound.spec.capture_status));
         }
+    }
+    // Added as the request leaves: a capture holds the request as the plugin made it.
+    if let Some(value) = traceparent.and_then(|t| http::HeaderValue::try_from(t).ok()) {
+        parts.headers.entry("traceparent").or_insert(value);
     }
     let started = Instant::now();
     let result = outbound.execute(parts, body, options, deadline).await;
