@@ -4,6 +4,7 @@
 //!
 //! Rows, each a child process so that its CPU time (utime + stime from /proc/PID/stat) and
 //! peak RSS (VmHWM) are its own:
+//! - (a0) row (a) run by `SWITCHYARD_PIPELINE_BASELINE` (only when it is set);
 //! - (a) `switchyard run`, one route of every ConfigMap in `default` to the `noop` plugin;
 //! - (a2) the same with `instance: reuse` (each worker keeps its plugin instance);
 //! - (a3) row (a) on two runtime threads (`--threads 2`) instead of one;
@@ -31,7 +32,9 @@
 //! `SWITCHYARD_PIPELINE_CHURN_SECS` (default 30), `SWITCHYARD_PIPELINE_ROUNDS` (default 3),
 //! `SWITCHYARD_PIPELINE_ROWS` (the rows to run, e.g. `a,a4`; default all),
 //! `SWITCHYARD_PIPELINE_DAEMON` (the `switchyard` binary rows (a)–(b) run, to measure another
-//! build of it; default this build's, which also runs the simulator).
+//! build of it; default this build's, which also runs the simulator),
+//! `SWITCHYARD_PIPELINE_BASELINE` (another build's binary: row (a0) runs row (a) with it,
+//! taking turns with the others, so a change is measured before and after in one run).
 //! Without `--bench` (as `cargo test --all-targets` runs it) a smoke run with 300 objects.
 
 #![allow(missing_docs)]
@@ -73,6 +76,8 @@ struct Plan {
     binary: PathBuf,
     /// The binary of the daemon rows.
     daemon: PathBuf,
+    /// The binary of row (a0), another build to compare with (before a change).
+    baseline: Option<PathBuf>,
     plugins: PathBuf,
 }
 
@@ -127,11 +132,15 @@ impl Plan {
                     .split(',')
                     .map(|name| {
                         Row::named(name.trim())
-                            .expect("SWITCHYARD_PIPELINE_ROWS: a, a2, a3, a4, b, c, c2, d")
+                            .expect("SWITCHYARD_PIPELINE_ROWS: a0, a, a2, a3, a4, b, c, c2, d")
                     })
                     .collect(),
-                Err(_) => Row::ALL.to_vec(),
+                Err(_) => Row::ALL
+                    .into_iter()
+                    .filter(|r| *r != Row::Baseline)
+                    .collect(),
             },
+            baseline: std::env::var_os("SWITCHYARD_PIPELINE_BASELINE").map(PathBuf::from),
             plugins,
         }
     }
@@ -140,6 +149,7 @@ impl Plan {
 /// The rows, in the order they take turns.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Row {
+    Baseline,
     Noop,
     Reuse,
     TwoThreads,
@@ -151,7 +161,8 @@ enum Row {
 }
 
 impl Row {
-    const ALL: [Row; 8] = [
+    const ALL: [Row; 9] = [
+        Row::Baseline,
         Row::Noop,
         Row::Reuse,
         Row::TwoThreads,
@@ -164,6 +175,7 @@ impl Row {
 
     fn label(self) -> &'static str {
         match self {
+            Row::Baseline => "(a0) row (a) run by the baseline binary",
             Row::Noop => "(a) switchyard, noop plugin",
             Row::Reuse => "(a2) switchyard, noop plugin, instance: reuse",
             Row::TwoThreads => "(a3) switchyard, noop plugin, --threads 2",
@@ -222,7 +234,12 @@ fn start_daemon(plan: &Plan, row: Row, dir: &Path, port: u16) -> Running {
     );
     std::fs::write(dir.join("switchyard.yaml"), config).expect("write the config");
     let threads = if row == Row::TwoThreads { "2" } else { "1" };
-    let mut command = Command::new(&plan.daemon);
+    let binary = match (row, &plan.baseline) {
+        (Row::Baseline, Some(baseline)) => baseline,
+        (Row::Baseline, None) => panic!("row (a0) needs SWITCHYARD_PIPELINE_BASELINE"),
+        _ => &plan.daemon,
+    };
+    let mut command = Command::new(binary);
     command
         .current_dir(dir)
         .env_remove("SWITCHYARD_THREADS")
@@ -360,9 +377,10 @@ impl Source<'_> {
 
     async fn buckets(&self) -> Vec<(f64, f64)> {
         match self {
-            Source::Admin(admin, Row::Noop | Row::Reuse | Row::TwoThreads | Row::State) => {
-                admin.queue_buckets().await
-            }
+            Source::Admin(
+                admin,
+                Row::Baseline | Row::Noop | Row::Reuse | Row::TwoThreads | Row::State,
+            ) => admin.queue_buckets().await,
             _ => Vec::new(),
         }
     }
@@ -442,7 +460,7 @@ async fn run_row(plan: &Plan, row: Row, n: usize) -> Measured {
     let (_sim, url) = start_sim(plan, n, rate, dir.path()).await;
     let started = Instant::now();
     match row {
-        Row::Noop | Row::Reuse | Row::TwoThreads | Row::State | Row::Skip => {
+        Row::Baseline | Row::Noop | Row::Reuse | Row::TwoThreads | Row::State | Row::Skip => {
             let port = free_port();
             let mut daemon = start_daemon(plan, row, dir.path(), port);
             let admin = Admin {

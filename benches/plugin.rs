@@ -75,13 +75,31 @@ fn noop_on(rt: &Runtime, options: HostOptions) -> (Arc<PluginHost>, Plugin) {
     (host, plugin)
 }
 
-/// The pooling engines compared: wasmtime's default reset, and slots kept resident (as the
-/// daemon has them) with the initial memory mapped copy-on-write or copied in.
-const RESETS: [(&str, SlotReset); 3] = [
-    ("pooling", SlotReset::Decommit),
+/// The pooling engines compared: wasmtime's default reset (as the daemon has it), and slots
+/// kept resident with the initial memory mapped copy-on-write or copied in, and with less
+/// of each memory kept resident (256 KiB, 1 MiB).
+const RESETS: [(&str, SlotReset); 5] = [
+    ("pooling", switchyard::plugin::host::DAEMON_SLOT_RESET),
     (
         "pooling_resident",
-        switchyard::plugin::host::DAEMON_SLOT_RESET,
+        SlotReset::KeepResident {
+            bytes: 16 << 20,
+            copy_on_write: true,
+        },
+    ),
+    (
+        "pooling_resident_256k",
+        SlotReset::KeepResident {
+            bytes: 256 << 10,
+            copy_on_write: true,
+        },
+    ),
+    (
+        "pooling_resident_1m",
+        SlotReset::KeepResident {
+            bytes: 1 << 20,
+            copy_on_write: true,
+        },
     ),
     (
         "pooling_resident_copied",

@@ -1,38 +1,39 @@
 //! The wasmtime host: one engine for every plugin, a ticker that drives call deadlines, and
 //! compilation of plugin files into pre-instantiated [`Plugin`]s.
 //!
-//! # Decision: a fresh instance per call, from a pooling allocator with resident slots
+//! # Decision: a fresh instance per call, from a pooling allocator
 //!
 //! Measured with `cargo bench --bench plugin` (benches/plugin.rs; numbers and machine in
-//! BENCHMARKS.md), calling the `noop` test plugin, medians:
+//! BENCHMARKS.md), calling the `noop` test plugin, medians, wasmtime 50:
 //!
-//! | per call | on demand | pooling, decommit | pooling, resident |
-//! |---|---|---|---|
-//! | fresh instance (instantiate, `init`, `handle`) | 50.3 µs | 16.8 µs | 7.2 µs |
-//! | reused instance (`handle` only) | 1.05 µs | 0.80 µs | 0.94 µs |
-//! | native async fn doing the same work | 0.14 µs | | |
+//! | per call | on demand | pooling, decommit | pooling, resident 16 MiB | resident 256 KiB |
+//! |---|---|---|---|---|
+//! | fresh instance (instantiate, `init`, `handle`) | 39.0 µs | 24.7 µs | 46.4 µs | 37.9 µs |
+//! | reused instance (`handle` only) | 2.2 µs | 2.3 µs | 3.0 µs | 2.3 µs |
+//! | native async fn doing the same work | 0.18 µs | | | |
 //!
 //! **Fresh instance per call, by default.** An instance carries whatever the previous event
 //! left in its memory and globals: a plugin could keep state between events (which would
 //! behave differently with more workers or after a restart), a trap or a timeout leaves the
-//! instance poisoned, and memory a call grew would stay charged to later calls. At 7 µs a
-//! call a core makes about 140,000 fresh instances a second, far above the rate at which an
+//! instance poisoned, and memory a call grew would stay charged to later calls. At 25 µs a
+//! call a core makes about 40,000 fresh instances a second, far above the rate at which an
 //! informer delivers changes. A handler that accepts those costs can opt in to
 //! `instance: reuse` (see `handler::instance`), which saves the instantiation.
 //!
-//! **Pooling allocator on, slots kept resident.** Memories, tables and stacks come from
-//! preallocated slots instead of being mapped and unmapped per instance ([`SlotReset`]).
-//! wasmtime's default gives a slot's pages back to the kernel when its instance ends, so
-//! the next instance page-faults them in again (and on a multi-threaded process each
-//! `madvise` shoots down the other cores' TLBs); keeping up to 16 MiB resident and resetting
-//! only the pages touched (found with `PAGEMAP_SCAN`) cuts a fresh `noop` call from 16.8 to
-//! 7.2 µs and a JavaScript one from 1.0 to 0.45 ms. The initial memory image stays mapped
-//! copy-on-write: copying it in is no faster for a small Rust image and copies a whole
-//! interpreter heap per event for Python and JavaScript. The pool's cost is sizing: it holds
-//! a fixed number of instances, each memory slot reserves address space for the largest
-//! memory allowed (the largest handler `memory` at start), neither can grow while the daemon
-//! runs, and each slot used keeps the pages its instances touched (up to 16 MiB) resident. A
-//! semaphore makes a call wait for a free slot rather than fail.
+//! **Pooling allocator on, slots decommitted.** Memories, tables and stacks come from
+//! preallocated slots instead of being mapped and unmapped per instance ([`SlotReset`]),
+//! which cuts a fresh `noop` call from 39.0 to 24.7 µs. When an instance ends, its slot's
+//! pages go back to the kernel (wasmtime's default) and the next instance faults in what it
+//! touches, copy-on-write from the initial image. Keeping slots resident and resetting the
+//! touched pages in place (found with `PAGEMAP_SCAN`) was 2.3× faster with wasmtime 48;
+//! wasmtime 50 resets every page written, swapped out or not (a fix: a swapped-out page
+//! kept the previous instance's data), and now resets the whole dirty set in place rather
+//! than decommitting beyond the first 32 regions, which makes resident slots twice as slow
+//! as decommitting for a Rust plugin and no faster for JavaScript (1.12 against 1.17 ms).
+//! [`SlotReset::KeepResident`] stays for the benchmarks. The pool's cost is sizing: it
+//! holds a fixed number of instances, each memory slot reserves address space for the
+//! largest memory allowed (the largest handler `memory` at start), and neither can grow
+//! while the daemon runs. A semaphore makes a call wait for a free slot rather than fail.
 //!
 //! # Decision: every handler owns its share of the pool; the pool has headroom
 //!
@@ -195,10 +196,7 @@ pub enum SlotReset {
 }
 
 /// The reset the daemon uses: see BENCHMARKS.md, "Plugin call cost", for the measurement.
-pub const DAEMON_SLOT_RESET: SlotReset = SlotReset::KeepResident {
-    bytes: 16 << 20,
-    copy_on_write: true,
-};
+pub const DAEMON_SLOT_RESET: SlotReset = SlotReset::Decommit;
 
 /// The fewest instances [`pool_instances`] sizes the pool for: room to raise concurrency
 /// on reload in a small config. An instance slot costs address space (reserved, not
