@@ -528,6 +528,9 @@ async fn a_registry_that_never_answers_holds_neither_the_start_nor_other_handler
         t.request(reqwest::Method::POST, &format!("/plugins/{encoded}/reload"))
             .send(),
     );
+    // The reload must reach the daemon before it stops listening: a request still being
+    // connected when the listener closes is reset, and then nothing answers it.
+    tokio::time::sleep(Duration::from_secs(1)).await;
     tokio::time::timeout(WAIT, t.stop())
         .await
         .expect("the shutdown keeps to its grace while a pull hangs");

@@ -10,7 +10,7 @@
 //! header is added as the request leaves: shadow runs and `replay` capture the request as
 //! the plugin made it.
 
-use std::hash::{BuildHasher, Hash, Hasher};
+use std::hash::{BuildHasher, Hash};
 
 use crate::plugin::{Event, EventKind};
 
@@ -25,9 +25,7 @@ pub struct Trace {
 /// A hash that is the same in every process of one build (foldhash with a fixed seed),
 /// unlike the daemon's maps' randomly seeded ones.
 fn fixed_hash(seed: u64, parts: impl Hash) -> u64 {
-    let mut hasher = foldhash::fast::FixedState::with_seed(seed).build_hasher();
-    parts.hash(&mut hasher);
-    hasher.finish()
+    foldhash::fast::FixedState::with_seed(seed).hash_one(parts)
 }
 
 impl Trace {
