@@ -14,6 +14,7 @@ use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
 
+use crate::sinks::header;
 use crate::support::process::{Process, switchyard};
 use crate::support::receiver::{Received, Receiver};
 use crate::support::{self, TOKEN};
@@ -94,14 +95,6 @@ async fn request_for(receiver: &Receiver, name: &str) -> Received {
             .find(|r| r.body["name"] == name)
     })
     .await
-}
-
-fn header<'a>(request: &'a Received, name: &str) -> Option<&'a str> {
-    request
-        .headers
-        .iter()
-        .find(|(n, _)| n == name)
-        .map(|(_, v)| v.as_str())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

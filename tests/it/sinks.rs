@@ -59,7 +59,8 @@ async fn delivered(receiver: &Receiver, count: usize) -> Vec<Received> {
     .await
 }
 
-fn header<'a>(request: &'a Received, name: &str) -> Option<&'a str> {
+/// The value of the header `name` a receiver got, if it got one.
+pub(crate) fn header<'a>(request: &'a Received, name: &str) -> Option<&'a str> {
     request
         .headers
         .iter()
