@@ -1,0 +1,327 @@
+//! A sharded replica that keeps its state (`state_dir`), killed and started again while
+//! objects were deleted and changed, in its ranges and outside them (issue 31, item 2). It
+//! first runs alone (so its records cover every object), then another replica joins and
+//! takes half. After the restart it delivers exactly the difference for the objects it owns
+//! then (`deleted`, `updated`; nothing for the unchanged) and nothing for the others, whose
+//! records it keeps: once the other replica leaves and their range comes back, it delivers
+//! their difference too. Once with the same members before and after the restart, once
+//! with a third replica that joined while it was down (so its ranges after the restart are
+//! not the ones it had).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use switchyard::sharding::{HashRange, fnv1a64, split};
+use switchyard::sim::cluster::ObjectRef;
+use switchyard::sim::{Cluster, SimOptions, Simulator, resources};
+
+use super::{Replica, work_cluster};
+use crate::support::process::Process;
+use crate::support::{self, eventually, get_json};
+
+const WAIT: Duration = Duration::from_secs(60);
+
+/// The replica that restarts: a child process (`switchyard run`, JSON logs) keeping its
+/// state in `state/` of a folder that outlives it, through an API server of its own.
+struct Stateful {
+    process: Process,
+    admin: String,
+    _sim: Simulator,
+}
+
+impl Stateful {
+    async fn start(cluster: &Arc<Cluster>, dir: &Path, identity: &str) -> Self {
+        let sim = Simulator::serve(
+            cluster.clone(),
+            SimOptions {
+                sharded_list_and_watch: true,
+                ..SimOptions::default()
+            },
+        )
+        .await
+        .expect("a server on the cluster");
+        let kubeconfig = dir.join("kubeconfig");
+        sim.write_kubeconfig(&kubeconfig).unwrap();
+        let yaml = format!(
+            "state_dir: state\nadmin:\n  listen: 127.0.0.1:0\n  probes_listen: null\n{}",
+            super::config(identity)
+        );
+        let config = support::write_config(dir, &yaml);
+        let process = Process::start(
+            &[
+                "run",
+                "--config",
+                config.to_str().unwrap(),
+                "--kubeconfig",
+                kubeconfig.to_str().unwrap(),
+            ],
+            &[("SWITCHYARD_LOG_FORMAT", "json")],
+            &["RUST_LOG", "NO_COLOR"],
+        );
+        let started = process
+            .wait_for_line(WAIT, |l| l.contains("switchyard started"))
+            .await;
+        let started: Value = serde_json::from_str(&started).expect("a JSON line");
+        let admin = started["admin"].as_str().expect("the admin address");
+        Self {
+            admin: format!("http://{admin}"),
+            process,
+            _sim: sim,
+        }
+    }
+
+    /// Every plugin call so far: (kind of change, object name), in order.
+    fn calls(&self) -> Vec<(String, String)> {
+        self.lines()
+            .iter()
+            .filter(|e| e["handler"] == "log-events")
+            .filter_map(|e| {
+                let message = e["message"].as_str()?;
+                let kind = message.split_whitespace().next()?.to_string();
+                let key = message
+                    .split(" ConfigMap ")
+                    .nth(1)?
+                    .split_whitespace()
+                    .next()?;
+                Some((kind, key.rsplit('/').next()?.to_string()))
+            })
+            .collect()
+    }
+
+    fn lines(&self) -> Vec<Value> {
+        self.process
+            .lines()
+            .iter()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    async fn status(&self) -> Value {
+        get_json(&format!("{}/status", self.admin)).await.1
+    }
+
+    /// Waits until the replica's members are `members`, its cache holds `objects` objects,
+    /// its queue is empty and its store has committed every change.
+    async fn settled(&self, members: &[&str], objects: usize) {
+        eventually("the replica settled", WAIT, async || {
+            let status = self.status().await;
+            let handler = &status["handlers"][0];
+            let settled = status["replica"]["shards"]["members"] == json!(members)
+                && status["informers"][0]["objects"] == objects
+                && status["informers"][0]["synced"] != false
+                && handler["queue_depth"] == 0
+                && handler["in_flight"] == 0
+                && status["state"]["pending_writes"] == 0;
+            settled.then_some(())
+        })
+        .await;
+    }
+}
+
+/// The objects of the scenario: name → uid, and what became of some while the replica was
+/// down.
+#[derive(Default)]
+struct Objects {
+    uids: BTreeMap<String, String>,
+    deleted: Vec<String>,
+    updated: Vec<String>,
+}
+
+impl Objects {
+    fn create(cluster: &Cluster, count: usize) -> Self {
+        let configmaps = resources::find("", "v1", "configmaps").unwrap();
+        let uids = (0..count)
+            .map(|i| {
+                let name = format!("cm-{i}");
+                let created = cluster
+                    .create(configmaps, "work", json!({"metadata": {"name": name}}))
+                    .expect("create a ConfigMap");
+                let uid = created["metadata"]["uid"].as_str().unwrap().to_string();
+                (name, uid)
+            })
+            .collect();
+        Self {
+            uids,
+            ..Self::default()
+        }
+    }
+
+    /// The names in `range`, of the objects that still exist.
+    fn in_range(&self, range: HashRange) -> Vec<&String> {
+        self.uids
+            .iter()
+            .filter(|(name, uid)| {
+                range.contains(fnv1a64(uid.as_bytes())) && !self.deleted.contains(name)
+            })
+            .map(|(name, _)| name)
+            .collect()
+    }
+
+    /// Deletes two objects and changes two others in each part of `parts` (the objects in
+    /// the first range and not in the second).
+    fn change_some(&mut self, cluster: &Cluster, parts: &[(HashRange, Option<HashRange>)]) {
+        let configmaps = resources::find("", "v1", "configmaps").unwrap();
+        for (inside, outside) in parts {
+            let names: Vec<String> = self
+                .in_range(*inside)
+                .into_iter()
+                .filter(|n| outside.is_none_or(|o| !o.contains(fnv1a64(self.uids[*n].as_bytes()))))
+                .take(4)
+                .cloned()
+                .collect();
+            assert_eq!(
+                names.len(),
+                4,
+                "too few objects in {inside} outside {outside:?}"
+            );
+            for (i, name) in names.into_iter().enumerate() {
+                let at = ObjectRef {
+                    resource: configmaps,
+                    namespace: "work".into(),
+                    name: name.clone(),
+                };
+                if i < 2 {
+                    cluster.delete(&at).expect("delete a ConfigMap");
+                    self.deleted.push(name);
+                } else {
+                    cluster
+                        .modify(&at, |o| {
+                            let mut o = o.clone();
+                            o["data"] = json!({"v": "2"});
+                            Ok(o)
+                        })
+                        .expect("change a ConfigMap");
+                    self.updated.push(name);
+                }
+            }
+        }
+    }
+
+    /// The calls owed for the changes in `range` and not in `before`, sorted.
+    fn difference(&self, range: HashRange, before: Option<HashRange>) -> Vec<(String, String)> {
+        let owed = |name: &String| {
+            let hash = fnv1a64(self.uids[name].as_bytes());
+            range.contains(hash) && before.is_none_or(|b| !b.contains(hash))
+        };
+        let mut calls: Vec<(String, String)> = self
+            .deleted
+            .iter()
+            .filter(|n| owed(n))
+            .map(|n| ("deleted".to_string(), n.clone()))
+            .chain(
+                self.updated
+                    .iter()
+                    .filter(|n| owed(n))
+                    .map(|n| ("updated".to_string(), n.clone())),
+            )
+            .collect();
+        calls.sort();
+        calls
+    }
+}
+
+/// Waits until `replica` made `expected` calls since call `from`, settled, and made no
+/// other; returns how many calls it has made in all.
+async fn delivers_exactly(
+    replica: &Stateful,
+    from: usize,
+    expected: &[(String, String)],
+    members: &[&str],
+    objects: usize,
+) -> usize {
+    eventually("the difference delivered", WAIT, async || {
+        let calls = replica.calls();
+        let made = &calls[from.min(calls.len())..];
+        expected.iter().all(|c| made.contains(c)).then_some(())
+    })
+    .await;
+    replica.settled(members, objects).await;
+    let calls = replica.calls();
+    let mut made = calls[from..].to_vec();
+    made.sort();
+    assert_eq!(made, expected, "the calls after the change of ranges");
+    calls.len()
+}
+
+/// See the module docs; `joins` starts a third replica while the first is down.
+async fn restarted_with_changes_while_down(joins: bool) {
+    let cluster = work_cluster();
+    let mut objects = Objects::create(&cluster, 150);
+    let dir = tempfile::tempdir().unwrap();
+    let b = Stateful::start(&cluster, dir.path(), "b").await;
+    b.settled(&["b"], 150).await;
+    assert_eq!(b.calls().len(), 150, "alone, b handles every object once");
+    let a = Replica::start(&cluster, true, "a").await;
+    let half = split(2, 1).unwrap();
+    b.settled(&["a", "b"], objects.in_range(half).len()).await;
+    drop(b.process.kill());
+
+    let c = if joins {
+        let c = Replica::start(&cluster, true, "c").await;
+        super::members_are(&[&a, &c], &["a", "c"]).await;
+        Some(c)
+    } else {
+        None
+    };
+    let (members, mine): (Vec<&str>, HashRange) = if joins {
+        (vec!["a", "b", "c"], split(3, 1).unwrap())
+    } else {
+        (vec!["a", "b"], half)
+    };
+    let whole = split(1, 0).unwrap();
+    // Changes in the range b owns after the restart (with a member change: in the part it
+    // had before and in the part it did not), and outside it (on both sides).
+    let parts = if joins {
+        vec![
+            (mine, Some(half)),
+            (mine, Some(split(2, 0).unwrap())),
+            (half, Some(mine)),
+            (split(2, 0).unwrap(), Some(mine)),
+        ]
+    } else {
+        vec![(mine, None), (whole, Some(mine))]
+    };
+    objects.change_some(&cluster, &parts);
+
+    let b = Stateful::start(&cluster, dir.path(), "b").await;
+    let expected = objects.difference(mine, None);
+    let made = delivers_exactly(&b, 0, &expected, &members, objects.in_range(mine).len()).await;
+    let lines = b.lines();
+    assert!(
+        lines.iter().any(|l| l["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("route restored from the state store"))),
+        "b did not restore its route"
+    );
+
+    // The last replica to join leaves: b gains a range and delivers the difference for it
+    // from the records it kept (deleted and changed while another replica had it).
+    let (leaving, members, gained) = match c {
+        Some(c) => (c, vec!["a", "b"], half),
+        None => (a, vec!["b"], whole),
+    };
+    leaving.daemon.stop_within(Duration::from_secs(1)).await;
+    let expected = objects.difference(gained, Some(mine));
+    delivers_exactly(
+        &b,
+        made,
+        &expected,
+        &members,
+        objects.in_range(gained).len(),
+    )
+    .await;
+    drop(b.process.kill());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_restarted_sharded_replica_delivers_the_difference_for_its_own_objects_only() {
+    restarted_with_changes_while_down(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_sharded_replica_restarted_after_a_member_joined_compares_its_new_ranges() {
+    restarted_with_changes_while_down(true).await;
+}
