@@ -318,4 +318,8 @@ impl DeltaSink for Subscribed {
     fn resync_period(&self) -> Option<std::time::Duration> {
         self.route.resync_period()
     }
+
+    fn release(&self, object: &Arc<CachedObject>) {
+        self.route.release(object);
+    }
 }

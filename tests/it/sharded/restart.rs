@@ -4,7 +4,8 @@
 //! takes half. After the restart it delivers exactly the difference for the objects it owns
 //! then (`deleted`, `updated`; nothing for the unchanged) and nothing for the others, whose
 //! records it keeps: once the other replica leaves and their range comes back, it delivers
-//! their difference too. Once with the same members before and after the restart, once
+//! their difference too. That replica then joins again and leaves once more: the records of
+//! the range handed over while running are kept the same way. Once with the same members before and after the restart, once
 //! with a third replica that joined while it was down (so its ranges after the restart are
 //! not the ones it had).
 
@@ -121,11 +122,12 @@ impl Stateful {
     }
 }
 
-/// The objects of the scenario: name → uid, and what became of some while the replica was
-/// down.
+/// The objects of the scenario: name → uid, those deleted in earlier rounds, and what
+/// became of some in this round.
 #[derive(Default)]
 struct Objects {
     uids: BTreeMap<String, String>,
+    gone: Vec<String>,
     deleted: Vec<String>,
     updated: Vec<String>,
 }
@@ -154,7 +156,9 @@ impl Objects {
         self.uids
             .iter()
             .filter(|(name, uid)| {
-                range.contains(fnv1a64(uid.as_bytes())) && !self.deleted.contains(name)
+                range.contains(fnv1a64(uid.as_bytes()))
+                    && !self.deleted.contains(name)
+                    && !self.gone.contains(name)
             })
             .map(|(name, _)| name)
             .collect()
@@ -200,7 +204,13 @@ impl Objects {
         }
     }
 
-    /// The calls owed for the changes in `range` and not in `before`, sorted.
+    /// Starts a round of changes: those made so far were delivered.
+    fn next_round(&mut self) {
+        self.gone.append(&mut self.deleted);
+        self.updated.clear();
+    }
+
+    /// The calls owed for this round's changes in `range` and not in `before`, sorted.
     fn difference(&self, range: HashRange, before: Option<HashRange>) -> Vec<(String, String)> {
         let owed = |name: &String| {
             let hash = fnv1a64(self.uids[name].as_bytes());
@@ -299,20 +309,27 @@ async fn restarted_with_changes_while_down(joins: bool) {
 
     // The last replica to join leaves: b gains a range and delivers the difference for it
     // from the records it kept (deleted and changed while another replica had it).
-    let (leaving, members, gained) = match c {
+    let (leaving, fewer, gained) = match c {
         Some(c) => (c, vec!["a", "b"], half),
         None => (a, vec!["b"], whole),
     };
+    let identity = if joins { "c" } else { "a" };
     leaving.daemon.stop_within(Duration::from_secs(1)).await;
     let expected = objects.difference(gained, Some(mine));
-    delivers_exactly(
-        &b,
-        made,
-        &expected,
-        &members,
-        objects.in_range(gained).len(),
-    )
-    .await;
+    let in_gained = objects.in_range(gained).len();
+    let made = delivers_exactly(&b, made, &expected, &fewer, in_gained).await;
+
+    // It joins again: b hands that range over and keeps the records of its objects; when
+    // the range comes back, b delivers what changed while the other replica had it, and
+    // nothing for the objects unchanged since b last delivered them.
+    let back = Replica::start(&cluster, true, identity).await;
+    b.settled(&members, objects.in_range(mine).len()).await;
+    objects.next_round();
+    objects.change_some(&cluster, &[(gained, Some(mine))]);
+    back.daemon.stop_within(Duration::from_secs(1)).await;
+    let expected = objects.difference(gained, Some(mine));
+    let in_gained = objects.in_range(gained).len();
+    delivers_exactly(&b, made, &expected, &fewer, in_gained).await;
     drop(b.process.kill());
 }
 
