@@ -233,8 +233,9 @@ impl Objects {
     }
 }
 
-/// Waits until `replica` made `expected` calls since call `from`, settled, and made no
-/// other; returns how many calls it has made in all.
+/// Waits until `replica` settled on `members` and `objects` cached objects having made
+/// `expected` calls since call `from` (or for [`WAIT`]), and checks it made no other;
+/// returns how many calls it has made in all.
 async fn delivers_exactly(
     replica: &Stateful,
     from: usize,
@@ -242,10 +243,16 @@ async fn delivers_exactly(
     members: &[&str],
     objects: usize,
 ) -> usize {
-    eventually("the difference delivered", WAIT, async || {
-        let calls = replica.calls();
-        let made = &calls[from.min(calls.len())..];
-        expected.iter().all(|c| made.contains(c)).then_some(())
+    replica.settled(members, objects).await;
+    let _ = tokio::time::timeout(WAIT, async {
+        loop {
+            let calls = replica.calls();
+            let made = &calls[from.min(calls.len())..];
+            if expected.iter().all(|c| made.contains(c)) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     })
     .await;
     replica.settled(members, objects).await;
