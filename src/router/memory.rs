@@ -246,7 +246,7 @@ impl Route {
                 .take_owned(|key, record| covers(listed, key, record));
             let first = !std::mem::replace(&mut baseline.restored, true);
             if first {
-                tracing::info!(route = %self.name, unchanged = baseline.unchanged, changed = baseline.changed, deleted = gone.len(), kept = baseline.retained.len(), "route restored from the state store: delivering the difference from the last run (records of objects outside this replica's ranges are kept)");
+                tracing::info!(route = %self.name, unchanged = baseline.unchanged, changed = baseline.changed, deleted = gone.len(), kept = baseline.retained.len(), "route restored from the state store: delivering the difference from the last run");
             } else if !gone.is_empty() {
                 tracing::info!(route = %self.name, deleted = gone.len(), "objects of a range this replica gained were deleted while another replica had it");
             }
