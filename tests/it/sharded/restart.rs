@@ -10,9 +10,10 @@
 //! last replica to join leaves and their range comes back, it delivers their difference
 //! too. That replica then joins again (taking a range for whose objects events are queued,
 //! which are dropped) and leaves once more: the records of the range handed over while
-//! running are kept the same way, and a restart after that brings no dropped event back. Once with the same members before and after
-//! the restart, once with a third replica that joined while it was down (so its ranges
-//! after the restart are not the ones it had).
+//! running are kept the same way, and a restart after that brings no dropped event back.
+//!
+//! Once with the same members before and after the restart, once with a third replica that
+//! joined while it was down (so its ranges after the restart are not the ones it had).
 
 use std::collections::BTreeMap;
 use std::path::Path;
