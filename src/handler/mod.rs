@@ -267,6 +267,9 @@ impl Handler {
         };
         if lock(&self.pending).remove(&key).is_some() {
             self.queue.forget(&key);
+            // What the key owed is dropped from the store too (an event in flight stays,
+            // its call ends as usual).
+            self.persist_key(&key, None, None);
         }
     }
 

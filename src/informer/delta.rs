@@ -31,6 +31,9 @@ pub enum Delta {
     Replaced {
         /// Objects the list returned.
         objects: usize,
+        /// In sharded mode, the share the list covered: objects outside it are another
+        /// replica's, and their absence from the list says nothing. `None`: every object.
+        shard: Option<crate::sharding::ShardSelector>,
     },
 }
 

@@ -248,7 +248,10 @@ impl Informer {
             sink.deliver(&Delta::Added(object));
         }
         if self.is_synced() {
-            sink.deliver(&Delta::Replaced { objects: listed });
+            sink.deliver(&Delta::Replaced {
+                objects: listed,
+                shard: self.shard_selector(),
+            });
         }
         let period = sink.resync_period();
         let next_resync = period.map(|p| tokio::time::Instant::now() + p);
@@ -426,7 +429,13 @@ impl Informer {
                 },
             );
         }
-        deliver(&sinks, &Delta::Replaced { objects: count });
+        deliver(
+            &sinks,
+            &Delta::Replaced {
+                objects: count,
+                shard: self.shard_selector(),
+            },
+        );
         // Synced under the subscribers' lock: a subscriber joining now gets its own
         // `Replaced` (see `subscribe`), one that joined before got the one above.
         self.mark_synced();

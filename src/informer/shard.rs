@@ -108,6 +108,17 @@ impl Informer {
         })
     }
 
+    /// The share the cache holds objects of: `None` when not sharded (every object); no
+    /// range before the first assignment.
+    pub(super) fn shard_selector(&self) -> Option<ShardSelector> {
+        let shard = self.shard.as_ref()?;
+        let current = lock(&shard.current).clone();
+        Some(current.unwrap_or(ShardSelector {
+            field: shard.field,
+            ranges: Vec::new(),
+        }))
+    }
+
     /// Records whether the API server applied the selector on the last list.
     pub(super) fn shard_applied(&self, applied: bool) {
         if let Some(shard) = &self.shard {

@@ -8,50 +8,76 @@
 //! resourceVersion), another uid as `deleted` then `added`, an object the filter no longer
 //! admits as `deleted`; once every informer has listed, each recorded object nobody handed
 //! over is delivered as `deleted` with `final_state_unknown`. Which informer a list ended
-//! on is known through [`Route::sink`]: one sink per subscription.
+//! on, and which share it covered, is known through [`Route::sink`]: one sink per
+//! subscription.
+//!
+//! In sharded mode a list covers only this replica's ranges, so only the records in the
+//! share every informer listed are taken for gone; the others are kept ([`Retained`]), as
+//! are the records of objects released at a hand-over, and compared the same way when a
+//! list of a range holding them comes back. Why "every informer": a route's informers share
+//! one shard field, and during a hand-over one may have listed the new ranges while another
+//! still holds the old; a record is gone only once no informer can still hand it over.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::Route;
-use crate::informer::{CachedObject, Delta, DeltaSink};
-use crate::state::{RouteRecord, State};
+use crate::informer::{CachedObject, Delta, DeltaSink, ObjectKey};
+use crate::sharding::{ShardField, ShardSelector};
+use crate::state::{Retained, RouteRecord, State};
 use crate::util::lock;
 
-/// What a route keeps in the state store, and the record it restores from.
+/// What a route keeps in the state store, and the records it compares objects with.
 pub(super) struct Memory {
     state: State,
-    restoring: AtomicBool,
-    baseline: Mutex<Option<Baseline>>,
+    /// Whether records wait to be compared: checked before taking the lock.
+    comparing: AtomicBool,
+    baseline: Mutex<Baseline>,
 }
 
-/// The record of the last run, while the informers list.
+/// The records not compared yet, and what the informers have listed.
 struct Baseline {
-    prior: HashMap<String, RouteRecord>,
-    /// Per subscription: whether its informer has listed.
-    listed: Vec<bool>,
+    retained: Retained,
+    /// Per subscription: the share its last list covered (`Some(None)`: every object);
+    /// `None` until its informer has listed.
+    listed: Vec<Option<Option<ShardSelector>>>,
+    /// Whether every informer has listed once (the restart's difference is delivered).
+    restored: bool,
     unchanged: usize,
     changed: usize,
 }
 
+/// The value of `field` an object was placed by, from its record and key (`namespace/name`).
+fn shard_value<'a>(field: ShardField, key: &'a str, record: &'a RouteRecord) -> &'a str {
+    match field {
+        ShardField::Uid => &record.uid,
+        ShardField::Namespace => key.split_once('/').map_or("", |(namespace, _)| namespace),
+    }
+}
+
 impl Memory {
-    /// Memory in `state`, restoring from `prior` over `subscriptions` informers.
+    /// Memory in `state`, comparing with `prior` over `subscriptions` informers.
     pub(super) fn new(
         state: State,
         prior: HashMap<String, RouteRecord>,
         subscriptions: usize,
     ) -> Self {
-        let restoring = !prior.is_empty() && subscriptions > 0;
+        let prior = if subscriptions > 0 {
+            prior
+        } else {
+            HashMap::new()
+        };
         Self {
             state,
-            restoring: AtomicBool::new(restoring),
-            baseline: Mutex::new(restoring.then(|| Baseline {
-                prior,
-                listed: vec![false; subscriptions],
+            comparing: AtomicBool::new(!prior.is_empty()),
+            baseline: Mutex::new(Baseline {
+                retained: Retained::new(prior),
+                listed: vec![None; subscriptions],
+                restored: false,
                 unchanged: 0,
                 changed: 0,
-            })),
+            }),
         }
     }
 
@@ -71,8 +97,8 @@ impl Memory {
 
 impl Route {
     /// Keeps what this route delivers in `state`, and delivers only the difference from
-    /// `prior` (what it delivered in the last run) until its `subscriptions` informers
-    /// have listed.
+    /// `prior` (what it delivered in the last run) once its `subscriptions` informers have
+    /// listed; in sharded mode, within this replica's ranges (see [`Retained`]).
     #[must_use]
     pub fn with_state(
         mut self,
@@ -85,14 +111,15 @@ impl Route {
     }
 
     /// What to subscribe to the `index`th informer feeding this route: the route itself,
-    /// or while it restores, a sink that also tells it when that informer has listed.
+    /// or when it keeps state, a sink that also tells it when that informer has listed
+    /// (and which share the list covered).
     pub fn sink(self: &Arc<Self>, index: usize) -> Arc<dyn DeltaSink> {
         match &self.memory {
-            Some(m) if m.restoring.load(Ordering::Acquire) => Arc::new(Subscribed {
+            Some(_) => Arc::new(Subscribed {
                 route: self.clone(),
                 index,
             }),
-            _ => self.clone(),
+            None => self.clone(),
         }
     }
 
@@ -103,24 +130,21 @@ impl Route {
         }
     }
 
-    /// While restoring: delivers the difference for an object the last run delivered, and
+    /// For an object a record waits for: delivers the difference from the record, and
     /// returns true; false for any other delta (delivered as usual).
     pub(super) fn restore(&self, delta: &Delta) -> bool {
         let Some(memory) = self.memory.as_ref() else {
             return false;
         };
-        if !memory.restoring.load(Ordering::Acquire) {
+        if !memory.comparing.load(Ordering::Acquire) {
             return false;
         }
         let (Some(key), Some(new)) = (delta.key(), delta.object()) else {
             return false;
         };
         let prior = {
-            let mut guard = lock(&memory.baseline);
-            let Some(baseline) = guard.as_mut() else {
-                return false;
-            };
-            let Some(prior) = baseline.prior.remove(key.as_str()) else {
+            let mut baseline = lock(&memory.baseline);
+            let Some(prior) = baseline.retained.take(key.as_str()) else {
                 return false;
             };
             let same = RouteRecord::of_json(&new.json()).is_some_and(|r| r.is_same(&prior));
@@ -129,10 +153,32 @@ impl Route {
             } else {
                 baseline.changed += 1;
             }
+            if baseline.retained.is_empty() {
+                memory.comparing.store(false, Ordering::Release);
+            }
             prior
         };
         self.difference(delta, new, &prior);
         true
+    }
+
+    /// An object left this replica's share (sharded mode): keeps the record of what the
+    /// route last delivered of it, to compare with if its range comes back.
+    pub(super) fn retain_released(&self, object: &Arc<CachedObject>) {
+        let Some(memory) = self.memory.as_ref() else {
+            return;
+        };
+        // The route records every state its filter admits, so the cache's last state is
+        // the record's, if the filter admitted it.
+        if self.filter.apply(&Delta::Added(object.clone())).is_none() {
+            return;
+        }
+        let Some(record) = RouteRecord::of_json(&object.json()) else {
+            return;
+        };
+        let mut baseline = lock(&memory.baseline);
+        baseline.retained.keep(object.key().as_str(), record);
+        memory.comparing.store(true, Ordering::Release);
     }
 
     /// Delivers what changed between `prior` and the object `delta` carries.
@@ -177,29 +223,52 @@ impl Route {
         }
     }
 
-    /// The `index`th informer has listed; once all have, every object of the last run not
-    /// seen again is delivered as `deleted`.
-    fn listed(&self, index: usize) {
+    /// The `index`th informer has listed the share `shard` (`None`: every object); once
+    /// all have, every waiting record in the share they all listed is of an object gone,
+    /// delivered as `deleted`. The first time, queued events the last run left for objects
+    /// outside the share are dropped, as at a hand-over: another replica owns them now.
+    fn listed(&self, index: usize, shard: Option<ShardSelector>) {
         let Some(memory) = self.memory.as_ref() else {
             return;
         };
-        let baseline = {
+        let (gone, outside) = {
             let mut guard = lock(&memory.baseline);
-            let Some(baseline) = guard.as_mut() else {
+            let baseline = &mut *guard;
+            if let Some(listed) = baseline.listed.get_mut(index) {
+                *listed = Some(shard);
+            }
+            if baseline.listed.iter().any(Option::is_none) {
                 return;
+            }
+            let listed = &baseline.listed;
+            let gone = baseline
+                .retained
+                .take_owned(|key, record| covers(listed, key, record));
+            let first = !std::mem::replace(&mut baseline.restored, true);
+            if first {
+                tracing::info!(route = %self.name, unchanged = baseline.unchanged, changed = baseline.changed, deleted = gone.len(), kept = baseline.retained.len(), "route restored from the state store: delivering the difference from the last run");
+            } else if !gone.is_empty() {
+                tracing::info!(route = %self.name, deleted = gone.len(), "objects of a range this replica gained were deleted while another replica had it");
+            }
+            let outside: Vec<String> = if first {
+                baseline
+                    .retained
+                    .keys()
+                    .into_iter()
+                    .map(str::to_string)
+                    .collect()
+            } else {
+                Vec::new()
             };
-            if let Some(done) = baseline.listed.get_mut(index) {
-                *done = true;
-            }
-            if !baseline.listed.iter().all(|l| *l) {
-                return;
-            }
-            memory.restoring.store(false, Ordering::Release);
-            guard.take().expect("checked above")
+            memory
+                .comparing
+                .store(!baseline.retained.is_empty(), Ordering::Release);
+            (gone, outside)
         };
-        let mut gone: Vec<(String, RouteRecord)> = baseline.prior.into_iter().collect();
-        gone.sort_by(|a, b| a.0.cmp(&b.0));
-        tracing::info!(route = %self.name, unchanged = baseline.unchanged, changed = baseline.changed, deleted = gone.len(), "route restored from the state store: delivering the difference from the last run");
+        for key in outside {
+            self.handler()
+                .release(&self.name, &ObjectKey::from_raw(&key));
+        }
         for (key, prior) in gone {
             match stub(&prior, &key) {
                 // Recorded (forgotten) by `emit`, with the handler's queue entry.
@@ -213,12 +282,26 @@ impl Route {
     }
 }
 
+/// Whether every subscription's last list (`listed`) covered the object of `record` under
+/// `key`: only then does its absence from the lists mean it is gone. False until every
+/// informer has listed.
+fn covers(listed: &[Option<Option<ShardSelector>>], key: &str, record: &RouteRecord) -> bool {
+    !listed.is_empty()
+        && listed.iter().all(|list| match list {
+            None => false,
+            Some(None) => true,
+            Some(Some(selector)) => {
+                selector.matches_value(shard_value(selector.field, key, record))
+            }
+        })
+}
+
 /// The record's last state of the object under `key`, as an object.
 fn stub(record: &RouteRecord, key: &str) -> Option<Arc<CachedObject>> {
     crate::handler::cached_object(&record.stub_json(key))
 }
 
-/// A route's subscription to one of its informers while it restores.
+/// A route's subscription to one of its informers, when it keeps state.
 struct Subscribed {
     route: Arc<Route>,
     index: usize,
@@ -227,12 +310,16 @@ struct Subscribed {
 impl DeltaSink for Subscribed {
     fn deliver(&self, delta: &Delta) {
         self.route.deliver(delta);
-        if let Delta::Replaced { .. } = delta {
-            self.route.listed(self.index);
+        if let Delta::Replaced { shard, .. } = delta {
+            self.route.listed(self.index, shard.clone());
         }
     }
 
     fn resync_period(&self) -> Option<std::time::Duration> {
         self.route.resync_period()
+    }
+
+    fn release(&self, object: &Arc<CachedObject>) {
+        self.route.release(object);
     }
 }

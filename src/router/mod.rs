@@ -170,6 +170,7 @@ impl DeltaSink for Route {
     }
 
     fn release(&self, object: &Arc<crate::informer::CachedObject>) {
+        self.retain_released(object);
         self.handler().release(&self.name, object.key());
     }
 }

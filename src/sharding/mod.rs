@@ -14,8 +14,8 @@
 //! replicas every one owns exactly 1/N of the space, one `shardRange` per replica is all
 //! the server is asked for, and every replica computes the same split from the same list
 //! without talking to the others. A membership change moves more objects than a ring would,
-//! which the hand-over (lost objects released silently, gained ones delivered as `added`)
-//! makes safe.
+//! which the hand-over (lost objects released silently, gained ones delivered as `added`, or
+//! with `state_dir` compared with the records the replica kept of them) makes safe.
 
 pub mod members;
 pub mod selector;

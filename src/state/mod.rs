@@ -2,7 +2,9 @@
 //! what it last delivered of each object (uid, resourceVersion, a content hash: not the
 //! object), and per handler its queued events, the event each worker was handling, its dead
 //! letters and whether it was paused. After a restart each route delivers the difference from
-//! what it last delivered, and each handler's queue and dead letters come back.
+//! what it last delivered, and each handler's queue and dead letters come back. In sharded
+//! mode the difference is taken within the replica's ranges: the records of objects outside
+//! them wait, in [`Retained`], for a range holding them to come back.
 //!
 //! Stages send each change to one writer thread ([`writer`]) that commits whatever has
 //! arrived in one transaction (group commit); only a worker waits, before it calls a
@@ -18,6 +20,7 @@
 
 mod flow;
 pub mod records;
+pub mod retained;
 mod writer;
 
 use std::collections::{HashMap, HashSet};
@@ -37,6 +40,7 @@ pub use flow::Pressure;
 pub use records::{
     HandlerSnapshot, RouteRecord, StoredDeadLetter, StoredEvent, StoredKey, StoredOwed,
 };
+pub use retained::Retained;
 
 /// The store's file inside `state_dir`.
 pub const FILE_NAME: &str = "switchyard.redb";

@@ -166,3 +166,46 @@ fn a_record_of_the_same_version_in_other_text_is_the_same() {
     assert!(!record(listed).is_same(&record(newer)));
     assert!(!record(listed).is_same(&record(other_uid)));
 }
+
+fn record(uid: &str, rv: &str) -> RouteRecord {
+    RouteRecord {
+        uid: uid.into(),
+        resource_version: rv.into(),
+        hash: 1,
+        api_version: "v1".into(),
+        kind: "ConfigMap".into(),
+    }
+}
+
+#[test]
+fn retained_records_outside_the_share_stay_until_a_share_holding_them_is_listed() {
+    let mut retained = Retained::new(HashMap::from([
+        ("d/mine".to_string(), record("u-mine", "1")),
+        ("d/theirs".to_string(), record("u-theirs", "2")),
+        ("d/seen".to_string(), record("u-seen", "3")),
+    ]));
+    // An object the list handed over is compared, and waits no longer.
+    assert_eq!(retained.take("d/seen"), Some(record("u-seen", "3")));
+    assert_eq!(retained.take("d/seen"), None);
+    // The share listed holds only "u-mine": that one is gone, the other is kept.
+    let gone = retained.take_owned(|_, r| r.uid == "u-mine");
+    assert_eq!(gone, vec![("d/mine".to_string(), record("u-mine", "1"))]);
+    assert_eq!(retained.keys(), vec!["d/theirs"]);
+    // Listing the same share again finds nothing more.
+    assert!(retained.take_owned(|_, r| r.uid == "u-mine").is_empty());
+    // Its range comes back: then it is taken, sorted with a record kept at a hand-over.
+    retained.keep("d/handed", record("u-handed", "4"));
+    let gone = retained.take_owned(|_, _| true);
+    let keys: Vec<&str> = gone.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(keys, vec!["d/handed", "d/theirs"]);
+    assert!(retained.is_empty());
+}
+
+#[test]
+fn a_record_kept_at_a_hand_over_replaces_the_older_one() {
+    let mut retained = Retained::default();
+    retained.keep("d/a", record("u", "1"));
+    retained.keep("d/a", record("u", "2"));
+    assert_eq!(retained.len(), 1);
+    assert_eq!(retained.take("d/a"), Some(record("u", "2")));
+}

@@ -47,7 +47,7 @@ impl DeltaSink for Recorder {
                 last_known.resource_version()
             ),
             Delta::Sync(o) => format!("sync {} {}", o.key(), o.resource_version()),
-            Delta::Replaced { objects } => format!("replaced {objects}"),
+            Delta::Replaced { objects, .. } => format!("replaced {objects}"),
         };
         self.seen.lock().unwrap().push(line);
     }

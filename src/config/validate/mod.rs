@@ -174,13 +174,6 @@ fn build(file: &Path, top: ConfigFile, errors: &mut Errors) -> Config {
             "state_max_pending_writes must be at least 1 (the changes the state store may hold uncommitted)",
         );
     }
-    if state.is_some() && ha.mode == crate::config::HaMode::Sharded {
-        // A restart's difference would take objects another replica owns now for deleted.
-        errors.at(
-            "state_dir",
-            "state_dir cannot be used with ha.mode sharded in this version (after a restart, objects another replica owns now would be delivered as deleted): use ha.mode single or leader with state_dir",
-        );
-    }
     let plugins_dir = expand_at(&plugins_dir, "plugins_dir", base, errors)
         .unwrap_or_else(|| base.join(plugins_dir));
     handlers::check_shadows(&handlers, &plugins_dir, errors);

@@ -17,6 +17,7 @@ use switchyard::sim::{Cluster, SimOptions, Simulator, resources};
 use crate::support::{TestDaemon, eventually};
 
 mod lapsed;
+mod restart;
 
 /// Lease 6s, renew deadline 4s, retry 0.3s. A replica gives up its share once its last
 /// successful renewal was sent a renew deadline ago, and each renewal is two requests: the
