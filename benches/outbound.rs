@@ -7,7 +7,9 @@
 //!   handler running the `webhook` sink (`concurrency: 8`, `quarantine_backoff: 5s`, the
 //!   other settings their defaults: a failing receiver quarantines the handler, its events
 //!   wait in the queue, and one call every 5 s tries it again), posting `{"name", "serial"}`
-//!   through its body template;
+//!   through its body template, a fresh plugin instance for each event (the default);
+//! - (r) the same with `instance: reuse` (each worker keeps its instance: the webhook sink
+//!   keeps nothing from one event to the next);
 //! - (e) a kube-rs `Controller` on the same ConfigMaps whose reconcile posts the same body
 //!   with reqwest (one pooled client) and, on any failure, is requeued after a second (its
 //!   `error_policy`): this bench binary run again as a child.
@@ -22,7 +24,8 @@
 //! 3. outage: the receiver answers 503 for `SWITCHYARD_OUTBOUND_OUTAGE_SECS` while the
 //!    changes go on, then 200 again: how long after recovery until every object was
 //!    delivered in the state it had at recovery or a newer one;
-//! 4. end: the changes stop; once every object's last change arrived (or 60 s passed;
+//! 4. end: the changes stop; once every object's final state (its serial as the API
+//!    server has it after the last patch was answered) arrived (or 60 s passed;
 //!    for (w) also every change, or 60 s more), changes never delivered (a change is
 //!    delivered when a request carrying its serial was answered 200) and objects whose
 //!    last change was never delivered.
@@ -33,7 +36,7 @@
 //! Run: `scripts/build-plugins.sh && cargo bench --bench outbound`. Environment:
 //! `SWITCHYARD_OUTBOUND_SIZE` (N, default 20000), `SWITCHYARD_OUTBOUND_CHURN_SECS`
 //! (default 20), `SWITCHYARD_OUTBOUND_OUTAGE_SECS` (default 30), `SWITCHYARD_OUTBOUND_ROUNDS`
-//! (default 3), `SWITCHYARD_OUTBOUND_ROWS` (e.g. `w`; default `w,e`).
+//! (default 3), `SWITCHYARD_OUTBOUND_ROWS` (e.g. `w`; default `w,r,e`).
 //! Without `--bench` (as `cargo test --all-targets` runs it) a smoke run with 200 objects.
 
 #![allow(missing_docs)]
@@ -118,9 +121,9 @@ impl Plan {
             rows: match std::env::var("SWITCHYARD_OUTBOUND_ROWS") {
                 Ok(list) => list
                     .split(',')
-                    .map(|n| Row::named(n.trim()).expect("SWITCHYARD_OUTBOUND_ROWS: w, e"))
+                    .map(|n| Row::named(n.trim()).expect("SWITCHYARD_OUTBOUND_ROWS: w, r, e"))
                     .collect(),
-                Err(_) => vec![Row::Webhook, Row::KubeRs],
+                Err(_) => vec![Row::Webhook, Row::Reuse, Row::KubeRs],
             },
             binary: PathBuf::from(env!("CARGO_BIN_EXE_switchyard")),
             plugins,
@@ -131,6 +134,7 @@ impl Plan {
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Row {
     Webhook,
+    Reuse,
     KubeRs,
 }
 
@@ -138,12 +142,13 @@ impl Row {
     fn label(self) -> &'static str {
         match self {
             Row::Webhook => "(w) switchyard, webhook sink",
+            Row::Reuse => "(r) switchyard, webhook sink, instance: reuse",
             Row::KubeRs => "(e) kube-rs Controller posting with reqwest",
         }
     }
 
     fn named(name: &str) -> Option<Row> {
-        [Row::Webhook, Row::KubeRs]
+        [Row::Webhook, Row::Reuse, Row::KubeRs]
             .into_iter()
             .find(|r| r.label().starts_with(&format!("({name})")))
     }
@@ -232,6 +237,8 @@ struct Writer {
     serial: Arc<AtomicU64>,
     /// The last serial sent to each object.
     last: Arc<Mutex<HashMap<String, u64>>>,
+    /// One per patch in flight.
+    permits: Arc<tokio::sync::Semaphore>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -257,8 +264,10 @@ impl Writer {
         let serial = Arc::new(AtomicU64::new(0));
         let last = Arc::new(Mutex::new(HashMap::new()));
         let (s, n, l) = (stop.clone(), serial.clone(), last.clone());
+        let permits = Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT));
+        let permits_task = permits.clone();
         let task = tokio::spawn(async move {
-            let permits = Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT));
+            let permits = permits_task;
             let started = Instant::now();
             let mut ticker = tokio::time::interval(Duration::from_millis(1));
             let mut done = 0u64;
@@ -287,6 +296,7 @@ impl Writer {
             stop,
             serial,
             last,
+            permits,
             task,
         }
     }
@@ -300,20 +310,45 @@ impl Writer {
         self.last.lock().unwrap().clone()
     }
 
-    async fn stop(self) -> (u64, HashMap<String, u64>) {
+    /// Stops, waits for the patches in flight, and returns how many changes were made and
+    /// each object's serial as the API server has it now: two patches of one object in
+    /// flight at once may be applied in either order, so the last one sent need not be the
+    /// object's final state.
+    async fn stop(self, client: &reqwest::Client, sim: &str) -> (u64, HashMap<String, u64>) {
         self.stop.store(true, Ordering::Relaxed);
         let _ = self.task.await;
-        let last = self.last.lock().unwrap().clone();
+        let _all = self.permits.acquire_many(IN_FLIGHT as u32).await;
+        let list: Value = client
+            .get(format!("{sim}/api/v1/namespaces/default/configmaps"))
+            .send()
+            .await
+            .and_then(|r| r.error_for_status())
+            .expect("list the ConfigMaps")
+            .json()
+            .await
+            .expect("a list");
+        let last = list["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|o| {
+                let name = o["metadata"]["name"].as_str()?;
+                let serial = o["data"]["serial"].as_str()?.parse::<u64>().ok()?;
+                (name.starts_with("bench-") && serial > 0).then(|| (name.to_string(), serial))
+            })
+            .collect();
         (self.serial.load(Ordering::Relaxed), last)
     }
 }
 
-/// `switchyard run` with the webhook sink posting to `receiver`.
-fn start_daemon(plan: &Plan, dir: &Path, port: u16, receiver: &str) -> Running {
+/// `switchyard run` with the webhook sink posting to `receiver`, with `instance`
+/// (`per-event` or `reuse`).
+fn start_daemon(plan: &Plan, dir: &Path, port: u16, receiver: &str, instance: &str) -> Running {
     std::fs::write(dir.join("token"), TOKEN).expect("write the token");
     let config = format!(
         "plugins_dir: {plugins}\nadmin:\n  listen: 127.0.0.1:{port}\n  token_file: token\n\
-         handlers:\n  hook:\n    plugin: webhook\n    concurrency: 8\n    quarantine_backoff: 5s\n\
+         handlers:\n  hook:\n    plugin: webhook\n    instance: {instance}\n    concurrency: 8\n\
+         \x20   quarantine_backoff: 5s\n\
          \x20   config:\n      url: {receiver}/hook\n\
          \x20     body: {{name: \"{{{{object.metadata.name}}}}\", serial: \"{{{{object.data.serial}}}}\"}}\n\
          \x20   capabilities:\n      http: [\"{receiver}\"]\n\
@@ -389,6 +424,21 @@ fn caught_up(seen: &Seen, last: &HashMap<String, u64>) -> bool {
         .all(|(name, serial)| seen.newest.get(name).is_some_and(|n| n >= serial))
 }
 
+/// Keeps the daemon's log of a round that did not drain (the temporary folder goes with
+/// the round) as `target/outbound-bench/daemon-N.log`, and says where.
+fn keep_log(dir: &Path, row: Row) {
+    if row == Row::KubeRs {
+        return;
+    }
+    let kept = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/outbound-bench");
+    let _ = std::fs::create_dir_all(&kept);
+    let n = std::fs::read_dir(&kept).map_or(0, |d| d.count());
+    let to = kept.join(format!("daemon-{n}.log"));
+    if std::fs::copy(dir.join("daemon.log"), &to).is_ok() {
+        eprintln!("{}: did not drain; its log is {}", row.label(), to.display());
+    }
+}
+
 /// One row on a fresh simulator and receiver.
 async fn run_row(plan: &Plan, row: Row) -> Measured {
     let dir = tempfile::tempdir().expect("a temporary folder");
@@ -405,7 +455,8 @@ async fn run_row(plan: &Plan, row: Row) -> Measured {
     let (receiver, url) = start_receiver();
     let started = Instant::now();
     let mut child = match row {
-        Row::Webhook => start_daemon(plan, dir.path(), free_port(), &url),
+        Row::Webhook => start_daemon(plan, dir.path(), free_port(), &url, "per-event"),
+        Row::Reuse => start_daemon(plan, dir.path(), free_port(), &url, "reuse"),
         Row::KubeRs => start_controller(dir.path(), &url),
     };
     let pid = child.pid();
@@ -423,7 +474,7 @@ async fn run_row(plan: &Plan, row: Row) -> Measured {
     let list_wall = started.elapsed().as_secs_f64();
     let list_cpu = process_cpu(&pid);
 
-    let writer = Writer::start(client, sim, plan.rate, receiver.clone());
+    let writer = Writer::start(client.clone(), sim.clone(), plan.rate, receiver.clone());
     let (ok_before, churn_started) = (receiver.seen.lock().unwrap().ok, Instant::now());
     tokio::time::sleep(plan.churn).await;
     let churn_cpu = process_cpu(&pid) - list_cpu;
@@ -449,24 +500,35 @@ async fn run_row(plan: &Plan, row: Row) -> Measured {
         caught_up(&receiver.seen.lock().unwrap(), &at_recovery)
     })
     .await;
-    let (made, last) = writer.stop().await;
+    let (made, last) = writer.stop(&client, &sim).await;
     let _ = wait_for(Duration::from_secs(60), || {
         caught_up(&receiver.seen.lock().unwrap(), &last)
     })
     .await;
-    if row == Row::Webhook {
+    if row != Row::KubeRs {
         let _ = wait_for(Duration::from_secs(60), || {
             let seen = receiver.seen.lock().unwrap();
             (1..=made).all(|s| seen.delivered.contains(&s))
         })
         .await;
     }
+    child.check_alive(row.label());
     let seen = receiver.seen.lock().unwrap();
     let lost_changes = (1..=made).filter(|s| !seen.delivered.contains(s)).count();
     let lost_objects = last
         .iter()
         .filter(|(name, serial)| seen.newest.get(*name).is_none_or(|n| n < *serial))
         .count();
+    if drained.is_none() || lost_objects > 0 {
+        keep_log(dir.path(), row);
+        let lost: Vec<String> = last
+            .iter()
+            .filter(|(name, serial)| seen.newest.get(*name).is_none_or(|n| n < *serial))
+            .take(5)
+            .map(|(name, serial)| format!("{name}: {serial}, seen {:?}", seen.newest.get(name)))
+            .collect();
+        eprintln!("{}: last changes never delivered: {lost:?}", row.label());
+    }
     Measured {
         list_wall,
         list_cpu_per_object: list_cpu.as_secs_f64() / n as f64 * 1e6,

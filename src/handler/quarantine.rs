@@ -2,8 +2,10 @@
 //! least two objects, so one poisoned object cannot trip it) within `window`, the handler
 //! stops taking work. Its events wait in the queue (they are neither retried nor dead
 //! lettered meanwhile); after a backoff one call is let through as a try: a success lifts
-//! the quarantine, a failure doubles the backoff (up to ten minutes). A new plugin version
-//! or `POST /handlers/NAME/resume` lifts it at once.
+//! the quarantine, a failure doubles the backoff (up to ten minutes). Calls that began
+//! before the quarantine and fail after it are not tries: they leave the backoff alone (with
+//! eight workers, eight such failures would otherwise stretch a 5 s backoff to ten minutes).
+//! A new plugin version or `POST /handlers/NAME/resume` lifts it at once.
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant, SystemTime};
@@ -102,9 +104,22 @@ impl Breaker {
         self.tripped.take().is_some()
     }
 
-    /// A call on `object` failed with `error`. True if this trips the quarantine now.
-    pub(super) fn failed(&mut self, object: &str, error: &str) -> bool {
+    /// A try let through by [`Breaker::gate`] made no call (its key had nothing owed, or
+    /// the replica lost its ranges): another worker may try.
+    pub(super) fn give_back_try(&mut self) {
         if let Some(tripped) = &mut self.tripped {
+            tripped.trying = false;
+        }
+    }
+
+    /// A call on `object` failed with `error`; `was_try` if [`Breaker::gate`] let it through
+    /// as the try. True if this trips the quarantine now.
+    pub(super) fn failed(&mut self, object: &str, error: &str, was_try: bool) -> bool {
+        if let Some(tripped) = &mut self.tripped {
+            if !was_try {
+                // A call begun before the quarantine: not a try, the backoff stays.
+                return false;
+            }
             // A failed try: wait twice as long.
             tripped.backoff = (tripped.backoff * 2).min(QuarantineSpec::MAX_BACKOFF);
             tripped.next_try = Instant::now() + tripped.backoff;
@@ -178,10 +193,10 @@ mod tests {
     fn failures_on_two_objects_trip_it_one_poisoned_object_does_not() {
         let mut b = breaker(3);
         for _ in 0..10 {
-            assert!(!b.failed("a", "boom"));
+            assert!(!b.failed("a", "boom", false));
         }
         assert_eq!(b.gate(), Gate::Open);
-        assert!(b.failed("b", "boom"));
+        assert!(b.failed("b", "boom", false));
         assert!(matches!(b.gate(), Gate::Wait(_)));
         assert_eq!(b.view().unwrap().last_error, "boom");
         assert!(b.lift());
@@ -191,25 +206,25 @@ mod tests {
     #[test]
     fn a_success_ends_the_streak_and_zero_never_trips() {
         let mut b = breaker(3);
-        b.failed("a", "x");
-        b.failed("b", "x");
+        b.failed("a", "x", false);
+        b.failed("b", "x", false);
         b.succeeded();
-        assert!(!b.failed("c", "x"));
+        assert!(!b.failed("c", "x", false));
         let mut never = breaker(0);
         for i in 0..50 {
-            assert!(!never.failed(&i.to_string(), "x"));
+            assert!(!never.failed(&i.to_string(), "x", false));
         }
     }
 
     #[test]
     fn one_try_after_the_backoff_a_failed_try_doubles_it_a_good_one_lifts() {
         let mut b = breaker(2);
-        b.failed("a", "x");
-        assert!(b.failed("b", "x"));
+        b.failed("a", "x", false);
+        assert!(b.failed("b", "x", false));
         std::thread::sleep(Duration::from_millis(25));
         assert_eq!(b.gate(), Gate::Try);
         assert!(matches!(b.gate(), Gate::Wait(_)), "one try at a time");
-        assert!(!b.failed("a", "still broken"));
+        assert!(!b.failed("a", "still broken", true));
         assert_eq!(b.view().unwrap().backoff_seconds, 0.04);
         assert!(matches!(b.gate(), Gate::Wait(_)));
         std::thread::sleep(Duration::from_millis(45));
@@ -217,5 +232,31 @@ mod tests {
         assert!(b.succeeded());
         assert_eq!(b.gate(), Gate::Open);
         assert_eq!(b.trips, 1);
+    }
+
+    #[test]
+    fn calls_begun_before_the_quarantine_do_not_stretch_the_backoff() {
+        let mut b = breaker(2);
+        b.failed("a", "x", false);
+        assert!(b.failed("b", "x", false));
+        // Seven more workers' calls, in flight when it tripped, fail afterwards.
+        for i in 0..7 {
+            assert!(!b.failed(&i.to_string(), "x", false));
+        }
+        assert_eq!(b.view().unwrap().backoff_seconds, 0.02);
+        std::thread::sleep(Duration::from_millis(25));
+        assert_eq!(b.gate(), Gate::Try, "the try comes after the first backoff");
+    }
+
+    #[test]
+    fn a_try_given_back_lets_another_worker_try() {
+        let mut b = breaker(2);
+        b.failed("a", "x", false);
+        assert!(b.failed("b", "x", false));
+        std::thread::sleep(Duration::from_millis(25));
+        assert_eq!(b.gate(), Gate::Try);
+        assert!(matches!(b.gate(), Gate::Wait(_)));
+        b.give_back_try();
+        assert_eq!(b.gate(), Gate::Try);
     }
 }

@@ -65,6 +65,7 @@ impl Handler {
                 }
                 continue;
             }
+            let is_try = gate == Gate::Try;
             // The newest plugin, taken after the wait for work: a swap made while this
             // worker waited applies to the event it now handles. A plugin once set is only
             // ever replaced, never removed.
@@ -78,6 +79,7 @@ impl Handler {
                 // This replica's Lease was not renewed in time (a pause, an outage): its
                 // ranges may be another's now. The key waits; the informers release what
                 // this replica lost, and it handles the rest once it claims ranges again.
+                self.give_back_try(is_try);
                 self.queue.done(&key);
                 self.queue.add(key);
                 tokio::select! {
@@ -99,10 +101,11 @@ impl Handler {
                     route: key.route.clone(),
                     object: key.object.shared(),
                 };
-                about
-                    .scope(self.handle(&mut instances, &plugin, &key, delivery, event))
-                    .await;
+                let call = self.handle(&mut instances, &plugin, &key, (delivery, event), is_try);
+                about.scope(call).await;
                 self.persist_call_ended(&key);
+            } else {
+                self.give_back_try(is_try);
             }
             self.queue.done(&key);
         }
@@ -141,8 +144,8 @@ impl Handler {
         instances: &mut Instances,
         plugin: &Arc<Plugin>,
         key: &WorkKey,
-        delivery: Delivery,
-        event: PendingEvent,
+        (delivery, event): (Delivery, PendingEvent),
+        is_try: bool,
     ) {
         let attempt = self.queue.num_requeues(key) + 1;
         let call = plugin_event(key, &event, attempt);
@@ -172,7 +175,7 @@ impl Handler {
             error: e.to_string(),
         });
         self.record_call(started.elapsed().as_secs_f64(), failure);
-        self.track_quarantine(key, result.as_ref().err());
+        self.track_quarantine(key, result.as_ref().err(), is_try);
         match result {
             Ok(Outcome::Done) => {
                 self.counters.processed.fetch_add(1, Ordering::Relaxed);
@@ -255,8 +258,16 @@ impl Handler {
 }
 
 impl Handler {
-    /// Feeds a call's result to the quarantine breaker, logging when it trips or lifts.
-    fn track_quarantine(&self, key: &WorkKey, error: Option<&crate::plugin::Error>) {
+    /// A worker let through as the quarantine's try made no call: another may try.
+    fn give_back_try(&self, is_try: bool) {
+        if is_try {
+            lock(&self.breaker).give_back_try();
+        }
+    }
+
+    /// Feeds a call's result to the quarantine breaker (`is_try`: the call was the
+    /// quarantine's try), logging when it trips or lifts.
+    fn track_quarantine(&self, key: &WorkKey, error: Option<&crate::plugin::Error>, is_try: bool) {
         let mut breaker = lock(&self.breaker);
         match error {
             None => {
@@ -266,7 +277,7 @@ impl Handler {
             }
             Some(error) => {
                 let object = format!("{}/{}", key.route, key.object);
-                if breaker.failed(&object, &error.to_string()) {
+                if breaker.failed(&object, &error.to_string(), is_try) {
                     let q = &self.spec.quarantine;
                     tracing::error!(handler = %self.name, %error, failures = q.after, retry_in = ?q.backoff, "plugin quarantined: it failed on every call; its events wait in the queue");
                 }

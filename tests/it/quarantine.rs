@@ -104,3 +104,52 @@ async fn a_plugin_failing_on_every_call_is_quarantined_and_lifted_by_resume_or_a
     assert_eq!(h["dead_letters"], 0);
     t.stop().await;
 }
+
+/// Calls under way when the quarantine trips, failing after it, are not its tries: the
+/// backoff stays as configured (each used to double it, so eight workers stretched 5 s to
+/// ten minutes and a recovered receiver waited that long).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_in_flight_when_it_trips_leave_the_backoff_alone() {
+    let config = "
+handlers:
+  slow:
+    plugin: faulty
+    concurrency: 4
+    max_retries: 1000
+    qps: 0
+    quarantine_after: 2
+    quarantine_backoff: 30s
+routes:
+  - name: cms
+    resource: configmaps
+    handler: slow
+";
+    let mut t = TestDaemon::builder(config)
+        .plugin_file("faulty", "faulty")
+        .start()
+        .await;
+    for name in ["a", "b", "c", "d"] {
+        t.create_configmap(json!({"metadata": {"name": name, "annotations": {
+            "faulty/error": "the receiver answered 503", "faulty/sleep-ms": "400"}}}))
+            .await;
+    }
+    let settled = support::eventually("the quarantine, with no call in flight", WAIT, async || {
+        let h = handler_status(&t, "slow").await;
+        (h["quarantine"].is_object() && h["in_flight"] == 0 && h["failed"].as_u64() >= Some(4)).then_some(h)
+    })
+    .await;
+    assert_eq!(
+        settled["quarantine"]["backoff_seconds"], 30.0,
+        "{settled:#}"
+    );
+    t.stop().await;
+}
+
+async fn handler_status(t: &TestDaemon, name: &str) -> Value {
+    let (_, status) = t.get("/status").await;
+    status["handlers"]
+        .as_array()
+        .and_then(|h| h.iter().find(|h| h["name"] == name))
+        .cloned()
+        .unwrap_or_default()
+}

@@ -33,6 +33,7 @@ export_handler!(Plugin);
 #[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests {
     use serde_json::json;
+    use switchyard_sdk::http::{Error as HttpError, Request, Response};
     use switchyard_sdk::testing::{TestHost, event};
 
     use super::*;
@@ -48,5 +49,49 @@ mod tests {
         assert_eq!(report.outcome, Ok(Outcome::Done));
         assert_eq!(report.lines(), ["added ConfigMap default/demo"]);
         assert!(report.writes.is_empty());
+    }
+
+    /// A handler that tells a webhook of each change, with `switchyard_sdk::http`. Deployed,
+    /// it needs `capabilities: {http: ["https://hooks.example.com"]}` in its handler's config.
+    struct Notifier;
+
+    impl Handler for Notifier {
+        fn handle(event: Event) -> Result<Outcome, String> {
+            let object: Value = serde_json::from_str(&event.object).map_err(|e| e.to_string())?;
+            Request::post("https://hooks.example.com/notify")
+                .json(&json!({"name": object["metadata"]["name"]}))
+                .send()?
+                .error_for_status()?;
+            Ok(Outcome::Done)
+        }
+    }
+
+    #[test]
+    fn what_the_host_answers_and_records_of_http_requests() {
+        let added = || event(EventKind::Added, json!({"metadata": {"name": "demo"}}));
+        let sent = TestHost::new()
+            .http("https://hooks.example.com/", Response::new(200, "ok"))
+            .handle::<Notifier>(added());
+        assert_eq!(sent.outcome, Ok(Outcome::Done));
+        let [request] = sent.requests.as_slice() else {
+            panic!("one request: {:?}", sent.requests)
+        };
+        assert_eq!(request.url, "https://hooks.example.com/notify");
+        assert_eq!(request.body, br#"{"name":"demo"}"#);
+        // A 5xx is an error: the daemon retries the event with backoff.
+        let busy = TestHost::new()
+            .http("https://hooks.example.com/", Response::new(503, "busy"))
+            .handle::<Notifier>(added());
+        assert_eq!(busy.outcome, Err("the receiver answered 503: busy".into()));
+        let down = TestHost::new()
+            .http_error(
+                "https://hooks.example.com/",
+                HttpError::Connection("ConnectionRefused".into()),
+            )
+            .handle::<Notifier>(added());
+        assert_eq!(
+            down.outcome,
+            Err("connection failed: ConnectionRefused".into())
+        );
     }
 }
