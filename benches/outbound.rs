@@ -435,7 +435,11 @@ fn keep_log(dir: &Path, row: Row) {
     let n = std::fs::read_dir(&kept).map_or(0, |d| d.count());
     let to = kept.join(format!("daemon-{n}.log"));
     if std::fs::copy(dir.join("daemon.log"), &to).is_ok() {
-        eprintln!("{}: did not drain; its log is {}", row.label(), to.display());
+        eprintln!(
+            "{}: did not drain; its log is {}",
+            row.label(),
+            to.display()
+        );
     }
 }
 

@@ -124,7 +124,7 @@ routes:
     resource: configmaps
     handler: slow
 ";
-    let mut t = TestDaemon::builder(config)
+    let t = TestDaemon::builder(config)
         .plugin_file("faulty", "faulty")
         .start()
         .await;
@@ -135,7 +135,8 @@ routes:
     }
     let settled = support::eventually("the quarantine, with no call in flight", WAIT, async || {
         let h = handler_status(&t, "slow").await;
-        (h["quarantine"].is_object() && h["in_flight"] == 0 && h["failed"].as_u64() >= Some(4)).then_some(h)
+        (h["quarantine"].is_object() && h["in_flight"] == 0 && h["failed"].as_u64() >= Some(4))
+            .then_some(h)
     })
     .await;
     assert_eq!(
