@@ -17,12 +17,14 @@ const WAIT: Duration = Duration::from_secs(60);
 
 /// A handler `sink` running `plugin` with `config` (JSON, which YAML reads as it is),
 /// allowed to reach `receiver`, and a route `sink` to it, `route` giving its other lines.
+/// Each worker keeps its instance (`instance: reuse`), as docs/sinks.md suggests.
 fn config(plugin: &str, config: Value, receiver: &Receiver, route: &str) -> String {
     format!(
         "
 handlers:
   sink:
     plugin: {plugin}
+    instance: reuse
     timeout: 2s
     max_retries: 1000
     backoff_base: 20ms
