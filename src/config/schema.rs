@@ -482,8 +482,23 @@ pub struct RouteFile {
     /// For `every`: events kept per object before the oldest two are coalesced. Default 100.
     #[serde(default)]
     pub backlog: Option<usize>,
+    /// `true` (the finalizer `switchyard.dev/ROUTE`) or a finalizer's name: the route puts
+    /// it on each object it delivers and removes it once the handler has handled the
+    /// object's deletion.
+    #[serde(default)]
+    pub finalizer: Option<FinalizerFile>,
     /// The handler that gets the changes.
     pub handler: String,
+}
+
+/// `routes[i].finalizer:` — on or off, or the finalizer's name.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+pub enum FinalizerFile {
+    /// `true`: the finalizer `switchyard.dev/ROUTE`; `false`: none.
+    On(bool),
+    /// The finalizer's name (`example.com/cleanup`).
+    Named(String),
 }
 
 /// How a route delivers changes.
