@@ -197,14 +197,16 @@ async fn a_daemon_killed_while_the_handler_runs_on_a_deletion_leaves_the_object_
         .await
         .unwrap();
     wait_for_finalizers(&api, "d", &[HELD]).await;
-    first
-        .process
-        .wait_for_line(WAIT, |l| l.contains("handled added default/d"))
-        .await;
+    // The addition and the update that put the finalizer on handled, the handler idle.
+    eventually("the handler idle", WAIT, async || {
+        let handler = &first.status().await["handlers"][0];
+        let idle = handler["queue_depth"] == 0 && handler["in_flight"] == 0;
+        (idle && handler["processed"] == 2).then_some(())
+    })
+    .await;
     api.delete("d", &DeleteParams::default()).await.unwrap();
     eventually("the deletion in the handler", WAIT, async || {
-        let status = first.status().await;
-        (status["handlers"][0]["in_flight"] == 1).then_some(())
+        (first.status().await["handlers"][0]["in_flight"] == 1).then_some(())
     })
     .await;
     let lines = first.process.kill();
