@@ -14,6 +14,9 @@ use serde_json::{Value, json};
 use switchyard::plugin::{PluginHost, loader};
 
 use crate::state::Child;
+use switchyard::sim::resources;
+
+use crate::support::sim::{Kubectl, blocking, start_with_config};
 use crate::support::{self, TestDaemon, eventually};
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -285,4 +288,92 @@ async fn a_finalizer_removed_by_hand_while_the_daemon_is_down_is_a_deletion_as_w
         })
         .await;
     second.process.kill();
+}
+
+#[tokio::test]
+async fn kubectl_sees_a_held_object_terminate_and_a_json_patch_whose_test_fails_refused() {
+    let sim = start_with_config("").await;
+    let configmaps = resources::find("", "v1", "configmaps").unwrap();
+    let object = json!({"metadata": {"name": "k", "finalizers": ["example.com/a", HELD]}});
+    sim.cluster().create(configmaps, "default", object).unwrap();
+    let kubectl = Kubectl::new(&sim);
+    let remove = |index: usize, name: &str| {
+        json!([
+            {"op": "test", "path": format!("/metadata/finalizers/{index}"), "value": name},
+            {"op": "remove", "path": format!("/metadata/finalizers/{index}")},
+        ])
+        .to_string()
+    };
+    let (stale, ours, other) = (
+        remove(1, "example.com/a"),
+        remove(1, HELD),
+        remove(0, "example.com/a"),
+    );
+    let outputs = blocking(move || {
+        let patch = |ops: &str| kubectl.run(&["patch", "configmap", "k", "--type=json", "-p", ops]);
+        [
+            kubectl.run(&["delete", "configmap", "k", "--wait=false"]),
+            kubectl.run(&[
+                "get",
+                "configmap",
+                "k",
+                "-o",
+                "jsonpath={.metadata.deletionTimestamp}",
+            ]),
+            patch(&stale),
+            patch(&ours),
+            kubectl.run(&[
+                "get",
+                "configmap",
+                "k",
+                "-o",
+                "jsonpath={.metadata.finalizers}",
+            ]),
+            patch(&other),
+            kubectl.run(&["get", "configmap", "k"]),
+        ]
+    })
+    .await;
+    assert_eq!(
+        outputs[0].stdout.trim(),
+        r#"configmap "k" deleted"#,
+        "{:?}",
+        outputs[0]
+    );
+    assert!(!outputs[1].stdout.trim().is_empty(), "{:?}", outputs[1]);
+    assert!(
+        !outputs[2].ok,
+        "a failed test refuses the patch: {:?}",
+        outputs[2]
+    );
+    assert!(outputs[3].ok, "{:?}", outputs[3]);
+    assert_eq!(
+        outputs[4].stdout.trim(),
+        r#"["example.com/a"]"#,
+        "{:?}",
+        outputs[4]
+    );
+    assert!(outputs[5].ok, "{:?}", outputs[5]);
+    assert!(
+        outputs[6]
+            .stderr
+            .contains(r#"Error from server (NotFound): configmaps "k" not found"#),
+        "{:?}",
+        outputs[6]
+    );
+}
+
+#[test]
+fn check_says_what_a_route_finalizer_adds() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = support::write_config(dir.path(), &config("log-events", ""));
+    let (code, stdout, stderr) =
+        support::process::switchyard(&["check", "--config", path.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(
+        stderr.contains("routes[0].finalizer: route \"configmaps\" puts the finalizer switchyard.dev/configmaps on every object it delivers (one patch per object)"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("needs patch on configmaps"), "{stderr}");
+    assert!(stdout.contains("ok (1 handler(s), 1 route(s))"), "{stdout}");
 }

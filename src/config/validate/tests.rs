@@ -535,7 +535,9 @@ routes:
         "{found:#?}"
     );
     assert!(
-        found[2].contains("routes[2].finalizer: a route with a finalizer must deliver `deleted` events"),
+        found[2].contains(
+            "routes[2].finalizer: a route with a finalizer must deliver `deleted` events"
+        ),
         "{found:#?}"
     );
     assert!(
@@ -543,7 +545,8 @@ routes:
         "{found:#?}"
     );
     assert!(
-        found[4].contains("routes[4].finalizer: the route name \"-e-\" cannot end a finalizer name"),
+        found[4]
+            .contains("routes[4].finalizer: the route name \"-e-\" cannot end a finalizer name"),
         "{found:#?}"
     );
 }
