@@ -15,6 +15,7 @@ use switchyard::plugin::{PluginHost, loader};
 
 use crate::state::Child;
 use switchyard::sim::resources;
+use switchyard::sim::{SimOptions, Simulator};
 
 use crate::support::sim::{Kubectl, blocking, start_with_config};
 use crate::support::{self, TestDaemon, eventually};
@@ -376,4 +377,51 @@ fn check_says_what_a_route_finalizer_adds() {
     );
     assert!(stderr.contains("needs patch on configmaps"), "{stderr}");
     assert!(stdout.contains("ok (1 handler(s), 1 route(s))"), "{stdout}");
+}
+
+/// Leader mode: a 2 s Lease named `router` in `default`, the finalizer route to log-events.
+fn leader_config(identity: &str) -> String {
+    format!(
+        "ha:\n  mode: leader\n  lease_namespace: default\n  lease_name: router\n  lease_duration: 2s\n  renew_deadline: 1500ms\n  retry_period: 300ms\n  identity: {identity}\n{}",
+        config("log-events", "")
+    )
+}
+
+#[tokio::test]
+async fn in_leader_mode_only_the_leader_writes_and_its_successor_finishes_a_deletion() {
+    let sim_a = support::start_sim().await;
+    let sim_b = Simulator::serve(sim_a.cluster().clone(), SimOptions::default())
+        .await
+        .expect("a second server on the same cluster");
+    let a = TestDaemon::builder(&leader_config("a"))
+        .sim(sim_a)
+        .start()
+        .await;
+    eventually("a leads", WAIT, async || {
+        (a.status_json().await["replica"]["leader"] == true).then_some(())
+    })
+    .await;
+    let b = TestDaemon::builder(&leader_config("b"))
+        .sim(sim_b)
+        .start()
+        .await;
+    let api = b.configmaps("default");
+    b.create_configmap(json!({"metadata": {"name": "g"}})).await;
+    wait_for_finalizers(&api, "g", &[HELD]).await;
+
+    // a's handler paused: the deletion waits in both replicas' queues, and the follower
+    // takes nothing off.
+    let (code, _) = a.post("/handlers/log-events/pause").await;
+    assert_eq!(code, 200);
+    api.delete("g", &DeleteParams::default()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(held(&api, "g").await, Some((vec![HELD.to_string()], true)));
+    assert_eq!(b.status_json().await["handlers"][0]["processed"], 0);
+
+    // The leader goes; its successor handles the deletion and lets the object go.
+    a.stop().await;
+    wait_until_gone(&api, "g").await;
+    let status = b.status_json().await;
+    assert_eq!(status["replica"]["leader"], true, "{status}");
+    b.stop().await;
 }
