@@ -425,3 +425,69 @@ async fn in_leader_mode_only_the_leader_writes_and_its_successor_finishes_a_dele
     assert_eq!(status["replica"]["leader"], true, "{status}");
     b.stop().await;
 }
+
+/// Sharded mode on `default`, the finalizer route to log-events.
+fn sharded_config(identity: &str) -> String {
+    format!(
+        "ha:\n  mode: sharded\n  lease_namespace: default\n  lease_name: shard\n  lease_duration: 6s\n  renew_deadline: 4s\n  retry_period: 300ms\n  identity: {identity}\n{}",
+        config("log-events", "")
+    )
+}
+
+/// How many deletions a replica's handler was called with, from its plugin log.
+fn count_deletions(
+    logs: &mut tokio::sync::broadcast::Receiver<switchyard::plugin::PluginLog>,
+) -> usize {
+    let mut count = 0;
+    while let Ok(line) = logs.try_recv() {
+        count += usize::from(line.message.starts_with("deleted ConfigMap"));
+    }
+    count
+}
+
+#[tokio::test]
+async fn in_sharded_mode_each_object_is_held_and_let_go_by_its_owner_alone() {
+    let sim_a = support::start_sim().await;
+    let sim_b = Simulator::serve(sim_a.cluster().clone(), SimOptions::default())
+        .await
+        .expect("a second server on the same cluster");
+    let (mut a, mut b) = tokio::join!(
+        TestDaemon::builder(&sharded_config("a")).sim(sim_a).start(),
+        TestDaemon::builder(&sharded_config("b")).sim(sim_b).start(),
+    );
+    eventually(
+        "both members own ranges",
+        Duration::from_secs(20),
+        async || {
+            for d in [&a, &b] {
+                if d.status_json().await["replica"]["shards"]["members"] != json!(["a", "b"]) {
+                    return None;
+                }
+            }
+            Some(())
+        },
+    )
+    .await;
+    let api = a.configmaps("default");
+    let names: Vec<String> = (0..20).map(|i| format!("s-{i}")).collect();
+    for name in &names {
+        a.create_configmap(json!({"metadata": {"name": name}}))
+            .await;
+    }
+    for name in &names {
+        wait_for_finalizers(&api, name, &[HELD]).await;
+    }
+    for name in &names {
+        api.delete(name, &DeleteParams::default()).await.unwrap();
+    }
+    for name in &names {
+        wait_until_gone(&api, name).await;
+    }
+    // Each deletion reached exactly one replica's handler, and both replicas had some.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (on_a, on_b) = (count_deletions(&mut a.logs), count_deletions(&mut b.logs));
+    assert_eq!(on_a + on_b, 20, "a: {on_a}, b: {on_b}");
+    assert!(on_a > 0 && on_b > 0, "a: {on_a}, b: {on_b}");
+    a.stop().await;
+    b.stop().await;
+}
