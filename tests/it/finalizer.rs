@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 use switchyard::plugin::{PluginHost, loader};
 
 use crate::state::Child;
+use crate::support::browser::Browser;
 use switchyard::sim::resources;
 use switchyard::sim::{SimOptions, Simulator};
 
@@ -127,6 +128,14 @@ async fn a_dead_lettered_deletion_holds_the_object_until_the_letter_is_retried()
     let route = &status["routes"][0];
     assert_eq!(route["finalizer"], HELD, "{route}");
     assert_eq!(route["held_by_dead_letters"], 1, "{route}");
+    let browser = Browser::start().await;
+    browser.open(&t.url("/")).await;
+    let shown = format!("{HELD}: 1 held in Terminating");
+    eventually("the status page shows the held object", WAIT, async || {
+        browser.text("#routes").await.contains(&shown).then_some(())
+    })
+    .await;
+    browser.stop().await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(
         held(&api, "b").await,
