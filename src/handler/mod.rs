@@ -6,6 +6,8 @@
 //!   `every` keeps each delta);
 //! - `worker`: the worker loop and the retry policy;
 //! - [`dead_letter`]: events given up on, for an operator to retry or purge;
+//! - [`finalizer`]: a route's finalizer, put on an object before its handler sees it and
+//!   taken off after the handler succeeded with its deletion;
 //! - `lifecycle`: pause, resume, hand-over to a successor on reload, shutdown;
 //! - `slot`: the plugin version the workers call, swapped in by the plugin registry;
 //! - [`shadow`]: a second plugin called with the same events, its writes captured and

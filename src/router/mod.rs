@@ -1,5 +1,6 @@
 //! Routes: each subscribes to its informers and hands the deltas its rules select (kinds of
-//! change, and the object filter in [`filter`]) to its handler's queue.
+//! change, and the object filter in [`filter`]) to its handler's queue. A route with a
+//! finalizer delivers an object's deletion when it begins (`finalizer`).
 
 pub mod filter;
 mod finalizer;

@@ -143,6 +143,35 @@ async fn a_dead_lettered_deletion_holds_the_object_until_the_letter_is_retried()
         "a failed deletion keeps the object terminating"
     );
 
+    // Purging a held deletion gives it up: the finalizer comes off.
+    t.create_configmap(
+        json!({"metadata": {"name": "b2", "annotations": {"faulty/error": "refused"}}}),
+    )
+    .await;
+    wait_for_finalizers(&api, "b2", &[HELD]).await;
+    api.delete("b2", &DeleteParams::default()).await.unwrap();
+    eventually("the second deletion dead-lettered", WAIT, async || {
+        let (_, body) = t.get("/handlers/faulty/dead-letters").await;
+        let letters = body["dead_letters"].as_array()?.clone();
+        letters
+            .iter()
+            .any(|l| l["id"] == "configmaps/default/b2" && l["kind"] == "deleted")
+            .then_some(())
+    })
+    .await;
+    let response = t
+        .request(Method::POST, "/handlers/faulty/dead-letters/purge")
+        .json(&json!({"ids": ["configmaps/default/b2"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    wait_until_gone(&api, "b2").await;
+    assert!(
+        held(&api, "b").await.is_some(),
+        "the other letter still holds b"
+    );
+
     let fixed = PluginHost::new().unwrap();
     let plugin = loader::load(&fixed, &support::plugins_dir(), "log-events").await;
     t.daemon().handler("faulty").unwrap().set_plugin(plugin);
