@@ -492,13 +492,31 @@ pub struct RouteFile {
 }
 
 /// `routes[i].finalizer:` — on or off, or the finalizer's name.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(untagged)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FinalizerFile {
     /// `true`: the finalizer `switchyard.dev/ROUTE`; `false`: none.
     On(bool),
     /// The finalizer's name (`example.com/cleanup`).
     Named(String),
+}
+
+impl<'de> Deserialize<'de> for FinalizerFile {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = FinalizerFile;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("true, false or a finalizer name such as example.com/cleanup")
+            }
+            fn visit_bool<E: serde::de::Error>(self, on: bool) -> Result<Self::Value, E> {
+                Ok(FinalizerFile::On(on))
+            }
+            fn visit_str<E: serde::de::Error>(self, name: &str) -> Result<Self::Value, E> {
+                Ok(FinalizerFile::Named(name.to_string()))
+            }
+        }
+        deserializer.deserialize_any(Visitor)
+    }
 }
 
 /// How a route delivers changes.

@@ -523,9 +523,14 @@ routes:
   - {name: c, resource: configmaps, handler: h, finalizer: true, events: [added]}
   - {name: d, resource: configmaps, handler: h, finalizer: true, drop_fields: [/metadata/finalizers]}
   - {name: -e-, resource: configmaps, handler: h, finalizer: true}
+  - {name: f, resource: configmaps, handler: h, finalizer: 3}
 ";
     let found = all_errors(text);
-    assert_eq!(found.len(), 5, "{found:#?}");
+    assert_eq!(found.len(), 6, "{found:#?}");
+    assert!(
+        found[5].contains("routes[5].finalizer: invalid type: integer `3`, expected true, false or a finalizer name such as example.com/cleanup"),
+        "{found:#?}"
+    );
     assert!(
         found[0].starts_with("4:60: routes[0].finalizer: invalid finalizer name \"cleanup\": a finalizer needs a domain prefix"),
         "{found:#?}"
