@@ -24,6 +24,9 @@ pub enum Severity {
     Error,
     /// Probably a mistake: a resource that names nothing.
     Warning,
+    /// No problem: what a setting adds that is easy to overlook (the writes and waits of a
+    /// route's finalizer).
+    Note,
 }
 
 /// One problem, with where it is.
@@ -62,6 +65,7 @@ impl std::fmt::Display for Finding {
         let severity = match self.severity {
             Severity::Error => "error",
             Severity::Warning => "warning",
+            Severity::Note => "note",
         };
         write!(f, "{severity}: {}", self.shown)
     }
@@ -111,6 +115,7 @@ pub async fn check(path: &Path, cluster: Option<kube::Client>) -> anyhow::Result
         if let Some(client) = cluster {
             findings.extend(served(&checked, config, client).await);
         }
+        findings.extend(finalizer_notes(&checked, config));
     }
     findings.sort_by_key(|f| (f.line, f.column));
     let config = checked.config.as_ref();
@@ -121,6 +126,33 @@ pub async fn check(path: &Path, cluster: Option<kube::Client>) -> anyhow::Result
         handlers: config.map_or(0, |c| c.handlers.len()),
         routes: config.map_or(0, |c| c.routes.len()),
     })
+}
+
+/// What each route with a finalizer adds: a write per object it delivers, objects held in
+/// Terminating while its handler fails on their deletion, and the permission it needs.
+fn finalizer_notes(checked: &Checked, config: &Config) -> Vec<Finding> {
+    let mut notes = Vec::new();
+    for (index, route) in config.routes.iter().enumerate() {
+        let Some(finalizer) = &route.finalizer else {
+            continue;
+        };
+        let resources: Vec<String> = crate::rbac::feeding_route(config, route)
+            .iter()
+            .map(|i| crate::rbac::resource_of(i).plural)
+            .collect();
+        let message = format!(
+            "route {:?} puts the finalizer {finalizer} on every object it delivers (one patch per object) and removes it once handler {:?} has handled the object's deletion: while the handler fails on it, the object stays Terminating; needs patch on {} (`switchyard rbac` grants it)",
+            route.name,
+            route.handler,
+            resources.join(", ")
+        );
+        let path = format!("routes[{index}].finalizer");
+        notes.push(Finding::new(
+            Severity::Note,
+            checked.problem_at(&path, message),
+        ));
+    }
+    notes
 }
 
 /// Each handler whose plugin, or shadow plugin, does not load (missing, not a component, not

@@ -64,6 +64,9 @@ pub const NAMESPACE_INDEX: &str = "namespace";
 /// name under `informers:` can have it.
 pub const ROUTE_INFORMER_PREFIX: &str = "route:";
 
+/// What `finalizer: true` on a route puts before the route's name to make its finalizer.
+pub const DEFAULT_FINALIZER_PREFIX: &str = "switchyard.dev/";
+
 /// Reads and validates a config file, reading at most [`limits::MAX_CONFIG_BYTES`] of it.
 ///
 /// This blocks: it reads the file (and the admin token), and parsing and checking are CPU

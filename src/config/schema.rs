@@ -482,8 +482,41 @@ pub struct RouteFile {
     /// For `every`: events kept per object before the oldest two are coalesced. Default 100.
     #[serde(default)]
     pub backlog: Option<usize>,
+    /// `true` (the finalizer `switchyard.dev/ROUTE`) or a finalizer's name: the route puts
+    /// it on each object it delivers and removes it once the handler has handled the
+    /// object's deletion.
+    #[serde(default)]
+    pub finalizer: Option<FinalizerFile>,
     /// The handler that gets the changes.
     pub handler: String,
+}
+
+/// `routes[i].finalizer:` — on or off, or the finalizer's name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FinalizerFile {
+    /// `true`: the finalizer `switchyard.dev/ROUTE`; `false`: none.
+    On(bool),
+    /// The finalizer's name (`example.com/cleanup`).
+    Named(String),
+}
+
+impl<'de> Deserialize<'de> for FinalizerFile {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = FinalizerFile;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("true, false or a finalizer name such as example.com/cleanup")
+            }
+            fn visit_bool<E: serde::de::Error>(self, on: bool) -> Result<Self::Value, E> {
+                Ok(FinalizerFile::On(on))
+            }
+            fn visit_str<E: serde::de::Error>(self, name: &str) -> Result<Self::Value, E> {
+                Ok(FinalizerFile::Named(name.to_string()))
+            }
+        }
+        deserializer.deserialize_any(Visitor)
+    }
 }
 
 /// How a route delivers changes.

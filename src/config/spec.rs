@@ -436,6 +436,8 @@ pub struct RouteSpec {
     pub delivery: Delivery,
     /// The handler that gets the changes.
     pub handler: String,
+    /// The finalizer the route holds its objects with (`finalizer:`), if any.
+    pub finalizer: Option<String>,
 }
 
 /// How a route delivers changes to its handler.

@@ -6,7 +6,7 @@ use std::time::SystemTime;
 
 use serde::Serialize;
 
-use super::{Handler, PendingEvent, WorkKey};
+use super::{ChangeKind, Handler, PendingEvent, WorkKey};
 use crate::config::Delivery;
 use crate::informer::ObjectKey;
 use crate::util::{lock, rfc3339};
@@ -53,6 +53,10 @@ pub struct DeadLetterView {
     pub first_failure: String,
     /// When the last attempt failed (RFC 3339).
     pub last_failure: String,
+    /// The route's finalizer when this is a deletion it holds the object with: the object
+    /// stays Terminating until the letter is retried and succeeds (or is purged).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub holds_finalizer: Option<String>,
 }
 
 /// A handler's dead letters, by `route/object` id. At most one per id: a later give-up on
@@ -95,8 +99,9 @@ impl DeadLetters {
         self.letters.is_empty()
     }
 
-    /// Every letter, for display.
-    pub fn views(&self) -> Vec<DeadLetterView> {
+    /// Every letter, for display; `finalizer` names the finalizer a deletion of the
+    /// route's holds.
+    pub fn views(&self, finalizer: impl Fn(&DeadLetter) -> Option<String>) -> Vec<DeadLetterView> {
         self.letters
             .iter()
             .map(|(id, l)| DeadLetterView {
@@ -109,6 +114,7 @@ impl DeadLetters {
                 attempts: l.attempts,
                 first_failure: rfc3339(l.first_failure),
                 last_failure: rfc3339(l.last_failure),
+                holds_finalizer: finalizer(l),
             })
             .collect()
     }
@@ -117,7 +123,25 @@ impl DeadLetters {
 impl Handler {
     /// The dead letters waiting now.
     pub fn dead_letters(&self) -> Vec<DeadLetterView> {
-        lock(&self.dead_letters).views()
+        let finalizers = self.finalizers();
+        lock(&self.dead_letters).views(|l| {
+            finalizers
+                .of(&l.route)
+                .filter(|_| l.event.kind == ChangeKind::Deleted)
+                .map(|f| f.name().to_string())
+        })
+    }
+
+    /// How many dead letters of `route` are deletions its finalizer holds in Terminating.
+    pub fn dead_deletions_for_route(&self, route: &str) -> usize {
+        if !self.finalizers().holds(route) {
+            return 0;
+        }
+        lock(&self.dead_letters)
+            .letters
+            .values()
+            .filter(|l| l.route == route && l.event.kind == ChangeKind::Deleted)
+            .count()
     }
 
     /// Delivers dead letters again (those with these ids, or all); returns how many.
@@ -143,11 +167,24 @@ impl Handler {
         count
     }
 
-    /// Drops dead letters (those with these ids, or all); returns how many.
+    /// Drops dead letters (those with these ids, or all); returns how many. A deletion a
+    /// route's finalizer holds is let go: the finalizer is removed (in the background), as
+    /// purging gives the deletion up.
     pub fn purge_dead_letters(&self, ids: Option<&[String]>) -> usize {
         let letters = lock(&self.dead_letters).take(ids);
+        let finalizers = self.finalizers();
         for letter in &letters {
             self.persist_dead_letter(&DeadLetters::id(&letter.route, &letter.object), None);
+            if let Some(finalizer) = finalizers.of(&letter.route).cloned()
+                && letter.event.kind == ChangeKind::Deleted
+            {
+                let object = letter.event.object.clone();
+                tokio::spawn(async move {
+                    if let Err(e) = finalizer.remove(object.json_str()).await {
+                        tracing::error!(error = %e, "cannot let go of a purged deletion");
+                    }
+                });
+            }
         }
         letters.len()
     }

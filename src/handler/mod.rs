@@ -6,6 +6,8 @@
 //!   `every` keeps each delta);
 //! - `worker`: the worker loop and the retry policy;
 //! - [`dead_letter`]: events given up on, for an operator to retry or purge;
+//! - [`finalizer`]: a route's finalizer, put on an object before its handler sees it and
+//!   taken off after the handler succeeded with its deletion;
 //! - `lifecycle`: pause, resume, hand-over to a successor on reload, shutdown;
 //! - `slot`: the plugin version the workers call, swapped in by the plugin registry;
 //! - [`shadow`]: a second plugin called with the same events, its writes captured and
@@ -17,6 +19,7 @@
 //! delivery modes stay in one place.
 
 pub mod dead_letter;
+pub mod finalizer;
 mod instance;
 mod lifecycle;
 pub mod pending;
@@ -96,6 +99,8 @@ pub struct Handler {
     shadow: Option<Arc<shadow::Shadow>>,
     /// In sharded mode, this replica's hold on its ranges, checked before each call.
     tenure: OnceLock<Arc<crate::sharding::Tenure>>,
+    /// The finalizers of the routes feeding it (`finalizer:`), set with the host context.
+    finalizers: Mutex<Arc<finalizer::Finalizers>>,
 }
 
 impl Handler {
@@ -146,6 +151,7 @@ impl Handler {
             state: OnceLock::new(),
             shadow,
             tenure: OnceLock::new(),
+            finalizers: Mutex::default(),
         });
         let workers = (0..handler.spec.concurrency)
             .map(|worker| {
@@ -185,6 +191,17 @@ impl Handler {
     /// writes, the metrics registry). Until it is set, the plugin may only log.
     pub fn set_host_context(&self, context: HostContext) {
         *lock(&self.host_context) = Arc::new(context);
+    }
+
+    /// Sets the finalizers of the routes feeding the handler: the workers put each on the
+    /// objects its route delivers, and take it off once a deletion is handled.
+    pub fn set_finalizers(&self, finalizers: finalizer::Finalizers) {
+        *lock(&self.finalizers) = Arc::new(finalizers);
+    }
+
+    /// The finalizers of the routes feeding the handler.
+    pub fn finalizers(&self) -> Arc<finalizer::Finalizers> {
+        lock(&self.finalizers).clone()
     }
 
     /// Queues a delta delivered by `route` in its delivery mode. `recorded` runs while the

@@ -216,11 +216,18 @@ impl Handler {
             recent.durations.pop_front();
         }
         recent.durations.push_back(seconds);
+        drop(recent);
         if let Some(failure) = failure {
-            if recent.errors.len() == RECENT_ERRORS {
-                recent.errors.pop_front();
-            }
-            recent.errors.push_back(failure);
+            self.record_error(failure);
         }
+    }
+
+    /// Keeps an error among the recent ones.
+    pub(super) fn record_error(&self, failure: RecentError) {
+        let mut recent = lock(&self.recent);
+        if recent.errors.len() == RECENT_ERRORS {
+            recent.errors.pop_front();
+        }
+        recent.errors.push_back(failure);
     }
 }

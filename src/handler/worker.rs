@@ -148,6 +148,17 @@ impl Handler {
         is_try: bool,
     ) {
         let attempt = self.queue.num_requeues(key) + 1;
+        let finalizer = self.finalizers().of(&key.route).cloned();
+        let deletion = event.kind == ChangeKind::Deleted;
+        // The finalizer goes on before the plugin sees the object, so a deletion from now
+        // on waits for the handler.
+        if let Some(finalizer) = finalizer.as_ref().filter(|_| !deletion)
+            && let Err(e) = finalizer.add(event.object.json_str()).await
+        {
+            self.give_back_try(is_try);
+            self.host_failed(key, delivery, event, attempt, &e);
+            return;
+        }
         let call = plugin_event(key, &event, attempt);
         let limits = CallLimits {
             timeout: self.spec.timeout,
@@ -179,7 +190,15 @@ impl Handler {
         match result {
             Ok(Outcome::Done) => {
                 self.counters.processed.fetch_add(1, Ordering::Relaxed);
-                self.queue.forget(key);
+                // Taken off only now that the handler succeeded with the deletion.
+                let released = match finalizer.as_ref().filter(|_| deletion) {
+                    Some(finalizer) => finalizer.remove(event.object.json_str()).await,
+                    None => Ok(()),
+                };
+                match released {
+                    Ok(()) => self.queue.forget(key),
+                    Err(e) => self.host_failed(key, delivery, event, attempt, &e),
+                }
             }
             Ok(Outcome::RequeueAfter(ms)) => {
                 self.counters.processed.fetch_add(1, Ordering::Relaxed);
@@ -263,6 +282,26 @@ impl Handler {
         if is_try {
             lock(&self.breaker).give_back_try();
         }
+    }
+
+    /// A finalizer write around the call failed: the event is retried (or dead-lettered)
+    /// as if the call had failed, so the write is tried again.
+    fn host_failed(
+        &self,
+        key: &WorkKey,
+        delivery: Delivery,
+        event: PendingEvent,
+        attempt: u32,
+        error: &super::finalizer::Error,
+    ) {
+        let error = crate::plugin::Error::Host(error.to_string());
+        self.record_error(RecentError {
+            at: rfc3339(SystemTime::now()),
+            object: format!("{}/{}", key.route, key.object),
+            attempt,
+            error: error.to_string(),
+        });
+        self.failed(key, delivery, event, attempt, &error);
     }
 
     /// Feeds a call's result to the quarantine breaker (`is_try`: the call was the

@@ -88,6 +88,10 @@ pub enum Error {
     /// The plugin's `handle` returned an error.
     #[error("{0}")]
     Handler(String),
+    /// A write the host makes around the call failed (a route's finalizer put on or taken
+    /// off the object); the plugin itself did not fail.
+    #[error("{0}")]
+    Host(String),
 }
 
 /// What an error returned from `handle` begins with when retrying cannot help (a receiver

@@ -3,7 +3,8 @@
 //!
 //! Each rule set ([`RULE_SETS`]) adds the permissions one part of the daemon needs: the
 //! watches (get, list, watch on every resource an informer watches) and the handlers'
-//! writes (exactly the verbs their `capabilities:` grant). A new part of the daemon that
+//! writes (exactly the verbs their `capabilities:` grant), and patch where a route holds
+//! objects with a finalizer. A new part of the daemon that
 //! talks to the API server adds its own rule set there.
 //!
 //! Scope: a resource whose every watch is limited to named namespaces gets a Role in each of
@@ -20,7 +21,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::config::{
     Config, HaMode, HandlerSpec, InformerSpec, ROUTE_INFORMER_PREFIX, ResourceRef, RouteSource,
-    Verb,
+    RouteSpec, Verb,
 };
 
 pub use yaml::{Subject, render};
@@ -142,6 +143,7 @@ pub type RuleSet = fn(&Config, &Subject, &mut Permissions);
 pub const RULE_SETS: &[(&str, RuleSet)] = &[
     ("watches", watches),
     ("writes", writes),
+    ("finalizers", finalizers),
     ("election", election),
     ("secrets", secrets),
 ];
@@ -308,6 +310,39 @@ pub fn watched(config: &Config) -> Vec<&InformerSpec> {
                 || (by_kind && !spec.name.starts_with(ROUTE_INFORMER_PREFIX))
         })
         .collect()
+}
+
+/// The informers that feed one route.
+pub fn feeding_route<'a>(config: &'a Config, route: &RouteSpec) -> Vec<&'a InformerSpec> {
+    config
+        .informers
+        .iter()
+        .filter(|i| match &route.source {
+            RouteSource::Informer(name) => i.name == *name,
+            RouteSource::Kinds(kinds) => kinds.iter().any(|k| i.resource.has_kind(k)),
+        })
+        .collect()
+}
+
+/// Rule set: patch on the resources a route with a finalizer (`finalizer:`) watches, to
+/// put its finalizer on the objects it delivers and take it off again (get, which the
+/// removal reads the object with, comes with the watch).
+fn finalizers(config: &Config, _: &Subject, permissions: &mut Permissions) {
+    for route in config.routes.iter().filter(|r| r.finalizer.is_some()) {
+        let mut by_resource: BTreeMap<Resource, Vec<&InformerSpec>> = BTreeMap::new();
+        for informer in feeding_route(config, route) {
+            by_resource
+                .entry(resource_of(informer))
+                .or_default()
+                .push(informer);
+        }
+        let finalizer = route.finalizer.as_deref().unwrap_or_default();
+        for (resource, informers) in by_resource {
+            allow_where_watched(permissions, &informers, &resource, &["patch"], |_| {
+                format!("route {}: finalizer {finalizer}", route.name)
+            });
+        }
+    }
 }
 
 /// The informers that feed a handler's routes.

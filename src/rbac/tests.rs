@@ -306,3 +306,34 @@ fn the_leases_are_in_the_service_accounts_namespace_unless_the_config_names_one(
     assert_eq!(verbs(&in_ops, &ns("elect"), &leases).len(), 3);
     assert!(in_ops.rule(&ns("ops"), &leases).is_none());
 }
+
+#[test]
+fn a_route_with_a_finalizer_may_patch_what_it_watches_where_it_watches() {
+    let p = permissions(&config(
+        "\
+informers:
+  cms: {resource: configmaps, namespaces: [team-a]}
+handlers:
+  h: {}
+routes:
+  - {name: a, informer: cms, handler: h, finalizer: true}
+  - {name: b, resource: secrets, handler: h}
+",
+    ));
+    assert_eq!(
+        verbs(&p, &ns("team-a"), &core("configmaps")),
+        ["get", "list", "patch", "watch"]
+    );
+    let rule = p.rule(&ns("team-a"), &core("configmaps")).unwrap();
+    assert!(
+        rule.reasons
+            .iter()
+            .any(|r| r == "route a: finalizer switchyard.dev/a"),
+        "{:?}",
+        rule.reasons
+    );
+    assert_eq!(
+        verbs(&p, &Scope::Cluster, &core("secrets")),
+        ["get", "list", "watch"]
+    );
+}

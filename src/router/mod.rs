@@ -1,7 +1,9 @@
 //! Routes: each subscribes to its informers and hands the deltas its rules select (kinds of
-//! change, and the object filter in [`filter`]) to its handler's queue.
+//! change, and the object filter in [`filter`]) to its handler's queue. A route with a
+//! finalizer delivers an object's deletion when it begins (`finalizer`).
 
 pub mod filter;
+mod finalizer;
 mod memory;
 mod pruned;
 
@@ -29,6 +31,8 @@ pub struct Route {
     skipped: AtomicU64,
     /// What it delivered, kept in the state store (`state_dir:`).
     memory: Option<memory::Memory>,
+    /// Its finalizer (`finalizer:`), if it holds its objects with one.
+    held: Option<finalizer::Held>,
 }
 
 /// A route's state as /status shows it.
@@ -46,6 +50,13 @@ pub struct RouteStatus {
     pub skipped: u64,
     /// Events from this route waiting in the handler's queue: the route's buffer.
     pub pending: usize,
+    /// The finalizer it holds its objects with, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub finalizer: Option<String>,
+    /// Objects held in Terminating by a deletion in the handler's dead letters (with a
+    /// finalizer): retrying the dead letter lets them go.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub held_by_dead_letters: Option<usize>,
 }
 
 impl Route {
@@ -67,7 +78,16 @@ impl Route {
             delivered: AtomicU64::new(0),
             skipped: AtomicU64::new(0),
             memory: None,
+            held: None,
         }
+    }
+
+    /// Holds the objects it delivers with the finalizer `name`, delivering their deletion
+    /// as `deleted` when it begins (see [`finalizer`]).
+    #[must_use]
+    pub fn with_finalizer(mut self, name: Option<&str>) -> Self {
+        self.held = name.map(finalizer::Held::new);
+        self
     }
 
     /// The route's counters and buffer.
@@ -83,6 +103,11 @@ impl Route {
             delivered: self.delivered.load(Ordering::Relaxed),
             skipped: self.skipped.load(Ordering::Relaxed),
             pending: handler.pending_for_route(&self.name),
+            finalizer: self.held.as_ref().map(|h| h.name().to_string()),
+            held_by_dead_letters: self
+                .held
+                .as_ref()
+                .map(|_| handler.dead_deletions_for_route(&self.name)),
         }
     }
 
@@ -96,6 +121,11 @@ impl Route {
     pub fn set_handler(&self, handler: Arc<Handler>) -> Arc<Handler> {
         let mut current = crate::util::write(&self.handler);
         std::mem::replace(&mut *current, handler)
+    }
+
+    /// Whether the route's filter admits `object` (as an addition).
+    pub fn admits(&self, object: &Arc<crate::informer::CachedObject>) -> bool {
+        self.filter.apply(&Delta::Added(object.clone())).is_some()
     }
 
     /// The route's name.
@@ -130,6 +160,19 @@ impl Route {
     /// recorded, so the store never holds "delivered" without the queued event (see
     /// `state`), and both sent before a worker can take it.
     fn emit(&self, delta: &Delta) {
+        let finalized;
+        let delta = match self.held.as_ref().map(|held| held.step(delta)) {
+            None => delta,
+            Some(finalizer::Step::Deliver(d)) => {
+                finalized = d;
+                &finalized
+            }
+            Some(finalizer::Step::Skip) => {
+                // Its deletion was delivered when it began; the route's memory forgot it then.
+                self.skipped.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+        };
         if wanted(&self.events, delta) {
             self.delivered.fetch_add(1, Ordering::Relaxed);
             self.handler()
@@ -171,6 +214,9 @@ impl DeltaSink for Route {
 
     fn release(&self, object: &Arc<crate::informer::CachedObject>) {
         self.retain_released(object);
+        if let Some(held) = &self.held {
+            held.release(object.key());
+        }
         self.handler().release(&self.name, object.key());
     }
 }

@@ -21,6 +21,7 @@ mod deploy_layout;
 mod deploy_manifests;
 mod docs;
 mod faults_handlers;
+mod finalizer;
 mod fuzz;
 mod ha;
 mod informer;

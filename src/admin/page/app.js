@@ -242,7 +242,17 @@ function renderRoutes(routes) {
   fillTable("routes", routes.map((r) => el("tr", {},
     el("td", {}, r.name), el("td", {}, r.handler), el("td", { class: "muted" }, r.delivery),
     el("td", { class: "n" }, fmt(r.delivered)), el("td", { class: "n" }, fmt(r.skipped)),
-    el("td", { class: "n" }, fmt(r.pending)))));
+    el("td", { class: "n" }, fmt(r.pending)),
+    finalizerCell(r))));
+}
+
+// A route's finalizer, and how many objects its handler's dead-lettered deletions hold in
+// Terminating (retrying the dead letters lets them go).
+function finalizerCell(r) {
+  if (!r.finalizer) return el("td", { class: "muted" }, "none");
+  const held = r.held_by_dead_letters || 0;
+  const text = held ? r.finalizer + ": " + fmt(held) + " held in Terminating" : r.finalizer;
+  return el("td", { class: held ? "bad" : "muted", "data-held": String(held) }, text);
 }
 
 function renderPlugins(body) {

@@ -9,10 +9,10 @@ use super::watch::{
     check_built_in, check_drop_fields, check_indexes, check_namespace, check_namespaces,
     check_selectors,
 };
-use crate::config::schema::{ConditionFile, DeliveryFile, EventKindFile, RouteFile};
+use crate::config::schema::{ConditionFile, DeliveryFile, EventKindFile, FinalizerFile, RouteFile};
 use crate::config::{
-    Condition, Delivery, EventFilter, FieldPath, InformerSpec, ROUTE_INFORMER_PREFIX, ResourceName,
-    ResourceRef, RouteFilter, RouteSource, RouteSpec, Test,
+    Condition, DEFAULT_FINALIZER_PREFIX, Delivery, EventFilter, FieldPath, InformerSpec,
+    ROUTE_INFORMER_PREFIX, ResourceName, ResourceRef, RouteFilter, RouteSource, RouteSpec, Test,
 };
 
 /// Events kept per object by an `every` route when the config does not say.
@@ -65,6 +65,7 @@ pub(super) fn build_route(
     let when = build_conditions(cx, r.when.take().unwrap_or_default(), errors);
     let delivery = delivery(cx, r.delivery, r.backlog, errors);
     let events = event_filter(r.events.as_deref());
+    let finalizer = finalizer(cx, &r, events, errors);
     let mut filter = RouteFilter {
         namespaces,
         labels: r.labels.clone(),
@@ -86,8 +87,94 @@ pub(super) fn build_route(
         events,
         delivery,
         handler: r.handler,
+        finalizer,
     };
     Some((route, own))
+}
+
+/// The finalizer a route holds its objects with: `switchyard.dev/ROUTE` for `true`, the name
+/// given, or none. The route must deliver deletions (else nothing would remove it) and keep
+/// the metadata that says whether an object holds it and is being deleted.
+fn finalizer(
+    cx: &RouteContext,
+    r: &RouteFile,
+    events: EventFilter,
+    errors: &mut Errors,
+) -> Option<String> {
+    let name = match r.finalizer.as_ref()? {
+        FinalizerFile::On(false) => return None,
+        FinalizerFile::On(true) => {
+            let name = format!("{DEFAULT_FINALIZER_PREFIX}{}", r.name);
+            if !r.name.is_empty() && finalizer_name_problem(&name).is_some() {
+                errors.at(
+                    cx.at("finalizer"),
+                    format!("the route name {:?} cannot end a finalizer name (at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit); name one: `finalizer: example.com/NAME`", r.name),
+                );
+            }
+            name
+        }
+        FinalizerFile::Named(name) => {
+            if let Some(problem) = finalizer_name_problem(name) {
+                errors.at(
+                    cx.at("finalizer"),
+                    format!("invalid finalizer name {name:?}: {problem}"),
+                );
+            }
+            name.clone()
+        }
+    };
+    if !events.deleted {
+        errors.at(
+            cx.at("finalizer"),
+            "a route with a finalizer must deliver `deleted` events (add `deleted` to `events`): its handler's success on the deletion is what removes the finalizer",
+        );
+    }
+    for pointer in r.drop_fields.iter().flatten() {
+        let held = ["/metadata/finalizers", "/metadata/deletionTimestamp"];
+        if pointer == "/metadata" || held.contains(&pointer.as_str()) {
+            errors.at(
+                cx.at("drop_fields"),
+                format!("{pointer:?} cannot be dropped from the cache of a route with a finalizer: the route reads metadata.finalizers and metadata.deletionTimestamp"),
+            );
+        }
+    }
+    Some(name)
+}
+
+/// What is wrong with a finalizer name, if anything: it must be a qualified name with a
+/// domain prefix (`example.com/cleanup`), as the API server expects of finalizers that are
+/// not its own.
+fn finalizer_name_problem(name: &str) -> Option<String> {
+    let Some((prefix, last)) = name.split_once('/') else {
+        return Some("a finalizer needs a domain prefix, as in `example.com/cleanup`".into());
+    };
+    let part = |s: &str| {
+        !s.is_empty()
+            && s.len() <= 63
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+            && s.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && s.ends_with(|c: char| c.is_ascii_alphanumeric())
+    };
+    let label = |l: &str| {
+        !l.is_empty()
+            && l.len() <= 63
+            && l.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+            && !l.starts_with('-')
+            && !l.ends_with('-')
+    };
+    if prefix.len() > 253 || !prefix.split('.').all(label) {
+        return Some(format!(
+            "the prefix {prefix:?} must be a DNS subdomain (lowercase letters, digits, '-' and '.')"
+        ));
+    }
+    if !part(last) {
+        return Some(format!(
+            "the name after the prefix, {last:?}, must be at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit"
+        ));
+    }
+    None
 }
 
 /// A route's name is set and unique.

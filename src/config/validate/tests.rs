@@ -489,3 +489,69 @@ routes:
     assert_eq!(refs.len(), 2);
     assert_eq!(refs[1].path, "url");
 }
+
+#[test]
+fn a_route_finalizer_is_named_after_the_route_or_as_given_and_checked() {
+    let text = "\
+handlers:
+  h: {}
+routes:
+  - {name: a, resource: configmaps, handler: h, finalizer: true}
+  - {name: b, resource: configmaps, handler: h, finalizer: example.com/cleanup}
+  - {name: c, resource: configmaps, handler: h, finalizer: false}
+";
+    let config = validate(Path::new("c.yaml"), text).expect("a valid config");
+    let finalizers: Vec<_> = config.routes.iter().map(|r| r.finalizer.clone()).collect();
+    assert_eq!(
+        finalizers,
+        [
+            Some("switchyard.dev/a".to_string()),
+            Some("example.com/cleanup".to_string()),
+            None
+        ]
+    );
+}
+
+#[test]
+fn a_route_finalizer_that_cannot_work_is_refused_with_its_place() {
+    let text = "\
+handlers:
+  h: {}
+routes:
+  - {name: a, resource: configmaps, handler: h, finalizer: cleanup}
+  - {name: b, resource: configmaps, handler: h, finalizer: Example.com/x}
+  - {name: c, resource: configmaps, handler: h, finalizer: true, events: [added]}
+  - {name: d, resource: configmaps, handler: h, finalizer: true, drop_fields: [/metadata/finalizers]}
+  - {name: -e-, resource: configmaps, handler: h, finalizer: true}
+  - {name: f, resource: configmaps, handler: h, finalizer: 3}
+";
+    let found = all_errors(text);
+    assert_eq!(found.len(), 6, "{found:#?}");
+    assert!(
+        found[5].contains("routes[5].finalizer: invalid type: integer `3`, expected true, false or a finalizer name such as example.com/cleanup"),
+        "{found:#?}"
+    );
+    assert!(
+        found[0].starts_with("4:60: routes[0].finalizer: invalid finalizer name \"cleanup\": a finalizer needs a domain prefix"),
+        "{found:#?}"
+    );
+    assert!(
+        found[1].contains("routes[1].finalizer: invalid finalizer name \"Example.com/x\": the prefix \"Example.com\" must be a DNS subdomain"),
+        "{found:#?}"
+    );
+    assert!(
+        found[2].contains(
+            "routes[2].finalizer: a route with a finalizer must deliver `deleted` events"
+        ),
+        "{found:#?}"
+    );
+    assert!(
+        found[3].contains("routes[3].drop_fields: \"/metadata/finalizers\" cannot be dropped"),
+        "{found:#?}"
+    );
+    assert!(
+        found[4]
+            .contains("routes[4].finalizer: the route name \"-e-\" cannot end a finalizer name"),
+        "{found:#?}"
+    );
+}

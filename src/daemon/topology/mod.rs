@@ -37,6 +37,7 @@ use crate::plugin::{
 };
 use crate::router::{ObjectFilter, Route};
 
+mod finalizers;
 mod wiring;
 
 pub use wiring::route_informers;
@@ -188,6 +189,7 @@ impl Topology {
         let routes = self
             .subscribe_routes(&config, &wiring, &kept, &handlers.all, stages, &mut plan)
             .await?;
+        finalizers::release_dropped(&self.routes, &routes, stages);
         // 4. Replaced handlers hand their work over; new ones start taking work.
         for (old, new, was_paused) in handlers.replaced {
             old.hand_over(&new, drain_grace(old.spec())).await;
@@ -447,7 +449,8 @@ impl Topology {
                 ObjectFilter::new(&spec.filter),
                 spec.delivery,
                 handler,
-            );
+            )
+            .with_finalizer(spec.finalizer.as_deref());
             let subscribed = if wiring.waits(&spec.name) {
                 0
             } else {
@@ -587,6 +590,7 @@ async fn set_host_contexts(
             tracing::warn!(handler = %handler.name(), resource = %unused, "capability names no resource the handler's routes watch; it grants nothing");
         }
         handler.set_host_context(context);
+        handler.set_finalizers(finalizers::of_handler(handler, config, wiring, stages).await?);
     }
     Ok(())
 }
