@@ -404,17 +404,6 @@ async fn javascript_fetch_and_the_python_helper_deliver_and_a_refusal_is_an_erro
         assert_eq!(r.body["kind"], Value::from("added"), "{r:?}");
     }
     for name in ["js-refused", "py-refused"] {
-        let errors = support::eventually("a refused request's error", WAIT, async || {
-            let (_, detail) = t.get(&format!("/handlers/{name}")).await;
-            let errors: Vec<String> = detail["last_errors"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|e| e["error"].as_str().map(str::to_string))
-                .collect();
-            (!errors.is_empty()).then_some(errors)
-        })
-        .await;
         // `fetch` reports every network failure as one `NetworkError`; Python's helper
         // names the host's error code.
         let expected = if name.starts_with("js") {
@@ -422,10 +411,19 @@ async fn javascript_fetch_and_the_python_helper_deliver_and_a_refusal_is_an_erro
         } else {
             "denied: HttpRequestDenied"
         };
-        assert!(
-            errors.iter().any(|e| e.starts_with(expected)),
-            "{name}: a refusal must be an error the plugin handles: {errors:#?}"
-        );
+        // Until one attempt's error is the refusal: on a loaded machine an attempt may also
+        // run out of its `timeout` first (a refusal that trapped would never be an error).
+        support::eventually("a refused request's error", WAIT, async || {
+            let (_, detail) = t.get(&format!("/handlers/{name}")).await;
+            let errors: Vec<String> = detail["last_errors"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|e| e["error"].as_str().map(str::to_string))
+                .collect();
+            errors.iter().any(|e| e.starts_with(expected)).then_some(())
+        })
+        .await;
         let metrics = t.metrics_text().await;
         assert!(
             metrics
