@@ -26,7 +26,8 @@
 //!    delivered in the state it had at recovery or a newer one;
 //! 4. end: the changes stop; once every object's final state (its serial as the API
 //!    server has it after the last patch was answered) arrived (or 60 s passed;
-//!    for (w) also every change, or 60 s more), changes never delivered (a change is
+//!    for (w) and (r) also every change, or `SWITCHYARD_OUTBOUND_EVERY_CHANGE_SECS` more,
+//!    default 60), changes never delivered (a change is
 //!    delivered when a request carrying its serial was answered 200) and objects whose
 //!    last change was never delivered.
 //!
@@ -76,6 +77,9 @@ struct Plan {
     rate: f64,
     churn: Duration,
     outage: Duration,
+    /// How long a switchyard row may take, once every object's final state arrived, to
+    /// deliver every change (none in the smoke run: `latest` delivery coalesces them).
+    every_change: Duration,
     rounds: usize,
     rows: Vec<Row>,
     binary: PathBuf,
@@ -113,6 +117,7 @@ impl Plan {
             rate: if measuring { 2_000.0 } else { 200.0 },
             churn: secs("SWITCHYARD_OUTBOUND_CHURN_SECS", 20.0, 1.0),
             outage: secs("SWITCHYARD_OUTBOUND_OUTAGE_SECS", 30.0, 1.0),
+            every_change: secs("SWITCHYARD_OUTBOUND_EVERY_CHANGE_SECS", 60.0, 0.0),
             rounds: if measuring {
                 env_or("SWITCHYARD_OUTBOUND_ROUNDS", 3)
             } else {
@@ -510,7 +515,7 @@ async fn run_row(plan: &Plan, row: Row) -> Measured {
     })
     .await;
     if row != Row::KubeRs {
-        let _ = wait_for(Duration::from_secs(60), || {
+        let _ = wait_for(plan.every_change, || {
             let seen = receiver.seen.lock().unwrap();
             (1..=made).all(|s| seen.delivered.contains(&s))
         })

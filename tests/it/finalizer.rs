@@ -186,7 +186,8 @@ async fn a_dead_lettered_deletion_holds_the_object_until_the_letter_is_retried()
 }
 
 #[tokio::test]
-async fn objects_leaving_the_route_and_a_route_removed_by_a_reload_lose_the_finalizer() {
+async fn objects_leaving_the_route_and_a_route_narrowed_or_removed_by_a_reload_lose_the_finalizer()
+{
     let labelled = "  - name: labelled\n    resource: configmaps\n    namespace: default\n    labels: app=web\n    finalizer: example.com/web\n    handler: log-events\n";
     let t = TestDaemon::start(&config("log-events", labelled)).await;
     let api = t.configmaps("default");
@@ -202,11 +203,30 @@ async fn objects_leaving_the_route_and_a_route_removed_by_a_reload_lose_the_fina
     .unwrap();
     wait_for_finalizers(&api, "c", &[HELD]).await;
 
+    // A reload narrows the labelled route: what it no longer selects loses its finalizer,
+    // what it still selects keeps it, and the other route's stays on both.
+    for (name, labels) in [
+        ("n", json!({"app": "web"})),
+        ("f", json!({"app": "web", "tier": "front"})),
+    ] {
+        t.create_configmap(json!({"metadata": {"name": name, "labels": labels}}))
+            .await;
+        wait_for_finalizers(&api, name, &[HELD, "example.com/web"]).await;
+    }
+    t.write_config(&config(
+        "log-events",
+        &labelled.replace("labels: app=web", "labels: app=web,tier=front"),
+    ));
+    wait_for_finalizers(&api, "n", &[HELD]).await;
+    wait_for_finalizers(&api, "f", &[HELD, "example.com/web"]).await;
+
     // The route with the finalizer goes; another takes the same objects without one.
     t.write_config(
         "handlers:\n  log-events: {}\nroutes:\n  - name: plain\n    resource: configmaps\n    namespace: default\n    handler: log-events\n",
     );
-    wait_for_finalizers(&api, "c", &[]).await;
+    for name in ["c", "n", "f"] {
+        wait_for_finalizers(&api, name, &[]).await;
+    }
     api.delete("c", &DeleteParams::default()).await.unwrap();
     wait_until_gone(&api, "c").await;
     t.stop().await;

@@ -74,10 +74,10 @@ class Response:
         return next((v for n, v in self.headers if n.lower() == name), None)
 
 
-def _error(code) -> HttpError:
+def _error(code, url: str) -> HttpError:
     name = type(code).__name__.removeprefix("ErrorCode_")
     if isinstance(code, _DENIED):
-        return HttpError("denied", f"{name} (see the handler's capabilities.http)")
+        return HttpError("denied", f"{name} for {url} (see the handler's capabilities.http)")
     if isinstance(code, _TIMEOUT):
         return HttpError("timeout", name)
     if isinstance(code, _TOO_LARGE):
@@ -137,7 +137,7 @@ def request(
     try:
         pending = _handler.handle(outgoing, options)
     except Err as e:
-        raise _error(e.value) from None
+        raise _error(e.value, url) from None
     # A request the host refuses or fails stops reading the body: the write then fails,
     # and the host's answer (below) says why.
     written = True
@@ -154,7 +154,7 @@ def request(
     if result is None or isinstance(result, Err):
         raise HttpError("other", "no response")
     if isinstance(result.value, Err):
-        raise _error(result.value.value)
+        raise _error(result.value.value, url)
     if not written:
         raise HttpError("connection", "writing the body failed")
     response = result.value.value

@@ -149,7 +149,10 @@ class HandlerTest(unittest.TestCase):
         # A request no stub answers is refused, as one to a destination the handler's
         # `capabilities.http` does not allow; it is recorded all the same.
         refused = TestHost().handle(Notifier, added)
-        self.assertEqual(refused.error, "denied: HttpRequestDenied (see the handler's capabilities.http)")
+        self.assertEqual(
+            refused.error,
+            "denied: HttpRequestDenied for https://hooks.example.com/notify (see the handler's capabilities.http)",
+        )
         self.assertEqual(len(refused.requests), 1)
 
 
