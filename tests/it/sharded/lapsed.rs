@@ -6,18 +6,17 @@
 //! later never counts it live (which left part of the hash space unowned).
 
 use std::collections::HashSet;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use switchyard::sim::cluster::ObjectRef;
 use switchyard::sim::faults::RequestFailure;
-use switchyard::sim::{Cluster, SimOptions, Simulator, resources};
+use switchyard::sim::{Cluster, Simulator, resources};
 
-use super::{LEASE, Replica, config, create, members_are, work_cluster};
+use super::{LEASE, Replica, create, members_are, work_cluster};
 use crate::support::process::Process;
-use crate::support::{self, eventually, get_json, spawned};
+use crate::support::{eventually, get_json, spawned};
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -32,41 +31,10 @@ struct Child {
 
 impl Child {
     async fn start(cluster: &Arc<Cluster>, identity: &str) -> Self {
-        let sim = Simulator::serve(
-            cluster.clone(),
-            SimOptions {
-                sharded_list_and_watch: true,
-                ..SimOptions::default()
-            },
-        )
-        .await
-        .expect("a server on the cluster");
         let dir = tempfile::tempdir().unwrap();
-        let kubeconfig = dir.path().join("kubeconfig");
-        sim.write_kubeconfig(&kubeconfig).unwrap();
-        let yaml = format!(
-            "admin:\n  listen: 127.0.0.1:0\n  probes_listen: null\n{}",
-            config(identity)
-        );
-        let config = support::write_config(dir.path(), &yaml);
-        let process = Process::start(
-            &[
-                "run",
-                "--config",
-                path(&config),
-                "--kubeconfig",
-                path(&kubeconfig),
-            ],
-            &[("SWITCHYARD_LOG_FORMAT", "json")],
-            &["RUST_LOG", "NO_COLOR"],
-        );
-        let started = process
-            .wait_for_line(WAIT, |l| l.contains("switchyard started"))
-            .await;
-        let started: Value = serde_json::from_str(&started).expect("a JSON line");
-        let admin = started["admin"].as_str().expect("the admin address");
+        let (process, admin, sim) = super::start_child(cluster, dir.path(), identity, "").await;
         Self {
-            admin: format!("http://{admin}"),
+            admin,
             process,
             _sim: sim,
             _dir: dir,
@@ -89,10 +57,6 @@ impl Child {
     async fn replica_status(&self) -> Value {
         get_json(&format!("{}/status", self.admin)).await.1["replica"].clone()
     }
-}
-
-fn path(p: &Path) -> &str {
-    p.to_str().expect("a UTF-8 path")
 }
 
 /// What the plugin was called with, by position among `events`: `(index, message)`.

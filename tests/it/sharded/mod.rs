@@ -126,6 +126,53 @@ impl Replica {
 }
 
 /// A simulated cluster with the namespace `work`.
+/// A replica as a child process: `switchyard run` in `dir` with `extra` before the
+/// sharded config of `identity` (JSON logs, the admin token [`crate::support::TOKEN`]),
+/// through a server of its own on `cluster` (sharded list and watch on). Returns the
+/// process, its admin URL and the server.
+async fn start_child(
+    cluster: &Arc<Cluster>,
+    dir: &std::path::Path,
+    identity: &str,
+    extra: &str,
+) -> (crate::support::process::Process, String, Simulator) {
+    let sim = Simulator::serve(
+        cluster.clone(),
+        SimOptions {
+            sharded_list_and_watch: true,
+            ..SimOptions::default()
+        },
+    )
+    .await
+    .expect("a server on the cluster");
+    let kubeconfig = dir.join("kubeconfig");
+    sim.write_kubeconfig(&kubeconfig).unwrap();
+    let yaml = format!(
+        "{extra}admin:\n  listen: 127.0.0.1:0\n  probes_listen: null\n  token_file: admin-token\n{}",
+        config(identity)
+    );
+    let config = crate::support::write_config(dir, &yaml);
+    let process = crate::support::process::Process::start(
+        &[
+            "run",
+            "--config",
+            config.to_str().unwrap(),
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+        ],
+        &[("SWITCHYARD_LOG_FORMAT", "json")],
+        &["RUST_LOG", "NO_COLOR"],
+    );
+    let started = process
+        .wait_for_line(Duration::from_secs(60), |l| {
+            l.contains("switchyard started")
+        })
+        .await;
+    let started: Value = serde_json::from_str(&started).expect("a JSON line");
+    let admin = started["admin"].as_str().expect("the admin address");
+    (process, format!("http://{admin}"), sim)
+}
+
 fn work_cluster() -> Arc<Cluster> {
     let cluster = Arc::new(Cluster::new(100_000));
     cluster

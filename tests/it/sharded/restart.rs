@@ -23,11 +23,11 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use switchyard::sharding::{HashRange, fnv1a64, split};
 use switchyard::sim::cluster::ObjectRef;
-use switchyard::sim::{Cluster, SimOptions, Simulator, resources};
+use switchyard::sim::{Cluster, Simulator, resources};
 
 use super::{Replica, work_cluster};
 use crate::support::process::Process;
-use crate::support::{self, eventually, get_json, post_json};
+use crate::support::{eventually, get_json, post_json};
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -41,41 +41,10 @@ struct Stateful {
 
 impl Stateful {
     async fn start(cluster: &Arc<Cluster>, dir: &Path, identity: &str) -> Self {
-        let sim = Simulator::serve(
-            cluster.clone(),
-            SimOptions {
-                sharded_list_and_watch: true,
-                ..SimOptions::default()
-            },
-        )
-        .await
-        .expect("a server on the cluster");
-        let kubeconfig = dir.join("kubeconfig");
-        sim.write_kubeconfig(&kubeconfig).unwrap();
-        let yaml = format!(
-            "state_dir: state\nadmin:\n  listen: 127.0.0.1:0\n  probes_listen: null\n  token_file: admin-token\n{}",
-            super::config(identity)
-        );
-        let config = support::write_config(dir, &yaml);
-        std::fs::write(dir.join("admin-token"), support::TOKEN).unwrap();
-        let process = Process::start(
-            &[
-                "run",
-                "--config",
-                config.to_str().unwrap(),
-                "--kubeconfig",
-                kubeconfig.to_str().unwrap(),
-            ],
-            &[("SWITCHYARD_LOG_FORMAT", "json")],
-            &["RUST_LOG", "NO_COLOR"],
-        );
-        let started = process
-            .wait_for_line(WAIT, |l| l.contains("switchyard started"))
-            .await;
-        let started: Value = serde_json::from_str(&started).expect("a JSON line");
-        let admin = started["admin"].as_str().expect("the admin address");
+        let extra = "state_dir: state\n";
+        let (process, admin, sim) = super::start_child(cluster, dir, identity, extra).await;
         Self {
-            admin: format!("http://{admin}"),
+            admin,
             process,
             _sim: sim,
         }
