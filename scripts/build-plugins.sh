@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Builds every plugin in plugins/examples, the sinks in plugins/sinks (and the test plugins in
-# plugins/testing), and the Python handlers in plugins/python (scripts/build-python-plugins.sh)
-# and the JavaScript handlers in plugins/js (scripts/build-js-plugins.sh), each into a
-# component at plugins/NAME.wasm.
+# Builds every plugin in plugins/examples, the sinks in plugins/sinks, the recipes' plugins in
+# plugins/recipes (and the test plugins in plugins/testing), and the Python handlers in
+# plugins/python (scripts/build-python-plugins.sh) and the JavaScript handlers in plugins/js
+# (scripts/build-js-plugins.sh), each into a component at plugins/NAME.wasm.
 # Installs the wasm32-wasip2 target first if it is missing.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -13,7 +13,8 @@ fi
 # components this checkout built.
 cargo build --quiet --manifest-path "$root/plugins/Cargo.toml" --target wasm32-wasip2 --release \
   --target-dir "$root/plugins/target"
-for dir in "$root"/plugins/examples/*/ "$root"/plugins/sinks/*/ "$root"/plugins/testing/*/; do
+for dir in "$root"/plugins/examples/*/ "$root"/plugins/sinks/*/ "$root"/plugins/testing/*/ \
+  "$root"/plugins/recipes/*/; do
   name=$(basename "$dir")
   [ -f "$dir/Cargo.toml" ] || continue
   built="$root/plugins/target/wasm32-wasip2/release/${name//-/_}.wasm"

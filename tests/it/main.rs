@@ -36,6 +36,7 @@ mod page;
 mod probes;
 mod quarantine;
 mod queue;
+mod recipes;
 mod replay;
 mod scaffold;
 mod secrets;
