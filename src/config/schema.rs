@@ -383,9 +383,10 @@ pub struct InformerFile {
     /// What is dropped from objects before caching.
     #[serde(default)]
     pub transform: Option<TransformFile>,
-    /// Cache indexes by name: a field path (`spec.nodeName`) or `label:KEY`.
+    /// Cache indexes by name: a field path (`spec.nodeName`, `spec.volumes[].configMap.name`)
+    /// or `label:KEY`, or a list of them.
     #[serde(default)]
-    pub indexes: Option<BTreeMap<String, String>>,
+    pub indexes: Option<BTreeMap<String, IndexFile>>,
     /// With `ha.mode: sharded`, the field objects are placed by: `uid` (default) or
     /// `namespace`.
     #[serde(default)]
@@ -467,9 +468,9 @@ pub struct RouteFile {
     /// Only changes whose object meets every condition.
     #[serde(default)]
     pub when: Option<Vec<ConditionFile>>,
-    /// With `resource`: cache indexes by name, a field path (`spec.nodeName`) or `label:KEY`.
+    /// With `resource`: cache indexes by name, as in `informers`.
     #[serde(default)]
-    pub indexes: Option<BTreeMap<String, String>>,
+    pub indexes: Option<BTreeMap<String, IndexFile>>,
     /// With `resource`: keep `metadata.managedFields` in the cache (dropped by default).
     #[serde(default)]
     pub keep_managed_fields: Option<bool>,
@@ -513,6 +514,36 @@ impl<'de> Deserialize<'de> for FinalizerFile {
             }
             fn visit_str<E: serde::de::Error>(self, name: &str) -> Result<Self::Value, E> {
                 Ok(FinalizerFile::Named(name.to_string()))
+            }
+        }
+        deserializer.deserialize_any(Visitor)
+    }
+}
+
+/// One cache index: where its values come from, one source or several.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexFile(pub Vec<String>);
+
+impl<'de> Deserialize<'de> for IndexFile {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = IndexFile;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a field path such as spec.nodeName, label:KEY, or a list of them")
+            }
+            fn visit_str<E: serde::de::Error>(self, source: &str) -> Result<Self::Value, E> {
+                Ok(IndexFile(vec![source.to_string()]))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Self::Value, A::Error> {
+                let mut sources = Vec::new();
+                while let Some(source) = seq.next_element::<String>()? {
+                    sources.push(source);
+                }
+                Ok(IndexFile(sources))
             }
         }
         deserializer.deserialize_any(Visitor)

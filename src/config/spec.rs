@@ -359,8 +359,9 @@ pub struct InformerSpec {
     pub label_selector: Option<String>,
     /// Field selector of the watch.
     pub field_selector: Option<String>,
-    /// Cache indexes by name: a field path or `label:KEY`.
-    pub indexes: Vec<(String, String)>,
+    /// Cache indexes by name, each with its sources: field paths (a `[]` segment visits a
+    /// list's elements) or `label:KEY`.
+    pub indexes: Vec<(String, Vec<String>)>,
     /// Keep `metadata.managedFields` in the cache.
     pub keep_managed_fields: bool,
     /// JSON pointers dropped before caching.

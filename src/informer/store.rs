@@ -15,33 +15,71 @@ pub enum IndexFn {
     Namespace,
     /// By the value of one label.
     Label(String),
-    /// By the string (or number, or bool) at a dotted field path, such as `spec.nodeName`.
+    /// By the strings (or numbers, or bools) at a dotted field path such as `spec.nodeName`;
+    /// a segment ending in `[]` visits each element of a list, so
+    /// `spec.template.spec.volumes[].configMap.name` gives one value per volume that has one.
     Field(String),
+    /// The values of each, together: one index over several paths.
+    Any(Vec<IndexFn>),
 }
 
 impl IndexFn {
-    /// The value an object has for this index, if any.
-    pub fn value(&self, object: &Received) -> Option<String> {
+    /// The values an object has for this index, each once, in the order found.
+    pub fn values(&self, object: &Received) -> Vec<String> {
+        let mut found = Vec::new();
+        self.collect(object, &mut found);
+        let mut seen = std::collections::HashSet::new();
+        found.retain(|v| seen.insert(v.clone()));
+        found
+    }
+
+    fn collect(&self, object: &Received, found: &mut Vec<String>) {
         match self {
-            IndexFn::Namespace => object.meta().namespace.clone(),
-            IndexFn::Label(key) => object.meta().labels.as_ref()?.get(key).cloned(),
-            IndexFn::Field(path) => lookup(object.value()?, path.split('.')),
+            IndexFn::Namespace => found.extend(object.meta().namespace.clone()),
+            IndexFn::Label(key) => {
+                found.extend(
+                    object
+                        .meta()
+                        .labels
+                        .as_ref()
+                        .and_then(|l| l.get(key))
+                        .cloned(),
+                );
+            }
+            IndexFn::Field(path) => {
+                if let Some(value) = object.value() {
+                    let parts: Vec<&str> = path.split('.').collect();
+                    lookup(value, &parts, found);
+                }
+            }
+            IndexFn::Any(each) => each.iter().for_each(|f| f.collect(object, found)),
         }
     }
 }
 
-fn lookup<'a>(
-    mut value: &serde_json::Value,
-    parts: impl Iterator<Item = &'a str>,
-) -> Option<String> {
-    for part in parts {
-        value = value.get(part)?;
-    }
-    match value {
-        serde_json::Value::String(s) => Some(s.clone()),
-        serde_json::Value::Number(n) => Some(n.to_string()),
-        serde_json::Value::Bool(b) => Some(b.to_string()),
-        _ => None,
+/// Adds the scalars at `parts` below `value` to `found`; a part ending in `[]` goes into
+/// each element of the list there.
+fn lookup(value: &serde_json::Value, parts: &[&str], found: &mut Vec<String>) {
+    let Some((part, rest)) = parts.split_first() else {
+        match value {
+            serde_json::Value::String(s) => found.push(s.clone()),
+            serde_json::Value::Number(n) => found.push(n.to_string()),
+            serde_json::Value::Bool(b) => found.push(b.to_string()),
+            _ => {}
+        }
+        return;
+    };
+    match part.strip_suffix("[]") {
+        Some(list) => {
+            if let Some(serde_json::Value::Array(items)) = value.get(list) {
+                items.iter().for_each(|item| lookup(item, rest, found));
+            }
+        }
+        None => {
+            if let Some(next) = value.get(*part) {
+                lookup(next, rest, found);
+            }
+        }
     }
 }
 
@@ -76,7 +114,11 @@ impl Indexers {
             .iter()
             .enumerate()
             .filter(|(_, (_, f))| namespace || *f != IndexFn::Namespace)
-            .filter_map(|(i, (_, f))| Some((i as u16, f.value(object)?.into_boxed_str())))
+            .flat_map(|(i, (_, f))| {
+                f.values(object)
+                    .into_iter()
+                    .map(move |v| (i as u16, v.into_boxed_str()))
+            })
             .collect()
     }
 
@@ -289,6 +331,62 @@ mod tests {
             .collect();
         names.sort();
         names
+    }
+
+    fn deployment(name: &str, spec: serde_json::Value) -> Received {
+        let ar = ApiResource::erase::<k8s_openapi::api::apps::v1::Deployment>(&());
+        let mut o = DynamicObject::new(name, &ar).within("default");
+        o.data = json!({ "spec": spec });
+        Received::of_object(&o)
+    }
+
+    #[test]
+    fn a_list_path_and_several_paths_index_every_value_each_once_and_an_update_moves_them() {
+        let by_config = IndexFn::Any(vec![
+            IndexFn::Field("spec.volumes[].configMap.name".into()),
+            IndexFn::Field("spec.containers[].envFrom[].configMapRef.name".into()),
+        ]);
+        let store = Store::new(Indexers::new([("cm".to_string(), by_config)]));
+        let put = |o: Received| {
+            let values = store.index_values(&o);
+            store
+                .write()
+                .insert(Arc::new(CachedObject::received(o, values)));
+        };
+        put(deployment(
+            "web",
+            json!({
+                "volumes": [{"configMap": {"name": "a"}}, {"secret": {"secretName": "s"}}, {"configMap": {"name": "b"}}],
+                "containers": [{"envFrom": [{"configMapRef": {"name": "a"}}, {"configMapRef": {"name": "c"}}]}, {"name": "x"}]
+            }),
+        ));
+        put(deployment(
+            "db",
+            json!({"volumes": [{"configMap": {"name": "b"}}], "containers": "not a list"}),
+        ));
+        assert_eq!(names(store.list_by_index("cm", "a")), ["default/web"]);
+        assert_eq!(
+            names(store.list_by_index("cm", "b")),
+            ["default/db", "default/web"]
+        );
+        assert_eq!(names(store.list_by_index("cm", "c")), ["default/web"]);
+        let web = store.get(&ObjectKey::new(Some("default"), "web")).unwrap();
+        let values: Vec<&str> = (web.index_values().iter())
+            .filter(|(index, _)| *index != 0) // the namespace index
+            .map(|(_, v)| &**v)
+            .collect();
+        assert_eq!(values, ["a", "b", "c"], "each value once");
+        // An update that drops a reference takes the object out of that value only.
+        put(deployment(
+            "web",
+            json!({"volumes": [{"configMap": {"name": "b"}}]}),
+        ));
+        assert!(names(store.list_by_index("cm", "a")).is_empty());
+        assert!(names(store.list_by_index("cm", "c")).is_empty());
+        assert_eq!(
+            names(store.list_by_index("cm", "b")),
+            ["default/db", "default/web"]
+        );
     }
 
     #[test]

@@ -136,7 +136,7 @@ routes:
         .unwrap();
     assert_eq!(
         own.indexes,
-        vec![("by-node".to_string(), "spec.nodeName".to_string())]
+        vec![("by-node".to_string(), vec!["spec.nodeName".to_string()])]
     );
 }
 
@@ -553,5 +553,52 @@ routes:
         found[4]
             .contains("routes[4].finalizer: the route name \"-e-\" cannot end a finalizer name"),
         "{found:#?}"
+    );
+}
+
+#[test]
+fn an_index_takes_one_source_or_a_list_and_a_malformed_path_is_located() {
+    let text = "\
+informers:
+  deployments:
+    resource: apps/v1/deployments
+    indexes:
+      by-node: spec.nodeName
+      by-configmap:
+        - spec.template.spec.volumes[].configMap.name
+        - spec.template.spec.containers[].envFrom[].configMapRef.name
+handlers:
+  h: {}
+routes:
+  - {name: r, informer: deployments, handler: h}
+";
+    let config = validate(Path::new("c.yaml"), text).unwrap();
+    assert_eq!(
+        config.informers[0].indexes,
+        vec![
+            (
+                "by-configmap".to_string(),
+                vec![
+                    "spec.template.spec.volumes[].configMap.name".to_string(),
+                    "spec.template.spec.containers[].envFrom[].configMapRef.name".to_string()
+                ]
+            ),
+            ("by-node".to_string(), vec!["spec.nodeName".to_string()]),
+        ]
+    );
+    let bad = text
+        .replace("volumes[].configMap", "volumes[0].configMap")
+        .replace("by-node: spec.nodeName", "by-node: 'label:'");
+    let errors = all_errors(&bad);
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    assert!(
+        errors[1].contains("7:11: informers.deployments.indexes.by-configmap[0]")
+            && errors[1].contains("segment \"volumes[0]\""),
+        "{errors:?}"
+    );
+    assert!(
+        errors[0].contains("informers.deployments.indexes.by-node")
+            && errors[0].contains("label:app"),
+        "{errors:?}"
     );
 }

@@ -101,23 +101,63 @@ pub(super) fn check_drop_fields(
     valid
 }
 
-/// The valid cache indexes of an `indexes` mapping at `at`; the reserved name and empty
-/// paths are reported.
+/// The valid cache indexes of an `indexes` mapping at `at`; the reserved name, an index
+/// with no source and a malformed source are reported.
 pub(super) fn check_indexes(
     at: &str,
-    indexes: Option<BTreeMap<String, String>>,
+    indexes: Option<BTreeMap<String, crate::config::schema::IndexFile>>,
     errors: &mut Errors,
-) -> Vec<(String, String)> {
+) -> Vec<(String, Vec<String>)> {
     let mut valid = Vec::new();
-    for (name, path) in indexes.into_iter().flatten() {
-        if name == NAMESPACE_INDEX || path.trim().is_empty() {
+    for (name, sources) in indexes.into_iter().flatten() {
+        let sources = sources.0;
+        if name == NAMESPACE_INDEX || sources.is_empty() {
             errors.at(
                 join(at, &name),
                 format!("index {name:?} needs a field path such as spec.nodeName or label:KEY, and `namespace` is built in"),
             );
-        } else {
-            valid.push((name, path));
+            continue;
+        }
+        let mut ok = true;
+        for (i, source) in sources.iter().enumerate() {
+            if let Err(why) = index_source(source) {
+                let at = join(at, &name);
+                errors.at(
+                    if sources.len() > 1 {
+                        format!("{at}[{i}]")
+                    } else {
+                        at
+                    },
+                    why,
+                );
+                ok = false;
+            }
+        }
+        if ok {
+            valid.push((name, sources));
         }
     }
     valid
+}
+
+/// Whether `source` can feed an index: `label:KEY`, or a dotted field path whose segments
+/// are names, each maybe ending in `[]` (every element of a list).
+fn index_source(source: &str) -> Result<(), String> {
+    if let Some(label) = source.strip_prefix("label:") {
+        return match label.trim().is_empty() {
+            true => Err("label: needs a label key, as in label:app".into()),
+            false => Ok(()),
+        };
+    }
+    let bad = source.split('.').find(|segment| {
+        let name = segment.strip_suffix("[]").unwrap_or(segment);
+        name.trim().is_empty() || name.contains(['[', ']'])
+    });
+    match bad {
+        Some(segment) => Err(format!(
+            "{source:?} is not a field path: segment {segment:?}; write names joined by '.', a name \
+             ending in [] for each element of a list (spec.volumes[].configMap.name), or label:KEY"
+        )),
+        None => Ok(()),
+    }
 }

@@ -266,10 +266,14 @@ async fn informer_watches(
 
 /// The cache options an informer asks for.
 fn cache_options(spec: &InformerSpec) -> CacheOptions {
-    let indexes = spec.indexes.iter().map(|(name, path)| {
-        let f = match path.strip_prefix("label:") {
-            Some(label) => IndexFn::Label(label.to_string()),
-            None => IndexFn::Field(path.clone()),
+    let source = |source: &String| match source.strip_prefix("label:") {
+        Some(label) => IndexFn::Label(label.to_string()),
+        None => IndexFn::Field(source.clone()),
+    };
+    let indexes = spec.indexes.iter().map(|(name, sources)| {
+        let f = match sources.as_slice() {
+            [one] => source(one),
+            several => IndexFn::Any(several.iter().map(source).collect()),
         };
         (name.clone(), f)
     });
