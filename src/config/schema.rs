@@ -280,6 +280,10 @@ pub struct HandlerFile {
     /// destinations it may send HTTP requests to. Default: none.
     #[serde(default)]
     pub capabilities: Option<super::capabilities::CapabilitiesFile>,
+    /// Informers (names under `informers:`) whose caches the plugin may read, and write
+    /// where `capabilities` grant it, without any route delivering their changes.
+    #[serde(default)]
+    pub reads: Option<Vec<String>>,
     /// How the plugin's outbound HTTP requests are made (body caps, address rules, TLS).
     #[serde(default)]
     pub outbound: Option<OutboundFile>,

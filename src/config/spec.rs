@@ -140,6 +140,9 @@ pub struct HandlerSpec {
     pub value_refs: Vec<super::value_from::ValueRef>,
     /// Kubernetes writes the plugin may make.
     pub capabilities: Capabilities,
+    /// Informers (by name) whose caches the plugin reads besides its routes' (`reads:`):
+    /// watched and cached, never delivered.
+    pub reads: Vec<String>,
     /// Where and how the plugin may send HTTP requests.
     pub outbound: OutboundSpec,
     /// When a failing plugin is quarantined, and how it is tried again.

@@ -292,8 +292,9 @@ fn guess_plural(kind: &str) -> String {
     }
 }
 
-/// The informers the daemon starts watches for: those a route names, and, when a route
-/// picks informers by kind, every informer under `informers:` (their kinds are looked up).
+/// The informers the daemon starts watches for: those a route names or a handler reads,
+/// and, when a route picks informers by kind, every informer under `informers:` (their
+/// kinds are looked up).
 pub fn watched(config: &Config) -> Vec<&InformerSpec> {
     let by_kind = config
         .routes
@@ -308,6 +309,7 @@ pub fn watched(config: &Config) -> Vec<&InformerSpec> {
                 .iter()
                 .any(|r| matches!(&r.source, RouteSource::Informer(n) if *n == spec.name))
                 || (by_kind && !spec.name.starts_with(ROUTE_INFORMER_PREFIX))
+                || config.handlers.iter().any(|h| h.reads.contains(&spec.name))
         })
         .collect()
 }
@@ -345,19 +347,22 @@ fn finalizers(config: &Config, _: &Subject, permissions: &mut Permissions) {
     }
 }
 
-/// The informers that feed a handler's routes.
+/// The informers that feed a handler's routes, and those it reads.
 fn feeding<'a>(config: &'a Config, handler: &HandlerSpec) -> Vec<&'a InformerSpec> {
     config
         .informers
         .iter()
         .filter(|i| {
-            config.routes.iter().any(|r| {
-                r.handler == handler.name
-                    && match &r.source {
-                        RouteSource::Informer(name) => i.name == *name,
-                        RouteSource::Kinds(kinds) => kinds.iter().any(|k| i.resource.has_kind(k)),
-                    }
-            })
+            handler.reads.contains(&i.name)
+                || config.routes.iter().any(|r| {
+                    r.handler == handler.name
+                        && match &r.source {
+                            RouteSource::Informer(name) => i.name == *name,
+                            RouteSource::Kinds(kinds) => {
+                                kinds.iter().any(|k| i.resource.has_kind(k))
+                            }
+                        }
+                })
         })
         .collect()
 }

@@ -337,3 +337,31 @@ routes:
         ["get", "list", "watch"]
     );
 }
+
+#[test]
+fn an_informer_a_handler_reads_is_watched_and_its_grants_apply_there() {
+    let p = permissions(&config(
+        "\
+informers:
+  deployments: {resource: apps/v1/deployments, namespaces: [web]}
+  unused: {resource: v1/secrets}
+handlers:
+  h:
+    reads: [deployments]
+    capabilities: {deployments: [patch]}
+routes:
+  - {name: a, resource: configmaps, namespace: web, handler: h}
+",
+    ));
+    let deployments = Resource {
+        group: "apps".into(),
+        plural: "deployments".into(),
+    };
+    assert_eq!(
+        verbs(&p, &ns("web"), &deployments),
+        ["get", "list", "patch", "watch"]
+    );
+    assert!(p.rule(&Scope::Cluster, &deployments).is_none());
+    assert!(p.rule(&ns("web"), &core("secrets")).is_none());
+    assert!(p.rule(&Scope::Cluster, &core("secrets")).is_none());
+}

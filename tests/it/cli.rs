@@ -271,7 +271,7 @@ const EVERY_MISTAKE_FOUND: &[(&str, bool)] = &[
         true,
     ),
     (
-        "error: {}:19:7: handlers.writer.capabilities.configmap: handler \"writer\" has no route watching \"configmap\", so it grants nothing; did you mean \"configmaps\"?",
+        "error: {}:19:7: handlers.writer.capabilities.configmap: handler \"writer\" neither watches nor reads \"configmap\", so it grants nothing; did you mean \"configmaps\"?",
         false,
     ),
     (

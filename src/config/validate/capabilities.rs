@@ -1,6 +1,6 @@
 //! A handler's `capabilities:` as validation reads them: each verb known, and each resource
-//! watched by one of the handler's own routes (writes use the resource as that route's
-//! informer resolved it, so a grant on anything else could never be used).
+//! watched by one of the handler's own routes or an informer it `reads:` (writes use the
+//! resource as that informer resolved it, so a grant on anything else could never be used).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -101,7 +101,8 @@ fn feeding<'a>(route: &RouteSpec, informers: &'a [InformerSpec]) -> Vec<&'a Info
         .collect()
 }
 
-/// Reports capabilities on resources none of the handler's routes watch, each named as the
+/// Reports capabilities on resources none of the handler's routes watch and no informer it
+/// reads caches, each named as the
 /// daemon matches it (plural, full resource or kind, spelt exactly): such a grant could
 /// never be used. Quiet when a route of the handler, or an informer feeding it, could not
 /// be built (its mistake is reported; the grant may be meant for it).
@@ -115,11 +116,12 @@ pub(super) fn check_resources(
     if !unbuilt.knows_all_of(&handler.name, routes) {
         return;
     }
-    let watched: Vec<&InformerSpec> = routes
+    let mut watched: Vec<&InformerSpec> = routes
         .iter()
         .filter(|r| r.handler == handler.name)
         .flat_map(|r| feeding(r, informers))
         .collect();
+    watched.extend(informers.iter().filter(|i| handler.reads.contains(&i.name)));
     for (key, _) in handler.capabilities.grants() {
         if key.trim().is_empty() || watched.iter().any(|i| i.resource.answers_to(key)) {
             continue;
@@ -132,15 +134,15 @@ pub(super) fn check_resources(
         let spellings: Vec<&str> = spellings.iter().map(String::as_str).collect();
         let message = match nearest(key, &spellings) {
             Some(near) => format!(
-                "handler {:?} has no route watching {key:?}, so it grants nothing; did you mean {near:?}?",
+                "handler {:?} neither watches nor reads {key:?}, so it grants nothing; did you mean {near:?}?",
                 handler.name
             ),
             None if names.is_empty() => format!(
-                "handler {:?} has no route watching {key:?}, so it grants nothing: capabilities apply to the resources its routes watch (none)",
+                "handler {:?} neither watches nor reads {key:?}, so it grants nothing: capabilities apply to the resources its routes watch and its reads: name (none)",
                 handler.name
             ),
             None => format!(
-                "handler {:?} has no route watching {key:?}, so it grants nothing: capabilities apply to the resources its routes watch ({})",
+                "handler {:?} neither watches nor reads {key:?}, so it grants nothing: capabilities apply to the resources its routes watch and its reads: name ({})",
                 handler.name,
                 names.join(", ")
             ),
@@ -226,7 +228,7 @@ routes:
             found[1]
         );
         assert!(
-            found[2].starts_with("c.yaml:5:7: handlers.h.capabilities.secrets: handler \"h\" has no route watching \"secrets\""),
+            found[2].starts_with("c.yaml:5:7: handlers.h.capabilities.secrets: handler \"h\" neither watches nor reads \"secrets\""),
             "{}",
             found[2]
         );

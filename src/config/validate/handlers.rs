@@ -71,6 +71,7 @@ pub(super) fn build_handler(
     };
     HandlerSpec {
         capabilities,
+        reads: h.reads.unwrap_or_default(),
         outbound,
         resync: h.resync.map(|d| d.0).filter(|d| !d.is_zero()),
         qps,

@@ -228,6 +228,9 @@ fn build_sections(
         read: &informers,
         complete: !errors.left_out("informers"),
     };
+    for handler in &handlers {
+        check_reads(handler, &known, errors);
+    }
     let handler_names: Vec<&str> = handler_files.names.iter().map(String::as_str).collect();
     let handlers_known = (!errors.left_out("handlers")).then_some(handler_names.as_slice());
     let mut built = build_routes(&routes.unwrap_or_default(), handlers_known, &known, errors);
@@ -249,6 +252,28 @@ fn build_sections(
         }
     }
     (informers, handlers, routes)
+}
+
+/// Each informer a handler `reads:` is defined under `informers:` (unless that section could
+/// not be read).
+fn check_reads(handler: &HandlerSpec, known: &Known, errors: &mut Errors) {
+    if !known.complete {
+        return;
+    }
+    for (i, name) in handler.reads.iter().enumerate() {
+        if known.names.contains(&name.as_str()) {
+            continue;
+        }
+        let hint = match names::nearest(name, &known.names) {
+            Some(near) => format!("; did you mean {near:?}?"),
+            None if known.names.is_empty() => "; there are none".to_string(),
+            None => format!(" ({})", known.names.join(", ")),
+        };
+        errors.at(
+            format!("handlers.{}.reads[{i}]", handler.name),
+            format!("{name:?} is not an informer under `informers:`{hint}"),
+        );
+    }
 }
 
 /// Checks each handler's capabilities against the resources its routes watch: every route

@@ -452,7 +452,7 @@ routes:
     let found = all_errors(text);
     assert_eq!(found.len(), 3, "{found:#?}");
     assert!(
-        found[0].starts_with("11:7: handlers.h.capabilities.configmap: handler \"h\" has no route watching \"configmap\", so it grants nothing; did you mean \"configmaps\"?"),
+        found[0].starts_with("11:7: handlers.h.capabilities.configmap: handler \"h\" neither watches nor reads \"configmap\", so it grants nothing; did you mean \"configmaps\"?"),
         "{found:#?}"
     );
     assert!(
@@ -599,6 +599,34 @@ routes:
     assert!(
         errors[0].contains("informers.deployments.indexes.by-node")
             && errors[0].contains("label:app"),
+        "{errors:?}"
+    );
+}
+
+#[test]
+fn a_handler_reads_informers_by_name_and_may_be_granted_writes_on_them() {
+    let text = "\
+informers:
+  deployments:
+    resource: apps/v1/deployments
+handlers:
+  h:
+    reads: [deployments]
+    capabilities:
+      deployments: [patch]
+routes:
+  - {name: r, resource: configmaps, handler: h}
+";
+    let config = validate(Path::new("c.yaml"), text).unwrap();
+    assert_eq!(config.handlers[0].reads, ["deployments"]);
+    let errors = all_errors(&text.replace("reads: [deployments]", "reads: [deploymnets]"));
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    assert_eq!(
+        errors[0],
+        "6:13: handlers.h.reads[0]: \"deploymnets\" is not an informer under `informers:`; did you mean \"deployments\"?"
+    );
+    assert!(
+        errors[1].contains("handlers.h.capabilities.deployments: handler \"h\" neither watches nor reads \"deployments\""),
         "{errors:?}"
     );
 }

@@ -547,7 +547,7 @@ fn keep_route(old: &RunningRoute, spec: &RouteSpec, handler: Arc<Handler>) -> Ru
 }
 
 /// Sets each handler's host context: its capabilities, the client, the metrics, and the
-/// caches of the watches feeding its routes.
+/// caches of the watches feeding its routes and of the informers it reads.
 async fn set_host_contexts(
     handlers: &[Arc<Handler>],
     config: &Config,
@@ -577,17 +577,16 @@ async fn set_host_contexts(
             tracing::error!(handler = %handler.name(), error = %e, "the handler's outbound requests will fail until its outbound TLS files are fixed");
         }
         context = context.with_outbound(Arc::new(outbound));
-        for route in config.routes.iter().filter(|r| r.handler == handler.name()) {
-            // A watch not served yet grants nothing until it is.
-            let served = wiring.routes[&route.name]
-                .iter()
-                .filter(|key| wiring.cache.contains_key(key));
-            for key in served {
-                context = context.with_resource(open(stages.informers, key, &wiring.cache).await?);
-            }
+        let routes = config.routes.iter().filter(|r| r.handler == handler.name());
+        let watches = routes
+            .flat_map(|route| &wiring.routes[&route.name])
+            .chain(wiring.reads.get(handler.name()).into_iter().flatten());
+        // A watch not served yet grants nothing until it is.
+        for key in watches.filter(|key| wiring.cache.contains_key(key)) {
+            context = context.with_resource(open(stages.informers, key, &wiring.cache).await?);
         }
         for unused in context.unmatched_grants() {
-            tracing::warn!(handler = %handler.name(), resource = %unused, "capability names no resource the handler's routes watch; it grants nothing");
+            tracing::warn!(handler = %handler.name(), resource = %unused, "capability names no resource the handler's routes watch or it reads; it grants nothing");
         }
         handler.set_host_context(context);
         handler.set_finalizers(finalizers::of_handler(handler, config, wiring, stages).await?);

@@ -57,6 +57,8 @@ pub(super) struct Wiring {
     pub(super) cache: HashMap<WatchKey, CacheOptions>,
     /// Each route's watches, by route name.
     pub(super) routes: HashMap<String, Vec<WatchKey>>,
+    /// The watches of the informers each handler `reads:`, by handler name.
+    pub(super) reads: HashMap<String, Vec<WatchKey>>,
     /// Resources not served, by what names them, with why.
     pub(super) missing: BTreeMap<String, String>,
     /// What each waiting route waits for, by route name.
@@ -129,10 +131,12 @@ pub(super) async fn wire(
             RouteSource::Informer(name) => *name == spec.name,
             RouteSource::Kinds(_) => false,
         }) || (uses_kinds && !spec.name.starts_with(ROUTE_INFORMER_PREFIX))
+            || config.handlers.iter().any(|h| h.reads.contains(&spec.name))
     };
     let mut wiring = Wiring {
         cache: HashMap::new(),
         routes: HashMap::new(),
+        reads: HashMap::new(),
         missing: BTreeMap::new(),
         waits_for: BTreeMap::new(),
     };
@@ -208,6 +212,12 @@ pub(super) async fn wire(
             wiring.waits_for.insert(route.name.clone(), waits);
         }
         wiring.routes.insert(route.name.clone(), keys);
+    }
+    for handler in &config.handlers {
+        let keys = (handler.reads.iter())
+            .filter_map(|name| keys_of.get(name.as_str()))
+            .flat_map(|(keys, _)| keys.clone());
+        wiring.reads.insert(handler.name.clone(), keys.collect());
     }
     Ok(wiring)
 }

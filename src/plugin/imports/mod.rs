@@ -191,7 +191,7 @@ impl HostContext {
             .collect();
         if found.is_empty() {
             return Err(format!(
-                "handler {:?} may read only the resources its routes watch, not {name:?}: {}",
+                "handler {:?} may read only the resources its routes watch and its reads: name, not {name:?}: {}",
                 self.handler,
                 self.readable().join(", ")
             ));
