@@ -82,7 +82,7 @@ fn builtin(
         group.is_empty() && matches!(kind, "Pod" | "Service" | "Namespace");
     let in_all = matches!(
         kind,
-        "Pod" | "Service" | "Deployment" | "ReplicaSet" | "Job"
+        "Pod" | "Service" | "Deployment" | "ReplicaSet" | "StatefulSet" | "DaemonSet" | "Job"
     );
     ResourceDef {
         group: group.into(),
@@ -136,6 +136,18 @@ pub static RESOURCES: LazyLock<Vec<ResourceDef>> = LazyLock::new(|| {
             ("apps", "v1"),
             ("replicasets", "replicaset", "ReplicaSet"),
             &["rs"],
+            true,
+        ),
+        builtin(
+            ("apps", "v1"),
+            ("statefulsets", "statefulset", "StatefulSet"),
+            &["sts"],
+            true,
+        ),
+        builtin(
+            ("apps", "v1"),
+            ("daemonsets", "daemonset", "DaemonSet"),
+            &["ds"],
             true,
         ),
         builtin(("batch", "v1"), ("jobs", "job", "Job"), &[], true),
