@@ -112,6 +112,29 @@ pub(super) fn apply_defaults(def: &ResourceDef, object: &mut Value) {
     }
 }
 
+/// A core Secret's `stringData`, which is write-only, merged into `data` (base64), as
+/// kube-apiserver does on every write; its keys win over `data`'s.
+pub(super) fn fold_string_data(def: &ResourceDef, object: &mut Value) {
+    use base64::Engine as _;
+    if def.custom || !def.group.is_empty() || def.kind != "Secret" {
+        return;
+    }
+    let Some(Value::Object(strings)) = object.as_object_mut().and_then(|o| o.remove("stringData"))
+    else {
+        return;
+    };
+    if !object["data"].is_object() {
+        object["data"] = json!({});
+    }
+    for (key, value) in strings {
+        let text = value
+            .as_str()
+            .map_or_else(|| value.to_string(), str::to_string);
+        let encoded = base64::engine::general_purpose::STANDARD.encode(text);
+        object["data"][key] = encoded.into();
+    }
+}
+
 /// Sets `apiVersion` and `kind`.
 pub(super) fn set_type_meta(def: &ResourceDef, object: &mut Value) {
     if let Some(map) = object.as_object_mut() {

@@ -117,7 +117,8 @@ pub mod metrics {
     }
 }
 
-/// Read-only access to the daemon's caches of the resources the handler's routes watch.
+/// Read-only access to the daemon's caches of the resources the handler's routes watch and
+/// the informers its `reads:` names.
 /// `resource` is a plural (`pods`), a kind (`Pod`) or the route's resource (`v1/pods`);
 /// any other resource is an `Err`.
 ///

@@ -190,3 +190,30 @@ fn a_crd_serves_its_resource_until_it_is_deleted() {
     assert_eq!(cluster.find_resource("example.com", "v1", "widgets"), None);
     assert!(cluster.list(widgets, None).items.is_empty());
 }
+
+#[test]
+fn a_secrets_string_data_is_stored_in_data_on_create_and_update_and_never_returned() {
+    let cluster = Cluster::default();
+    let secrets = builtin_index("", "v1", "secrets");
+    let secret = json!({"metadata": {"name": "s"}, "data": {"a": "eA==", "b": "eQ=="}, "stringData": {"b": "two"}});
+    let created = cluster.create(secrets, "default", secret).unwrap();
+    assert_eq!(created["data"], json!({"a": "eA==", "b": "dHdv"}));
+    assert!(created.get("stringData").is_none(), "{created}");
+    let at = ref_of(secrets, &created);
+    let updated = cluster
+        .modify(&at, |s| {
+            let mut s = s.clone();
+            s["stringData"] = json!({"c": "three"});
+            Ok(s)
+        })
+        .unwrap();
+    assert_eq!(
+        updated["data"],
+        json!({"a": "eA==", "b": "dHdv", "c": "dGhyZWU="})
+    );
+    assert!(updated.get("stringData").is_none(), "{updated}");
+    // A ConfigMap's fields are its own.
+    let odd = json!({"metadata": {"name": "c"}, "stringData": {"k": "v"}});
+    let kept = cluster.create(configmaps(), "default", odd).unwrap();
+    assert_eq!(kept["stringData"], json!({"k": "v"}));
+}

@@ -13,8 +13,8 @@ use super::{
 use crate::sim::crd;
 use crate::sim::error::ApiError;
 use crate::sim::object::{
-    apply_defaults, check_namespace_field, finalizers, metadata_mut, now_rfc3339, random_suffix,
-    set_type_meta, spec_changed, validate_name,
+    apply_defaults, check_namespace_field, finalizers, fold_string_data, metadata_mut, now_rfc3339,
+    random_suffix, set_type_meta, spec_changed, validate_name,
 };
 use crate::sim::resources::{ResourceDef, builtin_index};
 
@@ -85,6 +85,7 @@ impl Cluster {
         meta.insert("creationTimestamp".into(), now_rfc3339().into());
         set_type_meta(&def, &mut object);
         apply_defaults(&def, &mut object);
+        fold_string_data(&def, &mut object);
         if is_crd(&def) {
             let custom = crd::definition(&object)
                 .map_err(|e| ApiError::invalid(&def, &name, &e.to_string()))?;
@@ -197,6 +198,7 @@ impl Cluster {
         };
         metadata_mut(&mut object)?.insert("generation".into(), bumped.into());
         set_type_meta(&def, &mut object);
+        fold_string_data(&def, &mut object);
         if is_crd(&def) {
             // The resource keeps the names it was created with; the status says so.
             object["status"] = current["status"].clone();
