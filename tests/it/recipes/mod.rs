@@ -4,6 +4,7 @@
 //! output checked to be least-privilege.
 
 mod reloader;
+mod replicator;
 
 use std::path::PathBuf;
 
