@@ -216,7 +216,7 @@ pub(crate) enum Command {
         ca_out: Option<PathBuf>,
         /// Kubernetes feature gates to play, as `NAME=true,...`: `ShardedListAndWatch=true`
         /// honours `shardSelector` on lists and watches (off, it is ignored as an older
-        /// API server does).
+        /// API server does); `WatchList=false` refuses streaming lists (on by default).
         #[arg(long, value_parser = FeatureGates::parse, default_value = "")]
         feature_gates: FeatureGates,
     },

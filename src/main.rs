@@ -503,6 +503,7 @@ async fn sim(
         token,
         tls: access.tls,
         sharded_list_and_watch: access.feature_gates.sharded_list_and_watch,
+        watch_list: access.feature_gates.watch_list,
         history: load.history,
         ..SimOptions::default()
     };

@@ -2,10 +2,23 @@
 //! kube-apiserver takes them (`Name=true,Other=false`).
 
 /// The feature gates the simulator knows.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FeatureGates {
-    /// `ShardedListAndWatch` (KEP-5866): honour `shardSelector`.
+    /// `ShardedListAndWatch` (KEP-5866): honour `shardSelector`. Default off.
     pub sharded_list_and_watch: bool,
+    /// `WatchList` (KEP-3157): serve streaming lists (`sendInitialEvents` on a watch).
+    /// Default on; off, such a watch is refused as invalid, as an API server without the
+    /// feature refuses it.
+    pub watch_list: bool,
+}
+
+impl Default for FeatureGates {
+    fn default() -> Self {
+        Self {
+            sharded_list_and_watch: false,
+            watch_list: true,
+        }
+    }
 }
 
 impl FeatureGates {
@@ -24,9 +37,10 @@ impl FeatureGates {
             };
             match name.trim() {
                 "ShardedListAndWatch" => gates.sharded_list_and_watch = value,
+                "WatchList" => gates.watch_list = value,
                 other => {
                     return Err(format!(
-                        "unknown feature gate {other:?}: the simulator knows ShardedListAndWatch"
+                        "unknown feature gate {other:?}: the simulator knows ShardedListAndWatch and WatchList"
                     ));
                 }
             }
@@ -51,6 +65,8 @@ mod tests {
                 .unwrap()
                 .sharded_list_and_watch
         );
+        assert!(FeatureGates::parse("").unwrap().watch_list);
+        assert!(!FeatureGates::parse("WatchList=false").unwrap().watch_list);
         assert!(
             FeatureGates::parse("Sharded=true")
                 .unwrap_err()

@@ -80,6 +80,10 @@ pub struct SimOptions {
     /// `shardSelector` on lists and watches and echo it in `ListMeta.shardInfo`. Off, the
     /// parameter is ignored, as an API server without the feature does.
     pub sharded_list_and_watch: bool,
+    /// The feature gate `WatchList` (on by default): serve streaming lists, a watch with
+    /// `sendInitialEvents=true`. Off, such a watch is refused as invalid (422), as an API
+    /// server without the feature refuses it.
+    pub watch_list: bool,
 }
 
 impl Default for SimOptions {
@@ -93,6 +97,7 @@ impl Default for SimOptions {
             token: None,
             tls: false,
             sharded_list_and_watch: false,
+            watch_list: true,
         }
     }
 }
@@ -148,6 +153,7 @@ impl Simulator {
             version_wait: options.version_wait,
             server: commands.clone(),
             sharded_list_and_watch: options.sharded_list_and_watch,
+            watch_list: options.watch_list,
         };
         let tls = options.tls.then(tls::SimTls::generate).transpose()?;
         let token = options.token.filter(|t| !t.trim().is_empty());

@@ -11,7 +11,8 @@
 //!   revision N+1. A client resuming on a server that went back in time (restarted empty,
 //!   etcd restored from a backup) hears nothing at all.
 //! - `sendInitialEvents=true` (with `resourceVersionMatch=NotOlderThan`, and bookmarks
-//!   allowed) streams the current objects as ADDED, then a BOOKMARK annotated
+//!   allowed; refused as invalid with the `WatchList` gate off) streams the current objects
+//!   as ADDED, then a BOOKMARK annotated
 //!   `k8s.io/initial-events-end: "true"`; with an N the cluster has not reached, it waits up
 //!   to [`super::SimOptions::version_wait`] and then answers with an ERROR event, 504
 //!   "Too large resource version" (kube-apiserver's `waitUntilFreshAndBlock`).
@@ -83,10 +84,16 @@ struct WatchOptions {
 }
 
 impl WatchOptions {
-    fn from_request(req: &Request) -> Result<Self, ApiError> {
+    fn from_request(req: &Request, watch_list: bool) -> Result<Self, ApiError> {
         let rv_match = req.param("resourceVersionMatch");
         let send_initial = req.param("sendInitialEvents");
         let mut problems: Vec<(&str, String)> = Vec::new();
+        if send_initial.is_some() && !watch_list {
+            problems.push((
+                "sendInitialEvents",
+                "sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled".into(),
+            ));
+        }
         if send_initial.is_some() && rv_match != Some("NotOlderThan") {
             problems.push((
                 "resourceVersionMatch",
@@ -144,7 +151,7 @@ pub(super) async fn watch(
     req: &Request,
 ) -> Response {
     let prepared = async {
-        let options = WatchOptions::from_request(req)?;
+        let options = WatchOptions::from_request(req, state.watch_list)?;
         let filter =
             Filter::from_request(collection.def.clone(), req, state.sharded_list_and_watch)?;
         let table = req.table()?;

@@ -58,6 +58,8 @@ pub struct ApiState {
     pub server: mpsc::UnboundedSender<ServerCommand>,
     /// Whether `shardSelector` is honoured (the `ShardedListAndWatch` feature gate).
     pub sharded_list_and_watch: bool,
+    /// Whether streaming lists are served (the `WatchList` feature gate).
+    pub watch_list: bool,
 }
 
 /// The simulator's router.
