@@ -15,12 +15,18 @@
 //!
 //! Versions are compared as numbers, which kube-apiserver's are (etcd revisions); when either
 //! is not a number the check is skipped.
+//!
+//! Where the server serves them, lists are streaming lists ([`streaming`]): a watch that
+//! sends every object, then goes on as the watch. An informer whose server refuses them lists
+//! in pages, as does one with a shard selector (whose list says whether the server applied
+//! it).
 
 use super::shown;
 use super::wire::{self, Decoder, Received};
 use crate::sharding::ShardSelector;
 
 mod sharded;
+mod streaming;
 use std::collections::VecDeque;
 use std::pin::Pin;
 use std::time::Duration;
@@ -65,6 +71,14 @@ pub(super) enum Event {
     /// (echoed it in `ListMeta.shardInfo`); if not, every object came and the informer
     /// filters.
     ShardApplied(bool),
+    /// How this informer lists from now on: streaming lists, or pages (with why: the server
+    /// refused streaming). Reported when it is first known and when it changes.
+    ListMode {
+        /// Streaming lists.
+        streaming: bool,
+        /// Why not, for pages.
+        why: Option<String>,
+    },
 }
 
 /// Why listing or watching failed. The loop carries on after each (the caller backs off).
@@ -176,6 +190,15 @@ impl Selectors {
         }
         .timeout(WATCH_TIMEOUT)
     }
+
+    /// A streaming list's watch: initial events, then bookmarks.
+    fn streaming_params(&self) -> WatchParams {
+        WatchParams {
+            send_initial_events: true,
+            bookmarks: true,
+            ..self.watch_params()
+        }
+    }
 }
 
 /// An open watch's body, and the line being read from it.
@@ -196,6 +219,10 @@ enum State {
         rv: Option<String>,
         size: Option<usize>,
     },
+    /// Next: open a streaming list.
+    StreamStart,
+    /// A streaming list in progress: the version of the last object listed.
+    StreamListing { rv: String, stream: WatchStream },
     /// Next: watch from `rv`; after checking that the server has not gone behind it when
     /// `check`.
     Resume { rv: String, check: bool },
@@ -212,6 +239,8 @@ pub(super) fn list_watch(
 ) -> impl Stream<Item = Result<Event, Error>> + Send {
     let with = With {
         api,
+        streaming: selectors.shard.is_none(),
+        reported: None,
         selectors,
         decoder,
         page_text: Vec::new(),
@@ -234,12 +263,36 @@ struct With {
     decoder: Decoder,
     /// The body of the list page being read, kept from page to page of one list.
     page_text: Vec<u8>,
+    /// Whether lists are streaming lists (until the server refuses one).
+    streaming: bool,
+    /// The list mode last reported.
+    reported: Option<bool>,
+}
+
+impl With {
+    /// [`Event::ListMode`] when the mode is new or changed.
+    fn report_mode(
+        &mut self,
+        streaming: bool,
+        why: Option<String>,
+    ) -> Option<Result<Event, Error>> {
+        (self.reported != Some(streaming)).then(|| {
+            self.reported = Some(streaming);
+            Ok(Event::ListMode { streaming, why })
+        })
+    }
 }
 
 /// Advances one step; returns what to report, if anything, and the next state.
 async fn step(with: &mut With, state: State) -> (Option<Result<Event, Error>>, State) {
     let (api, selectors) = (&with.api, &with.selectors);
     match state {
+        State::Empty if with.streaming => (Some(Ok(Event::ListStarted)), State::StreamStart),
+        // A shard selector's list must say whether the server applied it: pages.
+        State::Empty if with.reported.is_none() => {
+            let why = "a shard selector: a list page says whether the server applied it";
+            (with.report_mode(false, Some(why.into())), State::Empty)
+        }
         State::Empty => (
             Some(Ok(Event::ListStarted)),
             State::Listing {
@@ -249,6 +302,8 @@ async fn step(with: &mut With, state: State) -> (Option<Result<Event, Error>>, S
                 size: None,
             },
         ),
+        State::StreamStart => streaming::start(with).await,
+        State::StreamListing { rv, stream } => streaming::next(with, rv, stream).await,
         State::Listing {
             mut page,
             continue_token,
@@ -479,8 +534,8 @@ async fn next_change(
     }
     match watch_event(decoder, &stream.line) {
         Ok(None) => (None, State::Watching { rv, stream }),
-        Ok(Some(WatchLine::Bookmark(marked))) => {
-            let rv = marked.filter(|m| !m.is_empty()).unwrap_or(rv);
+        Ok(Some(WatchLine::Bookmark(mark))) => {
+            let rv = mark.version.filter(|m| !m.is_empty()).unwrap_or(rv);
             (None, State::Watching { rv, stream })
         }
         Ok(Some(WatchLine::Object(event))) => {
@@ -505,8 +560,8 @@ async fn next_change(
 enum WatchLine {
     /// An object added, changed or deleted.
     Object(Event),
-    /// A bookmark, with its resourceVersion.
-    Bookmark(Option<String>),
+    /// A bookmark.
+    Bookmark(wire::Bookmark),
 }
 
 /// Decodes one watch line; `None` for a blank one.
@@ -539,8 +594,8 @@ fn watch_event(decoder: &Decoder, line: &[u8]) -> Result<Option<WatchLine>, Erro
         "ADDED" | "MODIFIED" => Event::Applied(decoder.decode(object).map_err(serde)?),
         "DELETED" => Event::Deleted(decoder.decode(object).map_err(serde)?),
         "BOOKMARK" => {
-            let marked = wire::bookmark_version(object).map_err(serde)?;
-            return Ok(Some(WatchLine::Bookmark(marked)));
+            let mark = wire::bookmark(object).map_err(serde)?;
+            return Ok(Some(WatchLine::Bookmark(mark)));
         }
         "ERROR" => {
             let status: Status = serde_json::from_str(object).map_err(serde)?;
@@ -679,7 +734,12 @@ mod tests {
         let bookmark = br#"{"type":"BOOKMARK","object":{"kind":"ConfigMap","metadata":{"resourceVersion":"9"}}}"#;
         assert!(matches!(
             watch_event(&decoder, bookmark),
-            Ok(Some(WatchLine::Bookmark(Some(rv)))) if rv == "9"
+            Ok(Some(WatchLine::Bookmark(wire::Bookmark { version: Some(rv), initial_events_end: false }))) if rv == "9"
+        ));
+        let end = br#"{"type":"BOOKMARK","object":{"kind":"ConfigMap","metadata":{"resourceVersion":"12","annotations":{"k8s.io/initial-events-end":"true"}}}}"#;
+        assert!(matches!(
+            watch_event(&decoder, end),
+            Ok(Some(WatchLine::Bookmark(wire::Bookmark { version: Some(rv), initial_events_end: true }))) if rv == "12"
         ));
         assert!(matches!(watch_event(&decoder, b"  "), Ok(None)));
         let gone = br#"{"type":"ERROR","object":{"kind":"Status","code":410,"message":"too old resource version: 1 (5)"}}"#;

@@ -141,6 +141,11 @@ pub struct WatchHealth {
     pub last_event: Option<SystemTime>,
     /// Objects received so far while a list is in progress.
     pub listed: Option<usize>,
+    /// How the informer lists: `streaming` (a watch sending every object, KEP-3157) or
+    /// `paged`; none until its first list began.
+    pub list_mode: Option<&'static str>,
+    /// Why it lists in pages although it tried streaming lists: the server's refusal.
+    pub list_fallback: Option<String>,
 }
 
 /// Names one subscription, to end it with [`Informer::unsubscribe`].

@@ -151,6 +151,18 @@ fn handle(informer: &Informer, listing: &mut Option<Listing>, event: Event) {
         Event::Listed(object) | Event::Applied(object) | Event::Deleted(object)
             if !informer.owns(&object) => {}
         Event::ShardApplied(applied) => informer.shard_applied(applied),
+        Event::ListMode { streaming, why } => {
+            let mode = if streaming { "streaming" } else { "paged" };
+            match &why {
+                Some(why) => {
+                    tracing::warn!(informer = %informer.key(), mode, why = %why, "lists in pages")
+                }
+                None => tracing::info!(informer = %informer.key(), mode, "list mode"),
+            }
+            let mut health = informer.health_mut();
+            health.list_mode = Some(mode);
+            health.list_fallback = why;
+        }
         Event::ListSize(size) => {
             if let Some(seen) = listing.as_mut().and_then(|l| l.seen.as_mut()) {
                 seen.reserve(size);

@@ -318,14 +318,40 @@ pub(super) struct Line<'a> {
     pub object: &'a RawValue,
 }
 
-/// The resourceVersion of a bookmark's object.
-pub(super) fn bookmark_version(object: &str) -> serde_json::Result<Option<String>> {
+/// What a bookmark says: its resourceVersion, and whether it ends a streaming list's initial
+/// objects (annotated `k8s.io/initial-events-end: "true"`).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(super) struct Bookmark {
+    /// The version the watch has reached.
+    pub version: Option<String>,
+    /// Every object of the streaming list came before it.
+    pub initial_events_end: bool,
+}
+
+/// The annotation that ends a streaming list's initial objects.
+const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
+
+/// Reads a bookmark's object.
+pub(super) fn bookmark(object: &str) -> serde_json::Result<Bookmark> {
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Meta {
+        resource_version: Option<String>,
+        annotations: Option<BTreeMap<String, String>>,
+    }
     let head: Head = serde_json::from_str(object)?;
     let Some(meta) = head.metadata.text() else {
-        return Ok(None);
+        return Ok(Bookmark::default());
     };
-    let meta: WireMeta = serde_json::from_str(meta)?;
-    Ok(meta.resource_version)
+    let meta: Meta = serde_json::from_str(meta)?;
+    let end = meta
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(INITIAL_EVENTS_END));
+    Ok(Bookmark {
+        version: meta.resource_version,
+        initial_events_end: end.is_some_and(|v| v == "true"),
+    })
 }
 
 #[cfg(test)]

@@ -118,7 +118,7 @@ impl WatchOptions {
             return Err(ApiError::invalid_list_options(&problems));
         }
         let rv = match req.param("resourceVersion") {
-            None | Some("0") => None,
+            None | Some("") | Some("0") => None,
             Some(text) => Some(parse_rv(text)?),
         };
         let initial_events = req.flag("sendInitialEvents");

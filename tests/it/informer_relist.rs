@@ -341,7 +341,13 @@ async fn a_server_found_behind_marks_the_cache_unsynced_at_once_not_after_the_ba
 /// third beyond what the first step can ever be (0.8 s, up to twice that with jitter).
 #[tokio::test]
 async fn a_list_refused_again_and_again_is_retried_with_a_growing_backoff() {
-    let sim = support::start_sim().await;
+    // Paged lists: a streaming list is a watch, which the fault below leaves alone.
+    let sim = Simulator::start(SimOptions {
+        watch_list: false,
+        ..SimOptions::default()
+    })
+    .await
+    .unwrap();
     let tries = 4u64;
     sim.faults()
         .fail_next_requests(

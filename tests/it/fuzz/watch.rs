@@ -90,6 +90,12 @@ async fn configmaps(
         }))
         .into_response();
     }
+    // A server without streaming lists (the WatchList feature) refuses them as invalid.
+    if query.contains_key("sendInitialEvents") {
+        let refused = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 422,
+            "reason": "Invalid", "message": "sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled"});
+        return (StatusCode::UNPROCESSABLE_ENTITY, axum::Json(refused)).into_response();
+    }
     let next = server.watches.lock().unwrap().pop_front();
     match next {
         Some(Answer::Failure(code, body)) => {
