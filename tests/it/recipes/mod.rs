@@ -7,6 +7,7 @@
 use std::path::PathBuf;
 
 mod janitor;
+mod namespace_defaults;
 
 use crate::support::process::switchyard;
 
