@@ -13,16 +13,21 @@ use switchyard::sim::{ChurnKind, FeatureGates};
 #[derive(Subcommand)]
 pub(crate) enum New {
     /// Write a standalone handler plugin project into DIR/NAME: the WIT contract (and for
-    /// Rust the SDK), a first handler and test, a sample event and a replay config.
+    /// Rust the SDK), a first handler and test, a sample event and a replay config; or,
+    /// with --from-recipe, a recipe's plugin and tests, config fragment and README.
     Plugin {
         /// The plugin's name (lower-case letters, digits, '-').
         name: String,
-        /// The language.
-        #[arg(long, value_enum, default_value_t = switchyard::scaffold::Lang::Rust)]
-        lang: switchyard::scaffold::Lang,
+        /// The language [default: rust, or the recipe's].
+        #[arg(long, value_enum)]
+        lang: Option<switchyard::scaffold::Lang>,
         /// The folder to create the project in.
         #[arg(long, default_value = ".")]
         dir: PathBuf,
+        /// Start from this recipe (plugins/recipes in the repository; an unknown name lists
+        /// them).
+        #[arg(long, value_name = "RECIPE")]
+        from_recipe: Option<String>,
     },
 }
 

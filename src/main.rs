@@ -105,8 +105,21 @@ fn main() -> ExitCode {
                 json,
             } => replay(&config, &events, handler.as_deref(), json).await,
             Command::New {
-                what: New::Plugin { name, lang, dir },
-            } => new_plugin(&name, lang, &dir),
+                what:
+                    New::Plugin {
+                        name,
+                        lang,
+                        dir,
+                        from_recipe,
+                    },
+            } => match from_recipe {
+                Some(recipe) => new_from_recipe(&name, &recipe, lang, &dir),
+                None => new_plugin(
+                    &name,
+                    lang.unwrap_or(switchyard::scaffold::Lang::Rust),
+                    &dir,
+                ),
+            },
             Command::Build { dir, no_cache } => build(&dir, !no_cache),
             Command::Push {
                 file,
@@ -436,6 +449,45 @@ fn new_plugin(name: &str, lang: switchyard::scaffold::Lang, dir: &Path) -> Resul
             };
             println!(
                 "  {test}\n  switchyard build\n  switchyard replay --config replay.yaml --events events.jsonl"
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            report(&e.to_string());
+            Ok(ExitCode::from(2))
+        }
+    }
+}
+
+fn new_from_recipe(
+    name: &str,
+    recipe: &str,
+    lang: Option<switchyard::scaffold::Lang>,
+    dir: &Path,
+) -> Result<ExitCode> {
+    let written = switchyard::scaffold::recipe(recipe).and_then(|recipe| {
+        Ok((
+            recipe,
+            switchyard::scaffold::new_from_recipe(name, recipe, lang, dir)?,
+        ))
+    });
+    match written {
+        Ok((recipe, project)) => {
+            let shown = project.display();
+            println!(
+                "wrote the {name} project from the recipe {} in {shown} (see its README.md); next:\n  cd {shown}",
+                recipe.name
+            );
+            if let Some(plugin) = &recipe.plugin {
+                let test = match plugin.lang {
+                    switchyard::scaffold::Lang::Rust => "cargo test",
+                    switchyard::scaffold::Lang::Js => "npm install && npm test",
+                    switchyard::scaffold::Lang::Python => "python3 -m unittest",
+                };
+                println!("  {test}\n  switchyard build");
+            }
+            println!(
+                "  switchyard check --config switchyard.yaml\n  switchyard rbac --config switchyard.yaml"
             );
             Ok(ExitCode::SUCCESS)
         }

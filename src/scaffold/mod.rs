@@ -4,11 +4,13 @@
 //! into `NAME.wasm` with the language's own tool.
 //!
 //! - [`templates`]: the files of a new project, per language;
+//! - [`recipes`]: the recipes a project can start from (`--from-recipe`), built in;
 //! - [`build`]: building a project;
 //! - [`cache`]: the components built before, by what they were built from.
 
 pub mod build;
 pub mod cache;
+pub mod recipes;
 pub mod templates;
 
 use std::path::{Path, PathBuf};
@@ -37,6 +39,38 @@ pub enum NewError {
     /// The project folder is there and not empty.
     #[error("{} already exists and is not empty: nothing was written", .0.display())]
     Exists(PathBuf),
+    /// No recipe has that name.
+    #[error(
+        "there is no recipe {name:?}{}; the recipes: {}",
+        nearest.map(|n| format!(" (did you mean {n:?}?)")).unwrap_or_default(),
+        available.join(", ")
+    )]
+    UnknownRecipe {
+        /// The name asked for.
+        name: String,
+        /// The nearest recipe's name, if one is close.
+        nearest: Option<&'static str>,
+        /// Every recipe's name.
+        available: Vec<&'static str>,
+    },
+    /// `--lang` asks for another language than the recipe's plugin is written in.
+    #[error(
+        "recipe {recipe:?} has a plugin written in {lang}, not {asked}: leave --lang out (or give --lang {})",
+        lang.flag()
+    )]
+    RecipeLang {
+        /// The recipe.
+        recipe: &'static str,
+        /// The language of its plugin.
+        lang: Lang,
+        /// The language asked for.
+        asked: Lang,
+    },
+    /// `--lang` given for a recipe without a plugin of its own.
+    #[error(
+        "recipe {0:?} has no plugin of its own (its switchyard.yaml runs plugins shipped with switchyard), so --lang does not apply: leave it out"
+    )]
+    RecipeWithoutPlugin(&'static str),
     /// Writing failed.
     #[error("cannot write {}: {source}", path.display())]
     Write {
@@ -45,6 +79,27 @@ pub enum NewError {
         /// Why.
         source: std::io::Error,
     },
+}
+
+impl Lang {
+    /// The value `--lang` takes for it.
+    pub fn flag(self) -> &'static str {
+        match self {
+            Lang::Rust => "rust",
+            Lang::Js => "js",
+            Lang::Python => "python",
+        }
+    }
+}
+
+impl std::fmt::Display for Lang {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Lang::Rust => "Rust",
+            Lang::Js => "JavaScript",
+            Lang::Python => "Python",
+        })
+    }
 }
 
 /// Whether `name` can name a plugin file, a cargo package, an npm package and a handler.
@@ -62,6 +117,50 @@ pub fn valid_name(name: &str) -> bool {
 /// Writes a new plugin project `NAME` in `lang` into `parent/NAME`; returns its folder.
 /// Refuses a bad name or a folder that exists and is not empty, writing nothing.
 pub fn new_plugin(name: &str, lang: Lang, parent: &Path) -> Result<PathBuf, NewError> {
+    write_project(name, parent, templates::files(name, lang))
+}
+
+/// The recipe `name`; an unknown name is an error listing the recipes, with the nearest.
+pub fn recipe(name: &str) -> Result<&'static recipes::Recipe, NewError> {
+    recipes::find(name).ok_or_else(|| {
+        let available = recipes::names();
+        NewError::UnknownRecipe {
+            name: name.to_string(),
+            nearest: crate::config::nearest(name, &available),
+            available,
+        }
+    })
+}
+
+/// Writes project `name` started from `recipe` into `parent/NAME` (see
+/// [`templates::recipe_files`]); returns its folder. `lang`, when given, must be the language
+/// of the recipe's plugin; a recipe without one takes none. Refuses as [`new_plugin`] does.
+pub fn new_from_recipe(
+    name: &str,
+    recipe: &recipes::Recipe,
+    lang: Option<Lang>,
+    parent: &Path,
+) -> Result<PathBuf, NewError> {
+    match (&recipe.plugin, lang) {
+        (None, Some(_)) => return Err(NewError::RecipeWithoutPlugin(recipe.name)),
+        (Some(plugin), Some(asked)) if asked != plugin.lang => {
+            return Err(NewError::RecipeLang {
+                recipe: recipe.name,
+                lang: plugin.lang,
+                asked,
+            });
+        }
+        _ => {}
+    }
+    write_project(name, parent, templates::recipe_files(name, recipe))
+}
+
+/// Writes `files` into `parent/NAME`, unless the name is bad or the folder holds files.
+fn write_project(
+    name: &str,
+    parent: &Path,
+    files: Vec<(String, String)>,
+) -> Result<PathBuf, NewError> {
     if !valid_name(name) {
         return Err(NewError::BadName(name.to_string()));
     }
@@ -69,7 +168,7 @@ pub fn new_plugin(name: &str, lang: Lang, parent: &Path) -> Result<PathBuf, NewE
     if std::fs::read_dir(&dir).is_ok_and(|mut entries| entries.next().is_some()) {
         return Err(NewError::Exists(dir));
     }
-    for (relative, contents) in templates::files(name, lang) {
+    for (relative, contents) in files {
         let path = dir.join(relative);
         let write = |path: &Path| {
             if let Some(parent) = path.parent() {
@@ -126,6 +225,115 @@ mod tests {
             "{error}"
         );
         assert!(!parent.path().join("Bad_Name").exists());
+    }
+
+    /// The files under `dir`, relative to it, sorted.
+    fn listing(dir: &Path) -> Vec<String> {
+        let mut files = Vec::new();
+        let mut folders = vec![dir.to_path_buf()];
+        while let Some(folder) = folders.pop() {
+            for entry in std::fs::read_dir(&folder).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    folders.push(path);
+                } else {
+                    let relative = path.strip_prefix(dir).unwrap();
+                    files.push(relative.to_string_lossy().into_owned());
+                }
+            }
+        }
+        files.sort();
+        files
+    }
+
+    #[test]
+    fn a_project_from_a_recipe_holds_its_plugin_fragment_and_readme() {
+        let parent = tempfile::tempdir().unwrap();
+        let janitor = recipe("janitor").unwrap();
+        let dir = new_from_recipe("sweeper", janitor, None, parent.path()).unwrap();
+        let read = |path: &str| std::fs::read_to_string(dir.join(path)).unwrap();
+        let plugin = janitor.plugin.as_ref().unwrap();
+        assert_eq!(read("src/lib.rs"), plugin.source);
+        let fragment = read("switchyard.yaml");
+        assert!(fragment.contains("\nplugins_dir: .\n"), "{fragment}");
+        assert!(fragment.contains("\n    plugin: sweeper\n"), "{fragment}");
+        // Otherwise the recipe's own.
+        assert!(
+            fragment
+                .replace("plugin: sweeper", "plugin: janitor")
+                .ends_with(janitor.fragment)
+        );
+        let readme = read("README.md");
+        assert!(readme.starts_with(janitor.readme), "{readme}");
+        assert!(
+            readme.contains("`switchyard new plugin sweeper --from-recipe janitor` wrote it"),
+            "{readme}"
+        );
+        let manifest = read("Cargo.toml");
+        assert!(manifest.contains("name = \"sweeper\""), "{manifest}");
+        assert!(manifest.contains("kube-janitor"), "{manifest}");
+        assert!(!manifest.contains("workspace = true"), "{manifest}");
+        let files = listing(&dir);
+        for absent in ["replay.yaml", "events.jsonl"] {
+            assert!(!files.contains(&absent.to_string()), "{files:?}");
+        }
+        for present in [
+            "wit/world.wit",
+            "switchyard-sdk/src/testing.rs",
+            ".gitignore",
+        ] {
+            assert!(files.contains(&present.to_string()), "{files:?}");
+        }
+    }
+
+    #[test]
+    fn a_recipe_without_a_plugin_gives_its_fragment_and_readme_only() {
+        let recipe = recipes::Recipe {
+            name: "warnings",
+            plugin: None,
+            fragment: "handlers:\n  alerts:\n    plugin: webhook\n",
+            readme: "# Recipe: warnings\n",
+        };
+        let parent = tempfile::tempdir().unwrap();
+        let dir = new_from_recipe("my-warnings", &recipe, None, parent.path()).unwrap();
+        assert_eq!(listing(&dir), ["README.md", "switchyard.yaml"]);
+        assert_eq!(
+            std::fs::read_to_string(dir.join("switchyard.yaml")).unwrap(),
+            recipe.fragment
+        );
+        let error = new_from_recipe("other", &recipe, Some(Lang::Rust), parent.path()).unwrap_err();
+        assert!(
+            error.to_string().contains("has no plugin of its own"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn an_unknown_recipe_or_another_language_is_refused_with_what_there_is() {
+        let error = recipe("janitr").unwrap_err().to_string();
+        assert!(
+            error.starts_with(
+                "there is no recipe \"janitr\" (did you mean \"janitor\"?); the recipes: "
+            ),
+            "{error}"
+        );
+        assert!(error.contains("namespace-defaults"), "{error}");
+        let error = recipe("zzzzzzzz").unwrap_err().to_string();
+        assert!(!error.contains("did you mean"), "{error}");
+        let parent = tempfile::tempdir().unwrap();
+        let error = new_from_recipe(
+            "x",
+            recipe("janitor").unwrap(),
+            Some(Lang::Js),
+            parent.path(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert_eq!(
+            error,
+            "recipe \"janitor\" has a plugin written in Rust, not JavaScript: leave --lang out (or give --lang rust)"
+        );
+        assert!(!parent.path().join("x").exists());
     }
 
     #[test]

@@ -5,6 +5,7 @@
 use serde_json::{Value, json};
 
 use super::Lang;
+use super::recipes::Recipe;
 use crate::plugin::contract::{self, WIT};
 
 /// The Rust SDK's source.
@@ -98,6 +99,85 @@ pub fn files(name: &str, lang: Lang) -> Vec<(String, String)> {
         .map(|(path, text)| (path.to_string(), text))
         .chain(deps)
         .collect()
+}
+
+/// The file holding a project's handler in `lang`.
+pub fn handler_file(lang: Lang) -> &'static str {
+    match lang {
+        Lang::Rust => "src/lib.rs",
+        Lang::Js => "handler.js",
+        Lang::Python => "app.py",
+    }
+}
+
+/// The files of project `name` started from `recipe`: for a recipe with a plugin, the
+/// language's project with the recipe's source (and tests) as its handler and the recipe's
+/// dependencies, without the sample event and replay config (the recipe's routes are not
+/// the template's); then the recipe's fragment, its plugin renamed `name`, and its README
+/// followed by how to work on the project.
+pub fn recipe_files(name: &str, recipe: &Recipe) -> Vec<(String, String)> {
+    let fill = |text: &str| {
+        text.replace("{{name}}", name)
+            .replace("{{recipe}}", recipe.name)
+            .replace("{{wit_version}}", &contract::version().to_string())
+    };
+    let (mut project, about) = match &recipe.plugin {
+        None => (Vec::new(), fill(include_str!("templates/recipe/config.md"))),
+        Some(plugin) => {
+            let source = handler_file(plugin.lang);
+            let project = files(name, plugin.lang)
+                .into_iter()
+                .filter(|(path, _)| {
+                    !["README.md", "replay.yaml", "events.jsonl"].contains(&path.as_str())
+                })
+                .map(|(path, text)| {
+                    let text = if path == source {
+                        plugin.source.to_string()
+                    } else if path == "Cargo.toml" {
+                        recipe_manifest(&text, recipe)
+                    } else {
+                        text
+                    };
+                    (path, text)
+                })
+                .collect();
+            let (test, needs) = match plugin.lang {
+                Lang::Rust => (
+                    "cargo test",
+                    "cargo and the wasm32-wasip2 target (`rustup target add wasm32-wasip2`)",
+                ),
+                Lang::Js => ("npm install && npm test", "Node.js 20 or later and npm"),
+                Lang::Python => ("python3 -m unittest", "componentize-py"),
+            };
+            let about = fill(include_str!("templates/recipe/plugin.md"))
+                .replace("{{source}}", source)
+                .replace("{{test_command}}", test)
+                .replace("{{needs}}", needs);
+            (project, about)
+        }
+    };
+    project.push(("switchyard.yaml".into(), recipe.fragment_for(name)));
+    project.push(("README.md".into(), format!("{}{about}", recipe.readme)));
+    project
+}
+
+/// The template's `Cargo.toml` with the recipe's description and dependencies.
+fn recipe_manifest(template: &str, recipe: &Recipe) -> String {
+    let (dependencies, description) = recipe.dependencies();
+    let mut text = template.replace(
+        "serde_json = \"1\"\n",
+        &dependencies
+            .iter()
+            .map(|d| format!("{d}\n"))
+            .collect::<String>(),
+    );
+    if let Some(description) = description {
+        text = text.replace(
+            "description = \"A switchyard handler plugin\"",
+            &format!("description = \"{description}\""),
+        );
+    }
+    text
 }
 
 /// The JavaScript project's own files.

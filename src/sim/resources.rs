@@ -82,7 +82,14 @@ fn builtin(
         group.is_empty() && matches!(kind, "Pod" | "Service" | "Namespace");
     let in_all = matches!(
         kind,
-        "Pod" | "Service" | "Deployment" | "ReplicaSet" | "StatefulSet" | "DaemonSet" | "Job"
+        "Pod"
+            | "Service"
+            | "Deployment"
+            | "ReplicaSet"
+            | "StatefulSet"
+            | "DaemonSet"
+            | "Job"
+            | "CronJob"
     );
     ResourceDef {
         group: group.into(),
@@ -136,12 +143,6 @@ pub static RESOURCES: LazyLock<Vec<ResourceDef>> = LazyLock::new(|| {
             ("apps", "v1"),
             ("replicasets", "replicaset", "ReplicaSet"),
             &["rs"],
-            true,
-        ),
-        builtin(
-            ("apps", "v1"),
-            ("statefulsets", "statefulset", "StatefulSet"),
-            &["sts"],
             true,
         ),
         builtin(
@@ -210,6 +211,40 @@ pub static RESOURCES: LazyLock<Vec<ResourceDef>> = LazyLock::new(|| {
                 "PodDisruptionBudget",
             ),
             &["pdb"],
+            true,
+        ),
+        builtin(
+            core,
+            ("resourcequotas", "resourcequota", "ResourceQuota"),
+            &["quota"],
+            true,
+        ),
+        builtin(
+            core,
+            (
+                "persistentvolumeclaims",
+                "persistentvolumeclaim",
+                "PersistentVolumeClaim",
+            ),
+            &["pvc"],
+            true,
+        ),
+        builtin(
+            ("apps", "v1"),
+            ("statefulsets", "statefulset", "StatefulSet"),
+            &["sts"],
+            true,
+        ),
+        builtin(
+            ("batch", "v1"),
+            ("cronjobs", "cronjob", "CronJob"),
+            &["cj"],
+            true,
+        ),
+        builtin(
+            ("networking.k8s.io", "v1"),
+            ("ingresses", "ingress", "Ingress"),
+            &["ing"],
             true,
         ),
     ]

@@ -1,7 +1,8 @@
 //! A plugin author's loop outside the repository, from an empty folder: `switchyard new
 //! plugin` for each language, the project's own tests against its test host, `switchyard
 //! build` (and, for JavaScript and Python, the build cache), and `switchyard replay` running
-//! the built component on the sample event.
+//! the built component on the sample event; and a project started from a recipe
+//! (`--from-recipe`), tested, built and checked with its config fragment.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -244,4 +245,91 @@ fn a_python_plugin_project_tests_with_unittest_builds_and_replays() {
     let env = [("PATH", path.as_path()), ("XDG_CACHE_HOME", cache.path())];
     build_and_replay(&project, "hello-py", &env, &SAMPLE_METRICS);
     build_again_from_the_cache(&project, "hello-py", &env);
+}
+
+#[test]
+fn a_project_from_the_janitor_recipe_tests_builds_and_checks_with_its_fragment() {
+    let parent = tempfile::tempdir().unwrap();
+    let stdout = ok(
+        "switchyard new plugin --from-recipe",
+        run(
+            parent.path(),
+            SWITCHYARD,
+            &[
+                "new",
+                "plugin",
+                "my-janitor",
+                "--from-recipe",
+                "janitor",
+                "--dir",
+                ".",
+            ],
+            &[],
+        ),
+    );
+    assert!(stdout.contains("from the recipe janitor"), "{stdout}");
+    let project = parent.path().join("my-janitor");
+    let recipe = Path::new(env!("CARGO_MANIFEST_DIR")).join("plugins/recipes/janitor");
+    let read = |path: &Path| std::fs::read_to_string(path).unwrap();
+    // The recipe's plugin with its tests, its README first, its fragment running this plugin.
+    assert_eq!(
+        read(&project.join("src/lib.rs")),
+        read(&recipe.join("src/lib.rs"))
+    );
+    assert!(read(&project.join("README.md")).starts_with(&read(&recipe.join("README.md"))));
+    let fragment = read(&project.join("switchyard.yaml"));
+    assert!(
+        fragment.contains("\n    plugin: my-janitor\n"),
+        "{fragment}"
+    );
+    assert!(!project.join("replay.yaml").exists());
+
+    let target = repo_target("scaffold-rust");
+    let env = [("CARGO_TARGET_DIR", target.as_path())];
+    let stdout = ok("cargo test", run(&project, "cargo", &["test"], &env));
+    for test in [
+        "test tests::an_object_past_its_ttl_is_deleted_with_a_normal_event ... ok",
+        "test tests::the_cache_decides_over_an_older_event ... ok",
+        "test result: ok. 8 passed",
+    ] {
+        assert!(stdout.contains(test), "{test}:\n{stdout}");
+    }
+    build(&project, "my-janitor", &env);
+    // The fragment as the project has it is a valid config, its plugin the one just built.
+    let stdout = ok(
+        "switchyard check",
+        run(
+            &project,
+            SWITCHYARD,
+            &["check", "--config", "switchyard.yaml"],
+            &[],
+        ),
+    );
+    assert_eq!(
+        stdout.trim(),
+        "switchyard.yaml: ok (1 handler(s), 1 route(s))"
+    );
+}
+
+#[test]
+fn an_unknown_recipe_or_another_language_writes_nothing_and_says_why() {
+    let parent = tempfile::tempdir().unwrap();
+    for (args, error) in [
+        (
+            &["--from-recipe", "janitr"][..],
+            "error: there is no recipe \"janitr\" (did you mean \"janitor\"?); the recipes: ",
+        ),
+        (
+            &["--from-recipe", "janitor", "--lang", "js"][..],
+            "error: recipe \"janitor\" has a plugin written in Rust, not JavaScript: leave --lang out (or give --lang rust)",
+        ),
+    ] {
+        let mut all = vec!["new", "plugin", "p", "--dir", "."];
+        all.extend(args);
+        let output = run(parent.path(), SWITCHYARD, &all, &[]);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{stderr}");
+        assert!(stderr.starts_with(error), "{stderr}");
+        assert!(!parent.path().join("p").exists());
+    }
 }

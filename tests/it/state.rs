@@ -666,3 +666,79 @@ async fn a_reload_drops_a_removed_route_s_state_and_a_renamed_route_starts_fresh
     three_added(&mut daemon, "one").await;
     daemon.stop().await;
 }
+
+/// A daemon keeping its state, every ConfigMap of `default` to the `faulty` plugin.
+const REQUEUING: &str = "state_dir: state\nadmin:\n  listen: 127.0.0.1:0\n  probes_listen: null\nhandlers:\n  faulty: {}\nroutes:\n  - name: configmaps\n    resource: configmaps\n    namespace: default\n    handler: faulty\n";
+
+#[tokio::test]
+async fn an_event_put_back_by_requeue_after_is_kept_and_handed_over_at_once_after_a_restart() {
+    let sim = support::start_sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    sim.write_kubeconfig(&kubeconfig).unwrap();
+    support::write_config(dir.path(), REQUEUING);
+    let api: Api<ConfigMap> = Api::namespaced(sim.client().unwrap(), "default");
+    // `later` asks to be called again in an hour; `done` is done at once.
+    let later =
+        json!({"metadata": {"name": "later", "annotations": {"faulty/requeue-ms": "3600000"}}});
+    let done = json!({"metadata": {"name": "done"}});
+    for cm in [later, done] {
+        api.create(&PostParams::default(), &support::configmap(cm))
+            .await
+            .unwrap();
+    }
+    let first = Child::start(dir.path(), &kubeconfig).await;
+    for name in ["later", "done"] {
+        first
+            .process
+            .wait_for_line(WAIT, |l| {
+                l.contains(&format!("handled added default/{name} "))
+            })
+            .await;
+    }
+    eventually("the requeue waiting and committed", WAIT, async || {
+        let status = first.status().await;
+        let handler = &status["handlers"][0];
+        (handler["delayed"] == 1
+            && handler["in_flight"] == 0
+            && status["state"]["pending_writes"] == 0)
+            .then_some(())
+    })
+    .await;
+    first.process.terminate(WAIT);
+
+    // Neither object changed, so the informers deliver nothing; the store hands `later`'s
+    // event over again, at once rather than in an hour (the delay is not kept).
+    let second = Child::start(dir.path(), &kubeconfig).await;
+    second
+        .process
+        .wait_for_line(WAIT, |l| l.contains("handled added default/later "))
+        .await;
+    eventually(
+        "the informer listed, the requeue waiting again",
+        WAIT,
+        async || {
+            let status = second.status().await;
+            let handler = &status["handlers"][0];
+            let idle =
+                handler["delayed"] == 1 && handler["queue_depth"] == 0 && handler["in_flight"] == 0;
+            (idle && status["informers"][0]["synced"] == true).then_some(())
+        },
+    )
+    .await;
+    let lines = second.process.lines();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("restored the queue and dead letters of the last run")),
+        "{lines:#?}"
+    );
+    assert!(
+        !lines
+            .iter()
+            .any(|l| l.contains("handled added default/done ")),
+        "{lines:#?}"
+    );
+    drop(second);
+    sim.stop().await;
+}

@@ -1,8 +1,11 @@
+// READ /work/wt-recipes-a/READ-FIRST.md FIRST: the rest of your instructions. Remove this line before committing.
 //! The recipes in plugins/recipes, each played through its original tool's own documented
 //! scenario against the simulator, with the recipe's config fragment as shipped and the
 //! outcome read back through the API or `kubectl`; and each fragment's `switchyard rbac`
 //! output checked to be least-privilege.
 
+mod janitor;
+mod namespace_defaults;
 mod reloader;
 mod replicator;
 
@@ -31,36 +34,38 @@ pub fn rbac(name: &str) -> String {
     out
 }
 
-/// The rules of `switchyard rbac`'s output, each as `SCOPE GROUP/RESOURCES: VERBS` (SCOPE is
-/// `cluster` or the Role's namespace), sorted: what a recipe's least-privilege check compares.
-pub fn rules(rbac: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    for doc in rbac.split("\n---\n") {
-        let scope = if doc.contains("\nkind: ClusterRole\n") {
-            "cluster".to_string()
-        } else if doc.contains("\nkind: Role\n") {
-            let namespace = doc
-                .lines()
-                .find_map(|l| l.trim().strip_prefix("namespace: "));
-            namespace.unwrap_or_default().trim_matches('"').to_string()
-        } else {
-            continue;
+/// The rules `switchyard rbac` grants for the recipe's fragment, one entry per rule:
+/// `"ClusterRole GROUP/PLURAL"` (or `"Role NAMESPACE GROUP/PLURAL"`; the core group is
+/// empty) and its verbs, sorted. Panics on anything but ServiceAccounts, (Cluster)Roles
+/// and their bindings.
+pub fn rbac_rules(name: &str) -> std::collections::BTreeMap<String, Vec<String>> {
+    let mut rules = std::collections::BTreeMap::new();
+    for document in rbac(name).split("\n---\n") {
+        let object: serde_json::Value =
+            serde_saphyr::from_str(document).unwrap_or_else(|e| panic!("{e}:\n{document}"));
+        let kind = object["kind"].as_str().unwrap_or_default();
+        let scope = match kind {
+            "ClusterRole" => "ClusterRole".to_string(),
+            "Role" => format!("Role {}", object["metadata"]["namespace"].as_str().unwrap()),
+            "ServiceAccount" | "ClusterRoleBinding" | "RoleBinding" => continue,
+            other => panic!("switchyard rbac printed a {other}:\n{document}"),
         };
-        let list = |line: &str, key: &str| {
-            let items = line.trim().strip_prefix(key)?.trim();
-            let items = items.strip_prefix('[')?.strip_suffix(']')?;
-            Some(items.replace(['"', ' '], ""))
-        };
-        let lines: Vec<&str> = doc.lines().collect();
-        for (i, line) in lines.iter().enumerate() {
-            let Some(group) = list(line, "- apiGroups:") else {
-                continue;
+        for rule in object["rules"].as_array().into_iter().flatten() {
+            let texts = |field: &str| -> Vec<String> {
+                rule[field]
+                    .as_array()
+                    .unwrap_or_else(|| panic!("a rule without {field}: {rule}"))
+                    .iter()
+                    .map(|v| v.as_str().unwrap().to_string())
+                    .collect()
             };
-            let resources = list(lines[i + 1], "resources:").expect("resources after apiGroups");
-            let verbs = list(lines[i + 2], "verbs:").expect("verbs after resources");
-            found.push(format!("{scope} {group}/{resources}: {verbs}"));
+            let [group] = texts("apiGroups").try_into().expect("one group per rule");
+            for plural in texts("resources") {
+                let mut verbs = texts("verbs");
+                verbs.sort();
+                rules.insert(format!("{scope} {group}/{plural}"), verbs);
+            }
         }
     }
-    found.sort();
-    found
+    rules
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::{fragment, rbac, rules};
+use super::fragment;
 use crate::support::sim::{Kubectl, blocking};
 use crate::support::{TestDaemon, eventually};
 
@@ -308,14 +308,18 @@ async fn a_changed_configmap_or_secret_restarts_exactly_the_workloads_that_follo
 
 #[test]
 fn rbac_reads_the_sources_and_patches_only_the_workloads() {
-    assert_eq!(
-        rules(&rbac("reloader")),
-        [
-            "cluster /configmaps: get,list,watch",
-            "cluster /secrets: get,list,watch",
-            "cluster apps/daemonsets: get,list,patch,watch",
-            "cluster apps/deployments: get,list,patch,watch",
-            "cluster apps/statefulsets: get,list,patch,watch",
-        ]
-    );
+    let rules: Vec<(String, String)> = (super::rbac_rules("reloader").into_iter())
+        .map(|(rule, verbs)| (rule, verbs.join(",")))
+        .collect();
+    let expected = [
+        ("ClusterRole /configmaps", "get,list,watch"),
+        ("ClusterRole /secrets", "get,list,watch"),
+        ("ClusterRole apps/daemonsets", "get,list,patch,watch"),
+        ("ClusterRole apps/deployments", "get,list,patch,watch"),
+        ("ClusterRole apps/statefulsets", "get,list,patch,watch"),
+    ];
+    let expected: Vec<(String, String)> = (expected.iter())
+        .map(|(r, v)| (r.to_string(), v.to_string()))
+        .collect();
+    assert_eq!(rules, expected);
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::{fragment, rbac, rules};
+use super::fragment;
 use crate::support::sim::{Kubectl, blocking};
 use crate::support::{TestDaemon, eventually};
 
@@ -247,13 +247,20 @@ async fn sources_are_copied_kept_in_sync_restored_and_withdrawn() {
 
 #[test]
 fn rbac_writes_only_secrets_configmaps_and_events() {
-    assert_eq!(
-        rules(&rbac("replicator")),
-        [
-            "cluster /configmaps: create,delete,get,list,patch,watch",
-            "cluster /events: create",
-            "cluster /namespaces: get,list,watch",
-            "cluster /secrets: create,delete,get,list,patch,watch",
-        ]
-    );
+    let rules: Vec<(String, String)> = (super::rbac_rules("replicator").into_iter())
+        .map(|(rule, verbs)| (rule, verbs.join(",")))
+        .collect();
+    let expected = [
+        (
+            "ClusterRole /configmaps",
+            "create,delete,get,list,patch,watch",
+        ),
+        ("ClusterRole /events", "create"),
+        ("ClusterRole /namespaces", "get,list,watch"),
+        ("ClusterRole /secrets", "create,delete,get,list,patch,watch"),
+    ];
+    let expected: Vec<(String, String)> = (expected.iter())
+        .map(|(r, v)| (r.to_string(), v.to_string()))
+        .collect();
+    assert_eq!(rules, expected);
 }
