@@ -3,6 +3,7 @@
 //! outcome read back through the API or `kubectl`; and each fragment's `switchyard rbac`
 //! output checked to be least-privilege.
 
+mod cloudevents_source;
 mod warning_events;
 
 use std::path::PathBuf;
