@@ -4,6 +4,7 @@
 //! output checked to be least-privilege.
 
 mod cloudevents_source;
+mod pods_per_node;
 mod warning_events;
 
 use std::path::PathBuf;

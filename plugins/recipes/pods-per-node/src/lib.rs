@@ -1,9 +1,10 @@
-//! Keeps a gauge of the pods on each node: on every pod event it counts, in the daemon's
-//! cache, the pods indexed under the pod's node and sets `pods_on_node{node=...}` (exposed
-//! as `switchyard_plugin_pods_on_node{handler="...",node="..."}`). A pod that moved or went
-//! away updates its old node too. The route must declare the index, and the handler wants
-//! one worker (`concurrency: 1`): with two, a call that read the cache earlier can finish
-//! later and set an older count.
+//! The recipe pods-per-node (its README.md and switchyard.yaml beside this folder's
+//! Cargo.toml): keeps a gauge of the pods on each node. On every pod event it counts, in the
+//! daemon's cache, the pods indexed under the pod's node and sets `pods_on_node{node=...}`
+//! (exposed as `switchyard_plugin_pods_on_node{handler="...",node="..."}`). A pod that moved
+//! or went away updates its old node too. The route must declare the index, and the handler
+//! wants one worker (`concurrency: 1`): with two, a call that read the cache earlier can
+//! finish later and set an older count.
 //!
 //! ```yaml
 //! handlers:
