@@ -124,34 +124,28 @@ fn about<'a>(requests: &'a [Received], name: &str) -> Vec<&'a Received> {
         .collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn create_update_delete_become_three_cloudevents_and_an_outage_loses_none() {
-    let sink = Receiver::start().await;
-    let t = TestDaemon::builder(&fragment(&sink))
-        .plugin_file("cloudevents", "cloudevents")
-        .start()
-        .await;
-    support::create_namespaces(&t.client(), &[NS]).await;
-    create_secret(&t, &sink).await;
+/// Creates the ConfigMap `name` in `shop` with `data.v` = `value`; returns it as stored.
+async fn create_in_shop(t: &TestDaemon, name: &str, value: &str) -> ConfigMap {
+    let object = json!({"metadata": {"name": name}, "data": {"v": value}});
+    support::create_configmap(&t.client(), NS, object).await
+}
 
+/// ApiServerSource's scenario: a ConfigMap in `default` sends nothing; one in `shop`
+/// created, updated and deleted becomes three CloudEvents, add, update, delete, in order,
+/// each with the object as it was at that change.
+async fn a_configmaps_life_is_three_cloudevents(t: &TestDaemon, sink: &Receiver) {
     // A ConfigMap outside the namespace first: had it been sent, it would come first.
     t.create_configmap(json!({"metadata": {"name": "elsewhere"}}))
         .await;
-    let made = support::create_configmap(
-        &t.client(),
-        NS,
-        json!({"metadata": {"name": "settings"},
-                                                          "data": {"v": "1"}}),
-    )
-    .await;
+    let made = create_in_shop(t, "settings", "1").await;
     let uid = made.metadata.uid.clone().unwrap();
     let created = made.metadata.resource_version.clone().unwrap();
-    let updated = set_value(&t, "settings", "2").await;
+    let updated = set_value(t, "settings", "2").await;
     t.configmaps(NS)
         .delete("settings", &DeleteParams::default())
         .await
         .unwrap();
-    let three = delivered(&sink, 3).await;
+    let three = delivered(sink, 3).await;
     // The deletion carries the object as the API server last wrote it: its version is the
     // deletion's.
     let deleted = three[2].body["metadata"]["resourceVersion"]
@@ -162,25 +156,26 @@ async fn create_update_delete_become_three_cloudevents_and_an_outage_loses_none(
         deleted.parse::<u64>().unwrap() > updated.parse::<u64>().unwrap(),
         "{deleted} after {updated}"
     );
-    let expected: Vec<Value> = [
+    let changes = [
         ("add", &created),
         ("update", &updated),
         ("delete", &deleted),
-    ]
-    .into_iter()
-    .map(|(change, version)| {
-        json!({
-            "specversion": "1.0",
-            "id": format!("{uid}.{version}.{change}"),
-            "source": "https://kubernetes.default.svc",
-            "type": format!("dev.knative.apiserver.resource.{change}"),
-            "subject": "/apis/v1/namespaces/shop/configmaps/settings",
-            "kind": "ConfigMap",
-            "name": "settings",
-            "namespace": NS,
+    ];
+    let expected: Vec<Value> = changes
+        .into_iter()
+        .map(|(change, version)| {
+            json!({
+                "specversion": "1.0",
+                "id": format!("{uid}.{version}.{change}"),
+                "source": "https://kubernetes.default.svc",
+                "type": format!("dev.knative.apiserver.resource.{change}"),
+                "subject": "/apis/v1/namespaces/shop/configmaps/settings",
+                "kind": "ConfigMap",
+                "name": "settings",
+                "namespace": NS,
+            })
         })
-    })
-    .collect();
+        .collect();
     assert_eq!(three.iter().map(attributes).collect::<Vec<_>>(), expected);
     let values: Vec<&Value> = three.iter().map(|r| &r.body["data"]["v"]).collect();
     assert_eq!(values, [&json!("1"), &json!("2"), &json!("2")]);
@@ -189,19 +184,19 @@ async fn create_update_delete_become_three_cloudevents_and_an_outage_loses_none(
         assert_eq!(header(request, "content-type"), Some("application/json"));
         assert_eq!(request.body["metadata"]["uid"], uid.as_str());
     }
+}
 
-    let web = create_deployment(&t, "web").await;
-    let added = delivered(&sink, 4).await.remove(3);
-    let attributes_of_web = attributes(&added);
+/// A Deployment's creation is one `add`, with its subject under `apps/v1`.
+async fn a_deployment_is_one_cloudevent(t: &TestDaemon, sink: &Receiver) {
+    let web = create_deployment(t, "web").await;
+    let added = delivered(sink, 4).await.remove(3);
+    let attributes = attributes(&added);
+    assert_eq!(attributes["type"], "dev.knative.apiserver.resource.add");
     assert_eq!(
-        attributes_of_web["type"],
-        "dev.knative.apiserver.resource.add"
-    );
-    assert_eq!(
-        attributes_of_web["subject"],
+        attributes["subject"],
         "/apis/apps/v1/namespaces/shop/deployments/web"
     );
-    assert_eq!(attributes_of_web["kind"], "Deployment");
+    assert_eq!(attributes["kind"], "Deployment");
     assert_eq!(added.body["metadata"]["uid"], web.metadata.uid.unwrap());
     assert_eq!(added.body["spec"]["replicas"], 2);
     assert_eq!(
@@ -209,18 +204,25 @@ async fn create_update_delete_become_three_cloudevents_and_an_outage_loses_none(
         4,
         "the ConfigMap in default was sent"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_update_delete_become_three_cloudevents_and_an_outage_loses_none() {
+    let sink = Receiver::start().await;
+    let t = TestDaemon::builder(&fragment(&sink))
+        .plugin_file("cloudevents", "cloudevents")
+        .start()
+        .await;
+    support::create_namespaces(&t.client(), &[NS]).await;
+    create_secret(&t, &sink).await;
+    a_configmaps_life_is_three_cloudevents(&t, &sink).await;
+    a_deployment_is_one_cloudevent(&t, &sink).await;
 
     // The outage: the sink answers 503 while a ConfigMap is made and changed and a
     // Deployment made. Both objects fail, the handler goes into quarantine, and its first
     // try from there fails too.
     sink.set(Mode::Unavailable);
-    support::create_configmap(
-        &t.client(),
-        NS,
-        json!({"metadata": {"name": "flags"},
-                                                      "data": {"v": "a"}}),
-    )
-    .await;
+    create_in_shop(&t, "flags", "a").await;
     set_value(&t, "flags", "b").await;
     create_deployment(&t, "api").await;
     support::eventually("a failed try in quarantine", WAIT, async || {
@@ -230,8 +232,7 @@ async fn create_update_delete_become_three_cloudevents_and_an_outage_loses_none(
     })
     .await;
     sink.set(Mode::Ok);
-    let all = delivered(&sink, 7).await;
-    let after: Vec<Received> = all[4..].to_vec();
+    let after: Vec<Received> = delivered(&sink, 7).await[4..].to_vec();
     let flags = about(&after, "flags");
     let types: Vec<Value> = flags
         .iter()

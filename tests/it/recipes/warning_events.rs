@@ -153,30 +153,42 @@ async fn routes_delivered(t: &TestDaemon) -> BTreeMap<String, u64> {
         .collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn warnings_reach_the_webhook_and_slack_normal_events_do_not_and_an_outage_loses_none() {
-    let webhook = Receiver::start().await;
-    let slack = Receiver::start().await;
-    let t = TestDaemon::builder(&fragment(&webhook, &slack))
-        .plugin_file("webhook", "webhook")
-        .plugin_file("slack", "slack")
-        .start()
-        .await;
-    create_secret(&t, &webhook, &slack).await;
+const BACKOFF: &str = "Back-off restarting failed container app in pod web-1_default";
+const UNSCHEDULABLE: &str = "0/3 nodes are available: 3 Insufficient cpu.";
 
+/// The Warnings made while the receivers are down: Pod, reason, message.
+const DURING: [(&str, &str, &str); 3] = [
+    ("web-3", "FailedScheduling", UNSCHEDULABLE),
+    (
+        "web-4",
+        "BackOff",
+        "Back-off restarting failed container app",
+    ),
+    (
+        "web-5",
+        "Unhealthy",
+        "Readiness probe failed: connection refused",
+    ),
+];
+
+/// kubernetes-event-exporter's scenario: a Normal Event and two Warnings about Pods; the
+/// Warnings reach both receivers with what a user reads, the Normal one neither.
+async fn warnings_arrive_and_normal_events_do_not(
+    t: &TestDaemon,
+    webhook: &Receiver,
+    slack: &Receiver,
+) {
     // The Normal one first: the routes see the three in this order, so had they let it
     // through, it would have been counted before the Warnings were delivered.
-    create_event(&t, "web-1", "Normal", "Pulled", "Successfully pulled image").await;
-    let backoff = "Back-off restarting failed container app in pod web-1_default";
-    create_event(&t, "web-1", "Warning", "BackOff", backoff).await;
-    let unschedulable = "0/3 nodes are available: 3 Insufficient cpu.";
-    create_event(&t, "web-2", "Warning", "FailedScheduling", unschedulable).await;
+    create_event(t, "web-1", "Normal", "Pulled", "Successfully pulled image").await;
+    create_event(t, "web-1", "Warning", "BackOff", BACKOFF).await;
+    create_event(t, "web-2", "Warning", "FailedScheduling", UNSCHEDULABLE).await;
 
-    let hooked = delivered_by_pod(&webhook, 2, webhook_pod).await;
+    let hooked = delivered_by_pod(webhook, 2, webhook_pod).await;
     assert_eq!(
         hooked["web-1"][0].body,
         json!({
-            "type": "Warning", "reason": "BackOff", "message": backoff,
+            "type": "Warning", "reason": "BackOff", "message": BACKOFF,
             "involvedObject": {"apiVersion": "v1", "kind": "Pod", "namespace": "default",
                                "name": "web-1"},
             "namespace": "default", "count": 3, "source": {"component": "kubelet"},
@@ -185,54 +197,43 @@ async fn warnings_reach_the_webhook_and_slack_normal_events_do_not_and_an_outage
     );
     assert_eq!(hooked["web-1"][0].path, "/events");
     assert_eq!(hooked["web-2"][0].body["reason"], "FailedScheduling");
-    assert_eq!(hooked["web-2"][0].body["message"], unschedulable);
+    assert_eq!(hooked["web-2"][0].body["message"], UNSCHEDULABLE);
     assert_eq!(
         hooked["web-2"][0].body["source"],
         json!({"component": "default-scheduler"})
     );
-    let posted = delivered_by_pod(&slack, 2, slack_pod).await;
+    let posted = delivered_by_pod(slack, 2, slack_pod).await;
     assert_eq!(posted["web-1"][0].path, "/services/T0/B0/s3cret");
     assert_eq!(
         posted["web-1"][0].body["text"],
-        format!("Warning BackOff on Pod default/web-1: {backoff}")
+        format!("Warning BackOff on Pod default/web-1: {BACKOFF}")
     );
     assert_eq!(
         posted["web-2"][0].body["text"],
-        format!("Warning FailedScheduling on Pod default/web-2: {unschedulable}")
+        format!("Warning FailedScheduling on Pod default/web-2: {UNSCHEDULABLE}")
     );
-    let counted = routes_delivered(&t).await;
+    let counted = routes_delivered(t).await;
     assert_eq!(counted[WEBHOOK], 2, "{counted:?}");
     assert_eq!(counted[SLACK], 2, "{counted:?}");
     assert_eq!(webhook.received().len(), 2);
     assert_eq!(slack.received().len(), 2);
+}
 
-    // The outage: the webhook answers 503; Slack's connection is dropped and its port
-    // closed, so every new connection is refused.
+/// The outage: the webhook answers 503; Slack's connection is dropped and its port closed,
+/// so every new connection is refused. A Normal Event and [`DURING`]'s Warnings are made,
+/// and the outage lasts until both handlers are quarantined (their Warnings wait without
+/// spending retries) and one call each has tried its receiver again in vain (the
+/// quarantine's backoff doubled from 5 s to 10 s): longer than the default `max_retries`
+/// (5 retries, 3.1 s) would have kept them. Returns the port Slack listened on.
+async fn go_down_for_a_while(t: &TestDaemon, webhook: &Receiver, slack: Receiver) -> u16 {
     webhook.set(Mode::Unavailable);
     slack.set(Mode::Reset);
     let slack_port = slack.port();
     drop(slack);
-    let during = [
-        ("web-3", "FailedScheduling", unschedulable),
-        (
-            "web-4",
-            "BackOff",
-            "Back-off restarting failed container app",
-        ),
-        (
-            "web-5",
-            "Unhealthy",
-            "Readiness probe failed: connection refused",
-        ),
-    ];
-    create_event(&t, "web-6", "Normal", "Started", "Started container app").await;
-    for (pod, reason, message) in during {
-        create_event(&t, pod, "Warning", reason, message).await;
+    create_event(t, "web-6", "Normal", "Started", "Started container app").await;
+    for (pod, reason, message) in DURING {
+        create_event(t, pod, "Warning", reason, message).await;
     }
-    // Down for a while: both handlers are quarantined (their Warnings wait without spending
-    // retries), and one call each has tried the receiver again in vain (the quarantine's
-    // backoff doubled from 5 s to 10 s): longer than the default `max_retries` (5 retries,
-    // 3.1 s) would have kept them.
     support::eventually(
         "a failed try in quarantine on each handler",
         WAIT,
@@ -247,25 +248,40 @@ async fn warnings_reach_the_webhook_and_slack_normal_events_do_not_and_an_outage
         },
     )
     .await;
-    let errors = last_errors(&t, WEBHOOK).await;
+    let errors = last_errors(t, WEBHOOK).await;
     assert!(
         errors
             .iter()
             .any(|e| e.contains("the receiver answered 503")),
         "{errors:#?}"
     );
-    let errors = last_errors(&t, SLACK).await;
+    let errors = last_errors(t, SLACK).await;
     assert!(
         errors.iter().any(|e| e.contains("ConnectionRefused")),
         "{errors:#?}"
     );
+    slack_port
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn warnings_reach_the_webhook_and_slack_normal_events_do_not_and_an_outage_loses_none() {
+    let webhook = Receiver::start().await;
+    let slack = Receiver::start().await;
+    let t = TestDaemon::builder(&fragment(&webhook, &slack))
+        .plugin_file("webhook", "webhook")
+        .plugin_file("slack", "slack")
+        .start()
+        .await;
+    create_secret(&t, &webhook, &slack).await;
+    warnings_arrive_and_normal_events_do_not(&t, &webhook, &slack).await;
+    let slack_port = go_down_for_a_while(&t, &webhook, slack).await;
 
     // Back: every Warning made meanwhile arrives at each, once; the Normal one at neither.
     webhook.set(Mode::Ok);
     let slack = Receiver::start_on(slack_port).await;
     let hooked = delivered_by_pod(&webhook, 5, webhook_pod).await;
     let posted = delivered_by_pod(&slack, 3, slack_pod).await;
-    for (pod, reason, message) in during {
+    for (pod, reason, message) in DURING {
         assert_eq!(hooked[pod].len(), 1, "{pod}: {:#?}", hooked[pod]);
         assert_eq!(hooked[pod][0].body["reason"], reason);
         assert_eq!(hooked[pod][0].body["message"], message);
