@@ -7,8 +7,8 @@
 #   the shared libraries it loads   at the paths `ldd BINARY` gives (the loader, libc, libm,
 #                                   libgcc_s): the glibc of the machine that built it, whose
 #                                   allocator the benchmarks measured
-#   /plugins/NAME.wasm              each example and sink plugin (plugins/examples/NAME,
-#                                   plugins/sinks/NAME), from
+#   /plugins/NAME.wasm              each example, sink and recipe plugin (plugins/examples/NAME,
+#                                   plugins/sinks/NAME, plugins/recipes/NAME), from
 #                                   PLUGINS_BUILD_DIR (plugins/target/wasm32-wasip2/release)
 #   /etc/ssl/certs/ca-certificates.crt   this machine's CA bundle (Debian's ca-certificates)
 #   /etc/passwd, /etc/group         root and nonroot (65532), the user the image runs as
@@ -33,7 +33,7 @@ for library in $libraries; do
   cp -L "$library" "$out$library"
   chmod 0755 "$out$library"
 done
-for dir in "$root"/plugins/examples/*/ "$root"/plugins/sinks/*/; do
+for dir in "$root"/plugins/examples/*/ "$root"/plugins/sinks/*/ "$root"/plugins/recipes/*/; do
   name=$(basename "$dir")
   [ -f "$dir/Cargo.toml" ] || continue
   install -m 0644 "$built/${name//-/_}.wasm" "$out/plugins/$name.wasm"

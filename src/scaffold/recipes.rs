@@ -76,6 +76,11 @@ macro_rules! recipe {
 pub static RECIPES: &[Recipe] = &[
     recipe!("janitor", rust),
     recipe!("namespace-defaults", rust),
+    recipe!("pods-per-node", rust),
+    recipe!("reloader", rust),
+    recipe!("replicator", rust),
+    recipe!("warning-events", config),
+    recipe!("cloudevents-source", config),
 ];
 
 /// The recipe `name`, if the binary has it.

@@ -1,5 +1,6 @@
 //! The documentation stays true to itself and to the code: every relative link in
-//! README.md, docs/, plugins/README.md and BENCHMARKS.md names a file that exists, and every
+//! README.md, docs/, plugins/README.md, each recipe's README (plugins/recipes/NAME) and
+//! BENCHMARKS.md names a file that exists, and every
 //! `#anchor` a heading of its target (as GitHub makes anchors: lower case, punctuation
 //! dropped, spaces as '-'); the config reference documents exactly the keys the config
 //! types accept (taken from the types themselves, through the "expected one of" of an
@@ -27,6 +28,17 @@ fn markdown_files() -> Vec<PathBuf> {
         .collect();
     docs.sort();
     files.extend(docs);
+    let mut recipes: Vec<PathBuf> = std::fs::read_dir(root.join("plugins/recipes"))
+        .expect("plugins/recipes/")
+        .map(|e| {
+            e.expect("a plugins/recipes/ entry")
+                .path()
+                .join("README.md")
+        })
+        .filter(|p| p.is_file())
+        .collect();
+    recipes.sort();
+    files.extend(recipes);
     files
 }
 

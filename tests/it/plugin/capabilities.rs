@@ -1,12 +1,12 @@
 //! The host imports against the simulator: writes happen only where a handler's
 //! `capabilities:` grant them, cache reads only for the resources its routes watch, and
 //! plugin metrics show on /metrics; every refusal is an error the handler reports, never a
-//! crash.
+//! crash. (Reads by index: the recipe pods-per-node, in tests/it/recipes/pods_per_node.rs.)
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Event as CoreEvent, Pod};
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use k8s_openapi::api::core::v1::{ConfigMap, Event as CoreEvent};
+use kube::api::{Api, ListParams};
 use serde_json::json;
 
 use crate::support::{self, TestDaemon};
@@ -265,49 +265,6 @@ async fn a_write_still_waiting_at_the_deadline_ends_the_call_as_a_timeout() {
     assert_eq!(error, "deadline of 300ms exceeded; the call was stopped");
     assert!(started.elapsed() < Duration::from_secs(10));
     t.sim().faults().clear();
-    t.stop().await;
-}
-
-async fn create_pod(t: &TestDaemon, name: &str, node: &str) {
-    let api: Api<Pod> = Api::namespaced(t.client(), "default");
-    let pod: Pod = serde_json::from_value(json!({
-        "metadata": {"name": name},
-        "spec": {"nodeName": node, "containers": [{"name": "c", "image": "busybox"}]},
-    }))
-    .unwrap();
-    api.create(&PostParams::default(), &pod).await.unwrap();
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn pods_per_node_reads_the_cache_by_index_and_exports_a_gauge_per_node() {
-    let yaml = "
-handlers:
-  pods-per-node: {concurrency: 1}
-routes:
-  - name: pods
-    resource: pods
-    indexes: {node: spec.nodeName}
-    handler: pods-per-node
-";
-    let t = TestDaemon::start(yaml).await;
-    for (name, node) in [("a", "n1"), ("b", "n1"), ("c", "n2")] {
-        create_pod(&t, name, node).await;
-    }
-    let n1 = r#"switchyard_plugin_pods_on_node{handler="pods-per-node",node="n1"}"#;
-    let n2 = r#"switchyard_plugin_pods_on_node{handler="pods-per-node",node="n2"}"#;
-    support::eventually("2 pods on n1 and 1 on n2", WAIT, async || {
-        (metric(&t, n1).await == Some(2.0) && metric(&t, n2).await == Some(1.0)).then_some(())
-    })
-    .await;
-
-    let api: Api<Pod> = Api::namespaced(t.client(), "default");
-    api.delete("a", &DeleteParams::default()).await.unwrap();
-    api.delete("c", &DeleteParams::default()).await.unwrap();
-    support::eventually("1 pod on n1 and none on n2", WAIT, async || {
-        (metric(&t, n1).await == Some(1.0) && metric(&t, n2).await == Some(0.0)).then_some(())
-    })
-    .await;
-    assert!(last_errors(&t, "pods-per-node").await.is_empty());
     t.stop().await;
 }
 

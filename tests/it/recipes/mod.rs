@@ -4,10 +4,13 @@
 //! outcome read back through the API or `kubectl`; and each fragment's `switchyard rbac`
 //! output checked to be least-privilege.
 
+mod cloudevents_source;
 mod janitor;
 mod namespace_defaults;
+mod pods_per_node;
 mod reloader;
 mod replicator;
+mod warning_events;
 
 use std::path::PathBuf;
 
@@ -34,38 +37,44 @@ pub fn rbac(name: &str) -> String {
     out
 }
 
-/// The rules `switchyard rbac` grants for the recipe's fragment, one entry per rule:
-/// `"ClusterRole GROUP/PLURAL"` (or `"Role NAMESPACE GROUP/PLURAL"`; the core group is
-/// empty) and its verbs, sorted. Panics on anything but ServiceAccounts, (Cluster)Roles
-/// and their bindings.
-pub fn rbac_rules(name: &str) -> std::collections::BTreeMap<String, Vec<String>> {
-    let mut rules = std::collections::BTreeMap::new();
-    for document in rbac(name).split("\n---\n") {
-        let object: serde_json::Value =
-            serde_saphyr::from_str(document).unwrap_or_else(|e| panic!("{e}:\n{document}"));
-        let kind = object["kind"].as_str().unwrap_or_default();
-        let scope = match kind {
-            "ClusterRole" => "ClusterRole".to_string(),
-            "Role" => format!("Role {}", object["metadata"]["namespace"].as_str().unwrap()),
-            "ServiceAccount" | "ClusterRoleBinding" | "RoleBinding" => continue,
-            other => panic!("switchyard rbac printed a {other}:\n{document}"),
-        };
-        for rule in object["rules"].as_array().into_iter().flatten() {
-            let texts = |field: &str| -> Vec<String> {
-                rule[field]
-                    .as_array()
-                    .unwrap_or_else(|| panic!("a rule without {field}: {rule}"))
-                    .iter()
-                    .map(|v| v.as_str().unwrap().to_string())
-                    .collect()
+/// Every rule `switchyard rbac` grants for the recipe's fragment, one line each, sorted:
+/// `KIND[/NAMESPACE] GROUPS RESOURCES[ names=NAMES] VERBS`, e.g.
+/// `ClusterRole core events get,list,watch` or
+/// `Role/default core secrets names=hook get,list,watch` (`core` for the empty group).
+pub fn granted(name: &str) -> Vec<String> {
+    let documents: Vec<serde_json::Value> =
+        serde_saphyr::from_multiple(&rbac(name)).expect("rbac prints YAML documents");
+    let joined = |value: &serde_json::Value| {
+        let items: Vec<&str> = value
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|v| {
+                v.as_str()
+                    .map_or("?", |s| if s.is_empty() { "core" } else { s })
+            })
+            .collect();
+        items.join(",")
+    };
+    let mut lines = Vec::new();
+    for document in documents.iter().filter(|d| d["rules"].is_array()) {
+        let mut kind = document["kind"].as_str().unwrap_or("?").to_string();
+        if let Some(namespace) = document["metadata"]["namespace"].as_str() {
+            kind = format!("{kind}/{namespace}");
+        }
+        for rule in document["rules"].as_array().unwrap() {
+            let names = match joined(&rule["resourceNames"]) {
+                names if names.is_empty() => String::new(),
+                names => format!(" names={names}"),
             };
-            let [group] = texts("apiGroups").try_into().expect("one group per rule");
-            for plural in texts("resources") {
-                let mut verbs = texts("verbs");
-                verbs.sort();
-                rules.insert(format!("{scope} {group}/{plural}"), verbs);
-            }
+            lines.push(format!(
+                "{kind} {} {}{names} {}",
+                joined(&rule["apiGroups"]),
+                joined(&rule["resources"]),
+                joined(&rule["verbs"]),
+            ));
         }
     }
-    rules
+    lines.sort();
+    lines
 }

@@ -62,6 +62,26 @@ impl Receiver {
     /// Starts a receiver; with `tls`, it speaks HTTPS with that server config.
     pub async fn start_with(tls: Option<tokio_rustls::TlsAcceptor>) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        Self::serve_on(listener, tls)
+    }
+
+    /// Starts a plain HTTP receiver on 127.0.0.1:`port`, answering 200: one that comes back
+    /// where an earlier one (dropped) listened. Tries for up to 5 s while the port is busy.
+    pub async fn start_on(port: u16) -> Self {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            match TcpListener::bind(("127.0.0.1", port)).await {
+                Ok(listener) => return Self::serve_on(listener, None),
+                Err(e) if tokio::time::Instant::now() > deadline => {
+                    panic!("bind 127.0.0.1:{port} again: {e}")
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
+        }
+    }
+
+    /// Serves `listener`, with `tls` if given.
+    fn serve_on(listener: TcpListener, tls: Option<tokio_rustls::TlsAcceptor>) -> Self {
         let addr = listener.local_addr().unwrap();
         let shared = Arc::new(Shared {
             mode: Mutex::new(Mode::Ok),

@@ -129,3 +129,127 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 }
 
 export_handler!(Reloader);
+
+#[cfg(all(test, not(target_arch = "wasm32")))]
+mod tests {
+    use serde_json::{Value, json};
+    use switchyard_sdk::testing::{TestHost, Write, updated};
+
+    use super::*;
+
+    fn configmap(data: Value) -> Value {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": "app-config", "namespace": "default"}, "data": data})
+    }
+
+    fn deployment(name: &str, namespace: &str, annotations: Value, mounts: &str) -> Value {
+        json!({"kind": "Deployment",
+               "metadata": {"name": name, "namespace": namespace, "annotations": annotations},
+               "spec": {"template": {"spec": {"volumes": [{"configMap": {"name": mounts}}]}}}})
+    }
+
+    /// A host caching `deployments`, with the `configmaps` index over their volumes.
+    fn host(deployments: Vec<Value>) -> TestHost {
+        let volumes = |d: &Value| -> Vec<String> {
+            (d["spec"]["template"]["spec"]["volumes"]
+                .as_array()
+                .into_iter()
+                .flatten())
+            .filter_map(|v| v["configMap"]["name"].as_str().map(String::from))
+            .collect()
+        };
+        let mut host = TestHost::new()
+            .index("configmaps", volumes)
+            .index("secrets", |_| Vec::new());
+        for d in deployments {
+            host = host.object("deployments", d);
+        }
+        host
+    }
+
+    fn patched(writes: &[Write]) -> Vec<(String, String)> {
+        (writes.iter())
+            .map(|w| match w {
+                Write::MergePatch { name, patch, .. } => {
+                    let stamp = &patch["spec"]["template"]["metadata"]["annotations"][STAMP];
+                    (
+                        name.clone(),
+                        stamp
+                            .as_str()
+                            .unwrap()
+                            .split('@')
+                            .next()
+                            .unwrap()
+                            .to_string(),
+                    )
+                }
+                other => panic!("only merge patches: {other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_data_change_stamps_the_workloads_that_follow_the_configmap_and_no_others() {
+        let auto = json!({"reloader.stakater.com/auto": "true"});
+        let host = host(vec![
+            deployment("web", "default", auto.clone(), "app-config"),
+            deployment(
+                "named",
+                "default",
+                json!({"configmap.reloader.stakater.com/reload": "x, app-config"}),
+                "other",
+            ),
+            deployment("plain", "default", json!({}), "app-config"),
+            deployment("elsewhere", "other", auto.clone(), "app-config"),
+            deployment(
+                "secrets-only",
+                "default",
+                json!({"secret.reloader.stakater.com/auto": "true"}),
+                "app-config",
+            ),
+        ]);
+        let report = host.handle::<Reloader>(updated(
+            configmap(json!({"k": "1"})),
+            configmap(json!({"k": "2"})),
+        ));
+        assert_eq!(report.outcome, Ok(Outcome::Done));
+        let mut stamped = patched(&report.writes);
+        stamped.sort();
+        let expected = [
+            ("named", "configmap/app-config"),
+            ("web", "configmap/app-config"),
+        ];
+        assert_eq!(
+            stamped,
+            expected.map(|(a, b)| (a.to_string(), b.to_string()))
+        );
+    }
+
+    #[test]
+    fn unchanged_data_and_a_stamp_already_there_write_nothing() {
+        let mut web = deployment(
+            "web",
+            "default",
+            json!({"reloader.stakater.com/auto": "true"}),
+            "app-config",
+        );
+        let new = configmap(json!({"k": "2"}));
+        let stamp = format!(
+            "configmap/app-config@{:016x}",
+            fnv1a(content(&new).to_string().as_bytes())
+        );
+        let host = host(vec![web.clone()]);
+        let mut relabelled = new.clone();
+        relabelled["metadata"]["labels"] = json!({"touched": "yes"});
+        assert!(
+            host.handle::<Reloader>(updated(new.clone(), relabelled))
+                .writes
+                .is_empty()
+        );
+        web["spec"]["template"]["metadata"] = json!({"annotations": {STAMP: stamp}});
+        let report =
+            self::host(vec![web]).handle::<Reloader>(updated(configmap(json!({"k": "1"})), new));
+        assert_eq!(report.outcome, Ok(Outcome::Done));
+        assert!(report.writes.is_empty(), "{:?}", report.writes);
+    }
+}

@@ -187,3 +187,96 @@ fn copy(resource: &str, source: &Value, namespace: &str) -> Result<(), String> {
 }
 
 export_handler!(Replicator);
+
+#[cfg(all(test, not(target_arch = "wasm32")))]
+mod tests {
+    use serde_json::{Value, json};
+    use switchyard_sdk::testing::{TestHost, Write, event};
+    use switchyard_sdk::{EventKind, Outcome};
+
+    use super::*;
+
+    fn namespace(name: &str, labels: Value) -> Value {
+        json!({"kind": "Namespace", "metadata": {"name": name, "labels": labels}})
+    }
+
+    fn source() -> Value {
+        json!({"kind": "Secret", "type": "Opaque", "data": {"token": "b25l"},
+               "metadata": {"name": "registry", "namespace": "default", "uid": "u-1",
+                            "annotations": {TO: "team-a, stage-*", TO_MATCHING: "env=prod"}}})
+    }
+
+    fn host() -> TestHost {
+        let by_uid = |o: &Value| {
+            o["metadata"]["labels"][SOURCE_UID]
+                .as_str()
+                .map(String::from)
+                .into_iter()
+                .collect()
+        };
+        let mut host = TestHost::new().index(REPLICAS, by_uid);
+        for (name, labels) in [
+            ("default", json!({})),
+            ("team-a", json!({})),
+            ("team-b", json!({})),
+            ("stage-1", json!({})),
+            ("p", json!({"env": "prod"})),
+        ] {
+            host = host.object("namespaces", namespace(name, labels));
+        }
+        host
+    }
+
+    #[test]
+    fn a_source_is_applied_where_its_names_globs_and_labels_point_and_nowhere_else() {
+        let report = host().handle::<Replicator>(event(EventKind::Added, source()));
+        assert_eq!(report.outcome, Ok(Outcome::Done));
+        let mut applied: Vec<(String, Value)> = (report.writes.iter())
+            .map(|w| match w {
+                Write::Apply {
+                    namespace, body, ..
+                } => (namespace.clone().unwrap(), body.clone()),
+                other => panic!("only applies: {other:?}"),
+            })
+            .collect();
+        applied.sort_by(|a, b| a.0.cmp(&b.0));
+        let namespaces: Vec<&str> = applied.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(namespaces, ["p", "stage-1", "team-a"]);
+        let body = &applied[0].1;
+        assert_eq!(body["data"], json!({"token": "b25l"}));
+        assert_eq!(body["metadata"]["labels"][SOURCE_UID], "u-1");
+        assert_eq!(body["metadata"]["annotations"][FROM], "default/registry");
+        assert!(
+            body["metadata"]["annotations"][TO].is_null(),
+            "a copy is no source"
+        );
+    }
+
+    #[test]
+    fn an_object_that_is_not_a_copy_is_left_alone_and_a_gone_source_takes_its_copies() {
+        let mine = json!({"kind": "Secret", "metadata": {"name": "registry", "namespace": "team-a"}, "data": {"token": "bWluZQ=="}});
+        let report = host()
+            .object("secrets", mine)
+            .handle::<Replicator>(event(EventKind::Added, source()));
+        assert!(report.writes.iter().any(|w| matches!(w, Write::Event { reason, event_type, .. } if reason == "ReplicationRefused" && event_type == "Warning")));
+        assert!(!report.writes.iter().any(|w| matches!(w, Write::Apply { namespace, .. } if namespace.as_deref() == Some("team-a"))));
+
+        let copy = json!({"kind": "Secret", "metadata": {"name": "registry", "namespace": "stage-1",
+                          "labels": {SOURCE_UID: "u-1"}, "annotations": {FROM: "default/registry"}}});
+        let report = host()
+            .object("secrets", copy)
+            .handle::<Replicator>(event(EventKind::Deleted, source()));
+        let deleted = Write::Delete {
+            resource: "secrets".into(),
+            namespace: Some("stage-1".into()),
+            name: "registry".into(),
+        };
+        assert_eq!(report.writes, [deleted]);
+    }
+
+    #[test]
+    fn globs_match_whole_names() {
+        assert!(glob("stage-*", "stage-1") && glob("*-prod", "web-prod") && glob("a*b*c", "aXbYc"));
+        assert!(!glob("stage-*", "prestage-1") && !glob("team-a", "team-ab") && !glob("a*b", "ba"));
+    }
+}

@@ -1,0 +1,315 @@
+//! The recipe warning-events (plugins/recipes/warning-events) played through
+//! kubernetes-event-exporter's own scenario: Warning Events about Pods (BackOff,
+//! FailedScheduling) reach a webhook and Slack with their reason, message and involved
+//! object, Normal ones reach neither; then both receivers go down (the webhook answers 503,
+//! Slack's port refuses connections) while more Warnings happen, and once they are back each
+//! of those Warnings arrives, once.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{Event as CoreEvent, Secret};
+use kube::Api;
+use kube::api::PostParams;
+use serde_json::json;
+
+use crate::support::receiver::{Mode, Received, Receiver};
+use crate::support::{self, TestDaemon};
+
+const WAIT: Duration = Duration::from_secs(60);
+const RECIPE: &str = "warning-events";
+const WEBHOOK: &str = "warnings-to-webhook";
+const SLACK: &str = "warnings-to-slack";
+
+/// The fragment as shipped, its two allow-lists naming the loopback receivers instead of
+/// hooks.example.com and hooks.slack.com (what a user edits to name their own).
+fn fragment(webhook: &Receiver, slack: &Receiver) -> String {
+    let shipped = super::fragment(RECIPE);
+    let mut yaml = shipped.clone();
+    for (from, to) in [
+        ("https://hooks.example.com", webhook),
+        ("https://hooks.slack.com", slack),
+    ] {
+        let entry = format!("http: [{from}]");
+        assert!(shipped.contains(&entry), "the fragment allows {from}");
+        yaml = yaml.replace(&entry, &format!("http: [\"{}\"]", to.url("http")));
+    }
+    yaml
+}
+
+/// The Secret `warning-events` the fragment takes both URLs from.
+async fn create_secret(t: &TestDaemon, webhook: &Receiver, slack: &Receiver) {
+    let data = [
+        ("webhook-url", format!("{}/events", webhook.url("http"))),
+        (
+            "slack-url",
+            format!("{}/services/T0/B0/s3cret", slack.url("http")),
+        ),
+    ];
+    let secret = Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some(RECIPE.into()),
+            ..Default::default()
+        },
+        data: Some(
+            data.into_iter()
+                .map(|(k, v)| (k.to_string(), ByteString(v.into_bytes())))
+                .collect(),
+        ),
+        ..Default::default()
+    };
+    Api::<Secret>::namespaced(t.client(), "default")
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+}
+
+/// Creates a core v1 Event `event_type`/`reason` about the Pod `pod`, reported by the
+/// kubelet (the scheduler for FailedScheduling), seen `count` times.
+async fn create_event(t: &TestDaemon, pod: &str, event_type: &str, reason: &str, message: &str) {
+    let component = if reason == "FailedScheduling" {
+        "default-scheduler"
+    } else {
+        "kubelet"
+    };
+    let event: CoreEvent = serde_json::from_value(json!({
+        "metadata": {"name": format!("{pod}.{}", reason.to_lowercase()), "namespace": "default"},
+        "type": event_type,
+        "reason": reason,
+        "message": message,
+        "involvedObject": {"apiVersion": "v1", "kind": "Pod", "namespace": "default",
+                           "name": pod},
+        "source": {"component": component},
+        "count": 3,
+        "firstTimestamp": "2026-01-02T03:04:05Z",
+        "lastTimestamp": "2026-01-02T03:05:05Z",
+    }))
+    .unwrap();
+    Api::<CoreEvent>::namespaced(t.client(), "default")
+        .create(&PostParams::default(), &event)
+        .await
+        .unwrap();
+}
+
+/// The requests `receiver` answered 200, keyed by the Pod each is about (read by `pod`),
+/// each Pod's in the order they came; waits until there are `count` of them.
+async fn delivered_by_pod(
+    receiver: &Receiver,
+    count: usize,
+    pod: fn(&Received) -> String,
+) -> BTreeMap<String, Vec<Received>> {
+    let delivered = support::eventually_sync(&format!("{count} deliveries"), WAIT, || {
+        let delivered = receiver.delivered();
+        (delivered.len() >= count).then_some(delivered)
+    })
+    .await;
+    let mut by_pod: BTreeMap<String, Vec<Received>> = BTreeMap::new();
+    for request in delivered {
+        by_pod.entry(pod(&request)).or_default().push(request);
+    }
+    by_pod
+}
+
+/// The Pod a webhook request is about.
+fn webhook_pod(request: &Received) -> String {
+    request.body["involvedObject"]["name"]
+        .as_str()
+        .unwrap_or("?")
+        .to_string()
+}
+
+/// The Pod a Slack message is about (`Warning REASON on Pod default/POD: ...`).
+fn slack_pod(request: &Received) -> String {
+    let text = request.body["text"].as_str().unwrap_or("?");
+    let after = text.split_once(" on Pod default/").map_or("?", |(_, a)| a);
+    after.split(':').next().unwrap_or("?").to_string()
+}
+
+/// The errors the handler's calls ended with lately.
+async fn last_errors(t: &TestDaemon, handler: &str) -> Vec<String> {
+    let (_, detail) = t.get(&format!("/handlers/{handler}")).await;
+    detail["last_errors"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e["error"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// How many changes each route delivered to its handler.
+async fn routes_delivered(t: &TestDaemon) -> BTreeMap<String, u64> {
+    let (_, routes) = t.get("/routes").await;
+    routes["routes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["name"].as_str().unwrap().to_string(),
+                r["delivered"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+const BACKOFF: &str = "Back-off restarting failed container app in pod web-1_default";
+const UNSCHEDULABLE: &str = "0/3 nodes are available: 3 Insufficient cpu.";
+
+/// The Warnings made while the receivers are down: Pod, reason, message.
+const DURING: [(&str, &str, &str); 3] = [
+    ("web-3", "FailedScheduling", UNSCHEDULABLE),
+    (
+        "web-4",
+        "BackOff",
+        "Back-off restarting failed container app",
+    ),
+    (
+        "web-5",
+        "Unhealthy",
+        "Readiness probe failed: connection refused",
+    ),
+];
+
+/// kubernetes-event-exporter's scenario: a Normal Event and two Warnings about Pods; the
+/// Warnings reach both receivers with what a user reads, the Normal one neither.
+async fn warnings_arrive_and_normal_events_do_not(
+    t: &TestDaemon,
+    webhook: &Receiver,
+    slack: &Receiver,
+) {
+    // The Normal one first: the routes see the three in this order, so had they let it
+    // through, it would have been counted before the Warnings were delivered.
+    create_event(t, "web-1", "Normal", "Pulled", "Successfully pulled image").await;
+    create_event(t, "web-1", "Warning", "BackOff", BACKOFF).await;
+    create_event(t, "web-2", "Warning", "FailedScheduling", UNSCHEDULABLE).await;
+
+    let hooked = delivered_by_pod(webhook, 2, webhook_pod).await;
+    assert_eq!(
+        hooked["web-1"][0].body,
+        json!({
+            "type": "Warning", "reason": "BackOff", "message": BACKOFF,
+            "involvedObject": {"apiVersion": "v1", "kind": "Pod", "namespace": "default",
+                               "name": "web-1"},
+            "namespace": "default", "count": 3, "source": {"component": "kubelet"},
+            "firstTimestamp": "2026-01-02T03:04:05Z", "lastTimestamp": "2026-01-02T03:05:05Z",
+        })
+    );
+    assert_eq!(hooked["web-1"][0].path, "/events");
+    assert_eq!(hooked["web-2"][0].body["reason"], "FailedScheduling");
+    assert_eq!(hooked["web-2"][0].body["message"], UNSCHEDULABLE);
+    assert_eq!(
+        hooked["web-2"][0].body["source"],
+        json!({"component": "default-scheduler"})
+    );
+    let posted = delivered_by_pod(slack, 2, slack_pod).await;
+    assert_eq!(posted["web-1"][0].path, "/services/T0/B0/s3cret");
+    assert_eq!(
+        posted["web-1"][0].body["text"],
+        format!("Warning BackOff on Pod default/web-1: {BACKOFF}")
+    );
+    assert_eq!(
+        posted["web-2"][0].body["text"],
+        format!("Warning FailedScheduling on Pod default/web-2: {UNSCHEDULABLE}")
+    );
+    let counted = routes_delivered(t).await;
+    assert_eq!(counted[WEBHOOK], 2, "{counted:?}");
+    assert_eq!(counted[SLACK], 2, "{counted:?}");
+    assert_eq!(webhook.received().len(), 2);
+    assert_eq!(slack.received().len(), 2);
+}
+
+/// The outage: the webhook answers 503; Slack's connection is dropped and its port closed,
+/// so every new connection is refused. A Normal Event and [`DURING`]'s Warnings are made,
+/// and the outage lasts until both handlers are quarantined (their Warnings wait without
+/// spending retries) and one call each has tried its receiver again in vain (the
+/// quarantine's backoff doubled from 5 s to 10 s): longer than the default `max_retries`
+/// (5 retries, 3.1 s) would have kept them. Returns the port Slack listened on.
+async fn go_down_for_a_while(t: &TestDaemon, webhook: &Receiver, slack: Receiver) -> u16 {
+    webhook.set(Mode::Unavailable);
+    slack.set(Mode::Reset);
+    let slack_port = slack.port();
+    drop(slack);
+    create_event(t, "web-6", "Normal", "Started", "Started container app").await;
+    for (pod, reason, message) in DURING {
+        create_event(t, pod, "Warning", reason, message).await;
+    }
+    support::eventually(
+        "a failed try in quarantine on each handler",
+        WAIT,
+        async || {
+            let (_, status) = t.get("/status").await;
+            let handlers = status["handlers"].as_array().cloned().unwrap_or_default();
+            let retried = handlers
+                .iter()
+                .filter(|h| h["quarantine"]["backoff_seconds"].as_f64() >= Some(10.0))
+                .count();
+            (retried == 2).then_some(())
+        },
+    )
+    .await;
+    let errors = last_errors(t, WEBHOOK).await;
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains("the receiver answered 503")),
+        "{errors:#?}"
+    );
+    let errors = last_errors(t, SLACK).await;
+    assert!(
+        errors.iter().any(|e| e.contains("ConnectionRefused")),
+        "{errors:#?}"
+    );
+    slack_port
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn warnings_reach_the_webhook_and_slack_normal_events_do_not_and_an_outage_loses_none() {
+    let webhook = Receiver::start().await;
+    let slack = Receiver::start().await;
+    let t = TestDaemon::builder(&fragment(&webhook, &slack))
+        .plugin_file("webhook", "webhook")
+        .plugin_file("slack", "slack")
+        .start()
+        .await;
+    create_secret(&t, &webhook, &slack).await;
+    warnings_arrive_and_normal_events_do_not(&t, &webhook, &slack).await;
+    let slack_port = go_down_for_a_while(&t, &webhook, slack).await;
+
+    // Back: every Warning made meanwhile arrives at each, once; the Normal one at neither.
+    webhook.set(Mode::Ok);
+    let slack = Receiver::start_on(slack_port).await;
+    let hooked = delivered_by_pod(&webhook, 5, webhook_pod).await;
+    let posted = delivered_by_pod(&slack, 3, slack_pod).await;
+    for (pod, reason, message) in DURING {
+        assert_eq!(hooked[pod].len(), 1, "{pod}: {:#?}", hooked[pod]);
+        assert_eq!(hooked[pod][0].body["reason"], reason);
+        assert_eq!(hooked[pod][0].body["message"], message);
+        assert_eq!(posted[pod].len(), 1, "{pod}: {:#?}", posted[pod]);
+        assert_eq!(
+            posted[pod][0].body["text"],
+            format!("Warning {reason} on Pod default/{pod}: {message}")
+        );
+    }
+    assert_eq!(hooked.len(), 5, "{:?}", hooked.keys());
+    assert_eq!(posted.len(), 3, "{:?}", posted.keys());
+    for handler in [WEBHOOK, SLACK] {
+        let (_, letters) = t.get(&format!("/handlers/{handler}/dead-letters")).await;
+        assert_eq!(letters["dead_letters"], json!([]), "{handler}: {letters:#}");
+    }
+    let counted = routes_delivered(&t).await;
+    assert_eq!(counted[WEBHOOK], 5, "{counted:?}");
+    assert_eq!(counted[SLACK], 5, "{counted:?}");
+    t.stop().await;
+}
+
+#[test]
+fn rbac_grants_reading_events_and_the_one_secret_nothing_more() {
+    assert_eq!(
+        super::granted(RECIPE),
+        [
+            "ClusterRole core events get,list,watch",
+            "Role/default core secrets names=warning-events get,list,watch",
+        ]
+    );
+}
