@@ -165,6 +165,9 @@ impl Handler {
             memory: self.spec.memory,
         };
         let context = lock(&self.host_context).clone();
+        // A plugin reads whole caches: the informers it reads, whether or not they feed its
+        // routes, must have listed once.
+        context.caches_listed().await;
         // With a shadow, the primary's writes are recorded as they are sent.
         let recorded = self.shadow.as_ref().map(|_| Arc::new(Capture::recording()));
         let primary_context = match &recorded {

@@ -240,6 +240,7 @@ pub(super) fn list_watch(
     let with = With {
         api,
         streaming: selectors.shard.is_none(),
+        stream_ends: 0,
         reported: None,
         selectors,
         decoder,
@@ -265,6 +266,8 @@ struct With {
     page_text: Vec<u8>,
     /// Whether lists are streaming lists (until the server refuses one).
     streaming: bool,
+    /// Streaming lists ended before their end bookmark, in a row.
+    stream_ends: u8,
     /// The list mode last reported.
     reported: Option<bool>,
 }
@@ -288,11 +291,9 @@ async fn step(with: &mut With, state: State) -> (Option<Result<Event, Error>>, S
     let (api, selectors) = (&with.api, &with.selectors);
     match state {
         State::Empty if with.streaming => (Some(Ok(Event::ListStarted)), State::StreamStart),
-        // A shard selector's list must say whether the server applied it: pages.
-        State::Empty if with.reported.is_none() => {
-            let why = "a shard selector: a list page says whether the server applied it";
-            (with.report_mode(false, Some(why.into())), State::Empty)
-        }
+        // A shard selector's list must say whether the server applied it: pages, without
+        // trying streaming lists.
+        State::Empty if with.reported.is_none() => (with.report_mode(false, None), State::Empty),
         State::Empty => (
             Some(Ok(Event::ListStarted)),
             State::Listing {

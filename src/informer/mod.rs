@@ -172,6 +172,8 @@ pub struct Informer {
     sinks: Mutex<Vec<Subscription>>,
     health: Mutex<WatchHealth>,
     synced: watch::Sender<bool>,
+    /// Whether a list has ever completed (a relist does not take it back).
+    listed: watch::Sender<bool>,
     task: Mutex<Option<JoinHandle<()>>>,
     /// Wakes the reflector when the subscribers' resync periods change.
     resync_changed: tokio::sync::Notify,
@@ -198,6 +200,7 @@ impl Informer {
             sinks: Mutex::new(Vec::new()),
             health: Mutex::new(WatchHealth::default()),
             synced: watch::channel(false).0,
+            listed: watch::channel(false).0,
             task: Mutex::new(None),
             resync_changed: tokio::sync::Notify::new(),
             next_subscription: std::sync::atomic::AtomicU64::new(1),
@@ -231,6 +234,13 @@ impl Informer {
         let mut rx = self.synced.subscribe();
         // The sender lives as long as self, so this cannot fail while we hold a reference.
         let _ = rx.wait_for(|synced| *synced).await;
+    }
+
+    /// Waits until the first list has completed; unlike [`Informer::wait_until_synced`], a
+    /// relist in progress does not hold it up (the cache then holds at least what it held).
+    pub async fn wait_until_listed(&self) {
+        let mut rx = self.listed.subscribe();
+        let _ = rx.wait_for(|listed| *listed).await;
     }
 
     /// A copy of the watch's health.
@@ -346,6 +356,7 @@ impl Informer {
 
     fn mark_synced(&self) {
         self.synced.send_replace(true);
+        self.listed.send_replace(true);
     }
 
     fn mark_unsynced(&self) {

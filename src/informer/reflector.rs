@@ -190,8 +190,14 @@ fn handle(informer: &Informer, listing: &mut Option<Listing>, event: Event) {
                 health.last_error_code = None;
             }
             if let Some(listing) = listing.take() {
-                informer.remove_unlisted(listing.seen.as_ref(), listing.count);
-                tracing::info!(informer = %informer.key(), objects = listing.count, "list complete");
+                // What the list holds: a streaming list may have sent an object twice (it
+                // changed) or taken one back (deleted) before its end.
+                let objects = match &listing.seen {
+                    Some(seen) => seen.len(),
+                    None => informer.store.len(),
+                };
+                informer.remove_unlisted(listing.seen.as_ref(), objects);
+                tracing::info!(informer = %informer.key(), objects, "list complete");
             }
             informer.mark_synced();
         }
@@ -203,7 +209,16 @@ fn handle(informer: &Informer, listing: &mut Option<Listing>, event: Event) {
         Event::Applied(object) => {
             informer.apply(object);
         }
-        Event::Deleted(object) => informer.delete(object),
+        Event::Deleted(object) => {
+            // A streaming list can report a deletion before its end: the object is no
+            // longer among those listed.
+            if let Some(seen) = listing.as_mut().and_then(|l| l.seen.as_mut()) {
+                let meta = object.meta();
+                let name = meta.name.as_deref().unwrap_or_default();
+                seen.remove(&ObjectKey::new(meta.namespace.as_deref(), name));
+            }
+            informer.delete(object);
+        }
     }
 }
 

@@ -218,11 +218,17 @@ impl Call<'_> {
     }
 }
 
-/// The names the plugin may use for the resources of the event's route: plural and
-/// resource string of the informers it reads, the kinds it names, and the object's kind.
+/// The names the plugin may use, as in the daemon: for the resources of its handler's routes
+/// and of the informers the handler `reads:`, plural and resource string of the informers,
+/// the kinds the routes name, and the object's kind.
 fn resource_names(config: &Config, event: &RecordedEvent) -> Vec<String> {
     let mut names = Vec::new();
     let route = config.routes.iter().find(|r| r.name == event.route);
+    let handler = route.and_then(|r| config.handlers.iter().find(|h| h.name == r.handler));
+    let routes = config
+        .routes
+        .iter()
+        .filter(|r| handler.is_some_and(|h| h.name == r.handler));
     let add_informer = |name: &str, names: &mut Vec<String>| {
         for spec in config.informers.iter().filter(|i| i.name == name) {
             match &spec.resource {
@@ -234,10 +240,14 @@ fn resource_names(config: &Config, event: &RecordedEvent) -> Vec<String> {
             }
         }
     };
-    match route.map(|r| &r.source) {
-        Some(RouteSource::Informer(name)) => add_informer(name, &mut names),
-        Some(RouteSource::Kinds(kinds)) => names.extend(kinds.iter().cloned()),
-        None => {}
+    for route in routes {
+        match &route.source {
+            RouteSource::Informer(name) => add_informer(name, &mut names),
+            RouteSource::Kinds(kinds) => names.extend(kinds.iter().cloned()),
+        }
+    }
+    for read in handler.into_iter().flat_map(|h| &h.reads) {
+        add_informer(read, &mut names);
     }
     if let Some(kind) = event.object.get("kind").and_then(|k| k.as_str()) {
         names.push(kind.to_string());

@@ -102,6 +102,16 @@ impl Default for SimOptions {
     }
 }
 
+/// `listener` with TCP_NODELAY on every connection it accepts.
+fn nodelay(listener: TcpListener) -> impl axum::serve::Listener<Addr = SocketAddr> {
+    use axum::serve::ListenerExt as _;
+    listener.tap_io(|tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %e, "simulator: TCP_NODELAY not set");
+        }
+    })
+}
+
 /// What the server loop is asked to do.
 #[derive(Debug)]
 pub enum ServerCommand {
@@ -298,8 +308,10 @@ async fn serve_loop(
                     .with_graceful_shutdown(stopped)
                     .into_future(),
             ),
+            // TCP_NODELAY, as Go (and so kube-apiserver) sets it: a watch event is a small
+            // write, which Nagle's algorithm would hold back until the last one is acknowledged.
             None => tokio::spawn(
-                axum::serve(listener, app.clone())
+                axum::serve(nodelay(listener), app.clone())
                     .with_graceful_shutdown(stopped)
                     .into_future(),
             ),

@@ -114,6 +114,10 @@ impl axum::serve::Listener for TlsListener {
                     continue;
                 }
             };
+            // TCP_NODELAY, as kube-apiserver sets it (see `super::nodelay`).
+            if let Err(e) = stream.set_nodelay(true) {
+                tracing::debug!(error = %e, "simulator: TCP_NODELAY not set");
+            }
             let handshake = tokio::time::timeout(HANDSHAKE_TIMEOUT, self.acceptor.accept(stream));
             match handshake.await {
                 Ok(Ok(tls)) => return (tls, addr),

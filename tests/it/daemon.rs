@@ -580,7 +580,8 @@ async fn a_body_too_large_is_answered_as_json() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readyz_verbose_says_forbidden_when_the_api_server_refuses_the_list() {
     let t = TestDaemon::start(CONFIGMAPS_TO_LOG_EVENTS).await;
-    let forbidden = switchyard::sim::RequestFailure::forbidden(1000).only(&["list"]);
+    // Neither a paged list nor a streaming one (a watch) is allowed.
+    let forbidden = switchyard::sim::RequestFailure::forbidden(1000).only(&["list", "watch"]);
     t.sim().faults().fail_next_requests(forbidden).unwrap();
     // A route on secrets: its informer's first list is refused.
     t.write_config(&format!(

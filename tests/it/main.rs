@@ -26,6 +26,7 @@ mod fuzz;
 mod ha;
 mod informer;
 mod informer_relist;
+mod informer_streaming;
 mod leftovers;
 mod logs;
 mod oci;

@@ -384,3 +384,34 @@ routes:
         json!([{"kind": "gauge", "name": "pods_on_node", "value": 0.0, "labels": [["node", "n1"]]}])
     );
 }
+
+/// A recipe's handler reads informers no route of it delivers (`reads:`) and the caches of
+/// its other routes: a replay lets it, as the daemon does (its caches are empty offline).
+#[test]
+fn replay_lets_a_handler_read_what_it_reads_in_the_daemon() {
+    let dir = tempfile::tempdir().unwrap();
+    let fragment =
+        std::fs::read_to_string(support::root().join("plugins/recipes/reloader/switchyard.yaml"))
+            .unwrap();
+    let config = support::write_config(dir.path(), &fragment);
+    let configmap = |data: &str| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "app-config", "namespace": "default"}, "data": {"mode": data}})
+    };
+    let event = json!({"route": "reloader-configmaps", "handler": "reloader", "kind": "updated",
+        "object": configmap("green"), "old_object": configmap("blue")});
+    let events = dir.path().join("events.jsonl");
+    std::fs::write(&events, event.to_string()).unwrap();
+    let (code, out, err) = switchyard(&[
+        "replay",
+        "--config",
+        text(&config),
+        "--events",
+        text(&events),
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("line 1: updated default/app-config (route reloader-configmaps, handler reloader) -> done\n"),
+        "{out}"
+    );
+}

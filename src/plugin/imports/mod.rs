@@ -175,6 +175,14 @@ impl HostContext {
         &self.log_counters
     }
 
+    /// Waits until every cache the plugin may read has completed its first list, so that a
+    /// call never reads a cache still filling at start (client-go's WaitForCacheSync).
+    pub async fn caches_listed(&self) {
+        for informer in &self.resources {
+            informer.wait_until_listed().await;
+        }
+    }
+
     /// The writes granted.
     pub fn capabilities(&self) -> &Capabilities {
         &self.capabilities
@@ -191,7 +199,7 @@ impl HostContext {
             .collect();
         if found.is_empty() {
             return Err(format!(
-                "handler {:?} may read only the resources its routes watch and its reads: name, not {name:?}: {}",
+                "handler {:?} may read only the resources its routes watch and the informers its `reads:` names, not {name:?}: {}",
                 self.handler,
                 self.readable().join(", ")
             ));

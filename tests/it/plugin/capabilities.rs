@@ -293,7 +293,7 @@ async fn reading_a_resource_the_routes_do_not_watch_or_an_unknown_index_is_refus
     let error = wait_for_error(&t, "faulty", "may read only").await;
     assert_eq!(
         error,
-        "handler \"faulty\" may read only the resources its routes watch and its reads: name, not \"secrets\": configmaps"
+        "handler \"faulty\" may read only the resources its routes watch and the informers its `reads:` names, not \"secrets\": configmaps"
     );
     create_configmap_with(
         &t,

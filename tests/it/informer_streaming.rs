@@ -1,0 +1,316 @@
+//! Streaming lists (KEP-3157): an informer lists with a `sendInitialEvents` watch where the
+//! API server serves one, and with pages where it refuses it (the simulator's `WatchList`
+//! feature gate off, as an older kube-apiserver). Either way the cache equals the server's,
+//! `/status`'s health says which, and a relist after a 410 delivers the same difference.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+use switchyard::config::ResourceName;
+use switchyard::informer::{CacheOptions, Informer, InformerFactory, WatchKey};
+use switchyard::sim::{Cluster, RequestFailure, SimOptions, Simulator};
+
+use crate::informer::Recorder;
+use crate::support;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+fn configmaps() -> WatchKey {
+    WatchKey {
+        resource: ResourceName::parse("configmaps").unwrap(),
+        namespace: None,
+        label_selector: None,
+        field_selector: None,
+    }
+}
+
+fn index(cluster: &Cluster) -> usize {
+    cluster.find_resource("", "v1", "configmaps").unwrap()
+}
+
+fn create(cluster: &Cluster, name: &str) {
+    let object = json!({"metadata": {"name": name}, "data": {"v": "0"}});
+    cluster.create(index(cluster), "default", object).unwrap();
+}
+
+/// The simulator's ConfigMaps: key → resourceVersion.
+fn truth(cluster: &Cluster) -> BTreeMap<String, String> {
+    (cluster.list(index(cluster), None).items.iter())
+        .map(|o| {
+            let meta = &o["metadata"];
+            let key = format!(
+                "{}/{}",
+                meta["namespace"].as_str().unwrap(),
+                meta["name"].as_str().unwrap()
+            );
+            (key, meta["resourceVersion"].as_str().unwrap().to_string())
+        })
+        .collect()
+}
+
+async fn simulator(watch_list: bool) -> Simulator {
+    let options = SimOptions {
+        watch_list,
+        ..SimOptions::default()
+    };
+    Simulator::start(options).await.unwrap()
+}
+
+/// A synced informer on every namespace's ConfigMaps with a recorder that has seen nothing
+/// yet, once its cache equals the server's.
+async fn synced(sim: &Simulator) -> (InformerFactory, Arc<Informer>, Arc<Recorder>) {
+    let factory = InformerFactory::new(sim.client().unwrap());
+    let informer = factory
+        .informer(configmaps(), CacheOptions::default())
+        .await
+        .unwrap();
+    let recorder = Arc::new(Recorder::default());
+    informer.subscribe(recorder.clone());
+    informer.wait_until_synced().await;
+    let cluster = sim.cluster().clone();
+    support::eventually("the cache to equal the simulator", WAIT, async || {
+        (support::cached(&informer) == truth(&cluster)).then_some(())
+    })
+    .await;
+    recorder.take_sorted();
+    (factory, informer, recorder)
+}
+
+#[tokio::test]
+async fn a_server_that_serves_streaming_lists_is_never_asked_for_a_list() {
+    let sim = simulator(true).await;
+    for i in 0..1200 {
+        create(sim.cluster(), &format!("cm-{i:04}"));
+    }
+    // Every list refused: only a streaming list can fill the cache.
+    let refused = RequestFailure::forbidden(1_000_000)
+        .only(&["list"])
+        .on(&["configmaps"]);
+    sim.faults().fail_next_requests(refused).unwrap();
+    let (factory, informer, _) = synced(&sim).await;
+    assert_eq!(informer.store().len(), 1200);
+    let health = informer.health();
+    assert_eq!(
+        (health.list_mode, health.list_fallback),
+        (Some("streaming"), None)
+    );
+    // It goes on as the watch.
+    create(sim.cluster(), "later");
+    support::eventually("the watch to bring a new object", WAIT, async || {
+        (informer.store().len() == 1201).then_some(())
+    })
+    .await;
+    factory.shutdown();
+}
+
+#[tokio::test]
+async fn a_server_that_refuses_streaming_lists_is_listed_in_pages() {
+    let sim = simulator(false).await;
+    for i in 0..1200 {
+        create(sim.cluster(), &format!("cm-{i:04}"));
+    }
+    let (factory, informer, _) = synced(&sim).await;
+    assert_eq!(informer.store().len(), 1200);
+    let health = informer.health();
+    assert_eq!(health.list_mode, Some("paged"));
+    let why = health.list_fallback.unwrap();
+    assert!(
+        why.contains(
+            "sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled"
+        ) && why.contains("(422)"),
+        "{why}"
+    );
+    create(sim.cluster(), "later");
+    support::eventually("the watch to bring a new object", WAIT, async || {
+        (informer.store().len() == 1201).then_some(())
+    })
+    .await;
+    factory.shutdown();
+}
+
+/// Both ways, a relist delivers exactly what changed while the watch was down: here the API
+/// server came back empty (behind the version the watch had seen), so every object it had is
+/// deleted with `final_state_unknown` and the one made since is added.
+#[tokio::test]
+async fn a_relist_delivers_the_difference_streaming_or_paged() {
+    for watch_list in [true, false] {
+        let sim = simulator(watch_list).await;
+        let cluster = sim.cluster().clone();
+        for name in ["a", "b"] {
+            create(&cluster, name);
+        }
+        let (factory, informer, recorder) = synced(&sim).await;
+        let before = truth(&cluster);
+        let addr = sim.addr();
+        sim.stop().await;
+        cluster.reset();
+        create(&cluster, "c");
+        let options = SimOptions {
+            listen: addr,
+            watch_list,
+            ..SimOptions::default()
+        };
+        let sim = Simulator::serve(cluster.clone(), options).await.unwrap();
+        support::eventually("the relist to converge", WAIT, async || {
+            (informer.is_synced() && support::cached(&informer) == truth(&cluster)).then_some(())
+        })
+        .await;
+        let expected = [
+            format!("added default/c {}", truth(&cluster)["default/c"]),
+            format!("deleted? default/a {}", before["default/a"]),
+            format!("deleted? default/b {}", before["default/b"]),
+            "replaced 1".to_string(),
+        ];
+        assert_eq!(recorder.take_sorted(), expected, "watch_list {watch_list}");
+        let mode = if watch_list { "streaming" } else { "paged" };
+        assert_eq!(informer.health().list_mode, Some(mode));
+        factory.shutdown();
+        sim.stop().await;
+    }
+}
+
+/// A loopback API server for ConfigMaps in `default`: each streaming list gets the next
+/// scripted body (then the stream stays open); a paged list gets `listed`; a resumed watch
+/// stays open and silent.
+struct Scripted {
+    streams: std::sync::Mutex<std::collections::VecDeque<Vec<serde_json::Value>>>,
+    listed: Vec<serde_json::Value>,
+}
+
+fn cm(name: &str, rv: u64) -> serde_json::Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap",
+           "metadata": {"name": name, "namespace": "default", "resourceVersion": rv.to_string()}})
+}
+
+fn end_bookmark(rv: u64) -> serde_json::Value {
+    json!({"type": "BOOKMARK", "object": {"kind": "ConfigMap", "apiVersion": "v1", "metadata": {
+        "resourceVersion": rv.to_string(), "annotations": {"k8s.io/initial-events-end": "true"}}}})
+}
+
+async fn scripted_configmaps(
+    axum::extract::State(server): axum::extract::State<Arc<Scripted>>,
+    axum::extract::Query(query): axum::extract::Query<BTreeMap<String, String>>,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    use futures::StreamExt;
+    if query.get("watch").map(String::as_str) != Some("true") {
+        let list = json!({"kind": "ConfigMapList", "apiVersion": "v1",
+                          "metadata": {"resourceVersion": "100"}, "items": server.listed});
+        return axum::Json(list).into_response();
+    }
+    let lines = match query.contains_key("sendInitialEvents") {
+        true => server.streams.lock().unwrap().pop_front(),
+        false => Some(Vec::new()),
+    };
+    let Some(lines) = lines else {
+        return (axum::http::StatusCode::GONE, "no more scripted streams").into_response();
+    };
+    // A script that ends without the end bookmark ends the stream; one with it stays open.
+    let stays_open = lines.iter().any(|l| l["type"] == "BOOKMARK") || lines.is_empty();
+    let body = lines
+        .iter()
+        .map(|l| Ok::<_, std::convert::Infallible>(format!("{l}\n")));
+    let body = futures::stream::iter(body.collect::<Vec<_>>());
+    let body = match stays_open {
+        true => body.chain(futures::stream::pending()).boxed(),
+        false => body.boxed(),
+    };
+    axum::body::Body::from_stream(body).into_response()
+}
+
+/// An informer on the scripted server.
+async fn scripted(
+    streams: Vec<Vec<serde_json::Value>>,
+    listed: Vec<serde_json::Value>,
+) -> (InformerFactory, Arc<Informer>, Arc<Recorder>) {
+    let server = Arc::new(Scripted {
+        streams: std::sync::Mutex::new(streams.into()),
+        listed,
+    });
+    let resources = json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "v1", "resources": [
+        {"name": "configmaps", "singularName": "configmap", "namespaced": true, "kind": "ConfigMap", "verbs": ["get", "list", "watch"]}]});
+    let app = axum::Router::new()
+        .route(
+            "/api",
+            axum::routing::get(async || {
+                axum::Json(json!({"kind": "APIVersions", "versions": ["v1"]}))
+            }),
+        )
+        .route(
+            "/api/v1",
+            axum::routing::get(async move || axum::Json(resources.clone())),
+        )
+        .route(
+            "/api/v1/namespaces/default/configmaps",
+            axum::routing::get(scripted_configmaps),
+        )
+        .with_state(server);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let client = kube::Client::try_from(kube::Config::new(url.parse().unwrap())).unwrap();
+    let factory = InformerFactory::new(client).with_retry_delay(Duration::from_millis(2));
+    let key = WatchKey {
+        namespace: Some("default".into()),
+        ..configmaps()
+    };
+    let informer = factory
+        .informer(key, CacheOptions::default())
+        .await
+        .unwrap();
+    let recorder = Arc::new(Recorder::default());
+    informer.subscribe(recorder.clone());
+    (factory, informer, recorder)
+}
+
+#[tokio::test]
+async fn changes_before_the_end_bookmark_are_part_of_the_list() {
+    let stream = vec![
+        json!({"type": "ADDED", "object": cm("a", 1)}),
+        json!({"type": "ADDED", "object": cm("b", 2)}),
+        json!({"type": "MODIFIED", "object": cm("a", 3)}),
+        json!({"type": "DELETED", "object": cm("b", 4)}),
+        end_bookmark(4),
+    ];
+    let (factory, informer, recorder) = scripted(vec![stream], Vec::new()).await;
+    informer.wait_until_synced().await;
+    let cached: Vec<(String, String)> = support::cached(&informer).into_iter().collect();
+    assert_eq!(cached, [("default/a".to_string(), "3".to_string())]);
+    assert_eq!(
+        recorder.take_sorted(),
+        [
+            "added default/a 1",
+            "added default/b 2",
+            "deleted default/b 4",
+            "replaced 1",
+            "updated default/a 1->3"
+        ]
+    );
+    assert_eq!(informer.health().list_mode, Some("streaming"));
+    factory.shutdown();
+}
+
+#[tokio::test]
+async fn a_server_that_never_ends_its_streaming_lists_is_listed_in_pages_after_three_tries() {
+    let cut = vec![json!({"type": "ADDED", "object": cm("a", 1)})];
+    let listed = vec![cm("a", 5), cm("b", 6)];
+    let (factory, informer, _) = scripted(vec![cut.clone(), cut.clone(), cut], listed).await;
+    informer.wait_until_synced().await;
+    let cached: Vec<(String, String)> = support::cached(&informer).into_iter().collect();
+    assert_eq!(
+        cached,
+        [
+            ("default/a".to_string(), "5".to_string()),
+            ("default/b".to_string(), "6".to_string())
+        ]
+    );
+    let health = informer.health();
+    assert_eq!(health.list_mode, Some("paged"));
+    assert_eq!(
+        health.list_fallback.as_deref(),
+        Some("the API server ended the streaming list before its end bookmark, 3 times in a row")
+    );
+    factory.shutdown();
+}
