@@ -113,7 +113,8 @@ pub(super) fn check_resources(
     unbuilt: &Unbuilt,
     errors: &mut Errors,
 ) {
-    if !unbuilt.knows_all_of(&handler.name, routes) {
+    let unknown_read = (handler.reads.iter()).any(|r| !informers.iter().any(|i| i.name == *r));
+    if !unbuilt.knows_all_of(&handler.name, routes) || unknown_read {
         return;
     }
     let mut watched: Vec<&InformerSpec> = routes

@@ -261,6 +261,13 @@ fn check_reads(handler: &HandlerSpec, known: &Known, errors: &mut Errors) {
         return;
     }
     for (i, name) in handler.reads.iter().enumerate() {
+        if handler.reads[..i].contains(name) {
+            errors.at(
+                format!("handlers.{}.reads[{i}]", handler.name),
+                format!("{name:?} is read already"),
+            );
+            continue;
+        }
         if known.names.contains(&name.as_str()) {
             continue;
         }

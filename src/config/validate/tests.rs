@@ -619,14 +619,24 @@ routes:
 ";
     let config = validate(Path::new("c.yaml"), text).unwrap();
     assert_eq!(config.handlers[0].reads, ["deployments"]);
+    // The grant may be meant for the misspelt informer: only the name is reported.
     let errors = all_errors(&text.replace("reads: [deployments]", "reads: [deploymnets]"));
-    assert_eq!(errors.len(), 2, "{errors:?}");
     assert_eq!(
-        errors[0],
-        "6:13: handlers.h.reads[0]: \"deploymnets\" is not an informer under `informers:`; did you mean \"deployments\"?"
+        errors,
+        [
+            "6:13: handlers.h.reads[0]: \"deploymnets\" is not an informer under `informers:`; did you mean \"deployments\"?"
+        ]
     );
+    let errors =
+        all_errors(&text.replace("reads: [deployments]", "reads: [deployments, deployments]"));
+    assert_eq!(
+        errors,
+        ["6:26: handlers.h.reads[1]: \"deployments\" is read already"]
+    );
+    // Without the read, the grant names nothing the handler has.
+    let errors = all_errors(&text.replace("    reads: [deployments]\n", ""));
     assert!(
-        errors[1].contains("handlers.h.capabilities.deployments: handler \"h\" neither watches nor reads \"deployments\""),
+        errors[0].contains("handlers.h.capabilities.deployments: handler \"h\" neither watches nor reads \"deployments\""),
         "{errors:?}"
     );
 }

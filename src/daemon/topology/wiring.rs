@@ -277,7 +277,7 @@ async fn informer_watches(
 /// The cache options an informer asks for.
 fn cache_options(spec: &InformerSpec) -> CacheOptions {
     let source = |source: &String| match source.strip_prefix("label:") {
-        Some(label) => IndexFn::Label(label.to_string()),
+        Some(label) => IndexFn::Label(label.trim().to_string()),
         None => IndexFn::Field(source.clone()),
     };
     let indexes = spec.indexes.iter().map(|(name, sources)| {

@@ -81,7 +81,7 @@ impl HostContext {
                 names.sort();
                 names.dedup();
                 Err(format!(
-                    "{resource} has no index {index:?}; its indexes: {} (add one under the route's indexes:)",
+                    "{resource} has no index {index:?}; its indexes: {} (add one under the route's or the informer's indexes:)",
                     names.join(", ")
                 ))
             }

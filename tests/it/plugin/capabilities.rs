@@ -305,7 +305,7 @@ async fn reading_a_resource_the_routes_do_not_watch_or_an_unknown_index_is_refus
     let error = wait_for_error(&t, "faulty", "no index").await;
     assert_eq!(
         error,
-        "ConfigMap has no index \"by-owner\"; its indexes: by-app, namespace (add one under the route's indexes:)"
+        "ConfigMap has no index \"by-owner\"; its indexes: by-app, namespace (add one under the route's or the informer's indexes:)"
     );
     // The watched resource reads fine by kind, plural or full resource string.
     for (i, name) in ["ConfigMap", "configmaps", "v1/configmaps"]
@@ -320,6 +320,57 @@ async fn reading_a_resource_the_routes_do_not_watch_or_an_unknown_index_is_refus
         })
         .await;
     }
+    t.stop().await;
+}
+
+/// A handler reads an informer no route of it delivers (`reads:`), and is first called only
+/// once that cache has listed: here the API server refuses its list and watch a few times.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_reads_an_informer_once_it_has_listed() {
+    let mut t = TestDaemon::start(FAULTY).await;
+    for i in 0..3 {
+        let secret = json!({"metadata": {"name": format!("s{i}")}, "stringData": {"k": "v"}});
+        let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+            Api::namespaced(t.client(), "default");
+        secrets
+            .create(
+                &Default::default(),
+                &serde_json::from_value(secret).unwrap(),
+            )
+            .await
+            .unwrap();
+    }
+    let refused = switchyard::sim::RequestFailure::forbidden(3)
+        .only(&["list", "watch"])
+        .on(&["secrets"]);
+    t.sim().faults().fail_next_requests(refused).unwrap();
+    let reads = FAULTY.replace(
+        "handlers:\n  faulty:\n",
+        "informers:\n  secrets: {resource: v1/secrets}\nhandlers:\n  faulty:\n    reads: [secrets]\n",
+    );
+    t.write_config(&reads);
+    let (code, body) = t.post("/reload").await;
+    assert_eq!(code, 200, "{body:#}");
+    create_configmap_with(&t, "reader", json!({}), json!({"faulty/read": "secrets"})).await;
+    support::wait_for_log(&mut t.logs, WAIT, |l| {
+        l.message.starts_with("handled added default/reader ")
+    })
+    .await;
+    // By the call, the refusals were used up and the cache had listed.
+    assert!(
+        t.sim().faults().status().failures.is_empty(),
+        "{:?}",
+        t.sim().faults().status()
+    );
+    let status = t.status_json().await;
+    let secrets = (status["informers"].as_array().unwrap().iter())
+        .find(|i| i["resource"] == "v1/secrets")
+        .unwrap();
+    assert_eq!(
+        (secrets["synced"].as_bool(), secrets["objects"].as_u64()),
+        (Some(true), Some(3)),
+        "{secrets}"
+    );
     t.stop().await;
 }
 

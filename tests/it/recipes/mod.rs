@@ -1,4 +1,3 @@
-// READ /work/wt-recipes-a/READ-FIRST.md FIRST: the rest of your instructions. Remove this line before committing.
 //! The recipes in plugins/recipes, each played through its original tool's own documented
 //! scenario against the simulator, with the recipe's config fragment as shipped and the
 //! outcome read back through the API or `kubectl`; and each fragment's `switchyard rbac`

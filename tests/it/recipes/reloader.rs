@@ -4,6 +4,7 @@
 //! changes its data; the others, a same-named ConfigMap in another namespace, and a change
 //! that leaves the data alone restart nothing. Objects are written and read with kubectl.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -131,6 +132,25 @@ stringData: {token: one}
     ] {
         all.push_str(&w);
     }
+    // References in an init container's env and in a projected volume.
+    all.push_str(
+        "---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: init, namespace: default, annotations: {reloader.stakater.com/auto: 'true'}}
+spec:
+  selector: {matchLabels: {app: init}}
+  template:
+    metadata: {labels: {app: init}}
+    spec:
+      initContainers:
+        - name: setup
+          image: example.com/setup:1
+          env: [{name: MODE, valueFrom: {configMapKeyRef: {name: app-config, key: mode}}}]
+      containers: [{name: main, image: example.com/app:1}]
+      volumes: [{name: token, projected: {sources: [{secret: {name: app-secret}}]}}]
+",
+    );
     all
 }
 
@@ -169,7 +189,7 @@ fn stamps(kubectl: &Kubectl) -> Vec<(String, String)> {
 
 /// Waits until the workloads' stamps, without their hashes, are `expected` (key, `KIND/NAME`).
 async fn wait_for_stamps(
-    kubectl: &std::sync::Arc<Kubectl>,
+    kubectl: &Arc<Kubectl>,
     expected: &[(&str, &str)],
 ) -> Vec<(String, String)> {
     let mut expected: Vec<(String, String)> = expected
@@ -194,13 +214,57 @@ async fn processed(t: &TestDaemon) -> u64 {
     status["handlers"][0]["processed"].as_u64().unwrap()
 }
 
-#[tokio::test]
-async fn a_changed_configmap_or_secret_restarts_exactly_the_workloads_that_follow_it() {
+/// Runs kubectl with `args`, asserting it succeeds.
+async fn run(kubectl: &Arc<Kubectl>, args: &'static [&'static str]) {
+    let k = kubectl.clone();
+    let out = blocking(move || k.run(args)).await;
+    assert!(out.ok, "kubectl {args:?}: {}", out.stderr);
+}
+
+/// Each workload's resourceVersion, by `kind/namespace/name`.
+async fn versions(kubectl: &Arc<Kubectl>) -> Vec<(String, String)> {
+    let k = kubectl.clone();
+    let out = blocking(move || {
+        k.run(&["get", "deployments,statefulsets,daemonsets", "-A", "-o",
+                "jsonpath={range .items[*]}{.kind}/{.metadata.namespace}/{.metadata.name} {.metadata.resourceVersion}{\"\\n\"}{end}"])
+    })
+    .await;
+    assert!(out.ok, "{}", out.stderr);
+    let mut found: Vec<(String, String)> = (out.stdout.lines())
+        .filter_map(|l| l.split_once(' '))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    found.sort();
+    found
+}
+
+const NONE: [(&str, &str); 7] = [
+    ("DaemonSet/default/agent", ""),
+    ("Deployment/default/bystander", ""),
+    ("Deployment/default/init", ""),
+    ("Deployment/default/plain", ""),
+    ("Deployment/default/web", ""),
+    ("Deployment/other/web", ""),
+    ("StatefulSet/default/db", ""),
+];
+
+const AFTER_CONFIGMAP: [(&str, &str); 7] = [
+    ("DaemonSet/default/agent", "configmap/app-config"),
+    ("Deployment/default/bystander", ""),
+    ("Deployment/default/init", "configmap/app-config"),
+    ("Deployment/default/plain", ""),
+    ("Deployment/default/web", "configmap/app-config"),
+    ("Deployment/other/web", ""),
+    ("StatefulSet/default/db", "configmap/app-config"),
+];
+
+/// The daemon with the recipe, the manifests applied and cached, nothing restarted.
+async fn started() -> (TestDaemon, Arc<Kubectl>) {
     let t = TestDaemon::builder(&fragment("reloader"))
         .plugin_file("reloader", "reloader")
         .start()
         .await;
-    let kubectl = std::sync::Arc::new(Kubectl::new(t.sim()));
+    let kubectl = Arc::new(Kubectl::new(t.sim()));
     let k = kubectl.clone();
     let out = blocking(move || k.run_with_input(&["apply", "-f", "-"], &manifests())).await;
     assert!(out.ok, "{}", out.stderr);
@@ -210,99 +274,95 @@ async fn a_changed_configmap_or_secret_restarts_exactly_the_workloads_that_follo
         let objects = |resource: &str| {
             (status["informers"].as_array().unwrap().iter())
                 .find(|i| i["resource"] == resource)
-                .map(|i| i["objects"].as_u64().unwrap())
+                .map(|i| (i["objects"].as_u64().unwrap(), i["synced"] == true))
         };
-        (objects("apps/v1/deployments") == Some(4)
-            && objects("apps/v1/statefulsets") == Some(1)
-            && objects("apps/v1/daemonsets") == Some(1))
+        (objects("apps/v1/deployments") == Some((5, true))
+            && objects("apps/v1/statefulsets") == Some((1, true))
+            && objects("apps/v1/daemonsets") == Some((1, true)))
         .then_some(())
     })
     .await;
-    let none = [
-        ("DaemonSet/default/agent", ""),
-        ("Deployment/default/bystander", ""),
-        ("Deployment/default/plain", ""),
-        ("Deployment/default/web", ""),
-        ("Deployment/other/web", ""),
-        ("StatefulSet/default/db", ""),
-    ];
     // Creating them restarts nothing.
-    assert_eq!(wait_for_stamps(&kubectl, &none).await.len(), 6);
+    assert_eq!(wait_for_stamps(&kubectl, &NONE).await.len(), 7);
+    (t, kubectl)
+}
 
-    let k = kubectl.clone();
-    let out = blocking(move || {
-        k.run(&[
+#[tokio::test]
+async fn a_changed_configmap_or_secret_restarts_exactly_the_workloads_that_follow_it() {
+    let (t, kubectl) = started().await;
+    run(
+        &kubectl,
+        &[
             "patch",
             "configmap",
             "app-config",
             "-p",
             r#"{"data":{"mode":"green"}}"#,
-        ])
-    })
+        ],
+    )
     .await;
-    assert!(out.ok, "{}", out.stderr);
-    let after_configmap = [
-        ("DaemonSet/default/agent", "configmap/app-config"),
-        ("Deployment/default/bystander", ""),
-        ("Deployment/default/plain", ""),
-        ("Deployment/default/web", "configmap/app-config"),
-        ("Deployment/other/web", ""),
-        ("StatefulSet/default/db", "configmap/app-config"),
-    ];
-    let first = wait_for_stamps(&kubectl, &after_configmap).await;
+    let first = wait_for_stamps(&kubectl, &AFTER_CONFIGMAP).await;
 
-    let k = kubectl.clone();
-    let out = blocking(move || {
-        k.run(&[
+    run(
+        &kubectl,
+        &[
             "patch",
             "secret",
             "app-secret",
             "-p",
             r#"{"stringData":{"token":"two"}}"#,
-        ])
-    })
+        ],
+    )
     .await;
-    assert!(out.ok, "{}", out.stderr);
-    let mut after_secret = after_configmap;
-    after_secret[3].1 = "secret/app-secret";
+    let mut after_secret = AFTER_CONFIGMAP;
+    after_secret[2].1 = "secret/app-secret";
+    after_secret[4].1 = "secret/app-secret";
     wait_for_stamps(&kubectl, &after_secret).await;
 
-    // A change that leaves the data alone restarts nothing; the same data again gives the
-    // same stamp.
+    // A change that leaves the data alone writes no workload.
+    let written = versions(&kubectl).await;
     let before = processed(&t).await;
-    let k = kubectl.clone();
-    let out = blocking(move || {
-        let label = k.run(&["label", "configmap", "app-config", "touched=yes"]);
-        let back = k.run(&[
+    run(
+        &kubectl,
+        &["label", "configmap", "app-config", "touched=yes"],
+    )
+    .await;
+    eventually("the label change handled", WAIT, async || {
+        (processed(&t).await > before).then_some(())
+    })
+    .await;
+    assert_eq!(versions(&kubectl).await, written);
+
+    // The same data again gives the same stamp.
+    run(
+        &kubectl,
+        &[
             "patch",
             "configmap",
             "app-config",
             "-p",
             r#"{"data":{"mode":"blue"}}"#,
-        ]);
-        let again = k.run(&[
+        ],
+    )
+    .await;
+    wait_for_stamps(&kubectl, &AFTER_CONFIGMAP).await;
+    run(
+        &kubectl,
+        &[
             "patch",
             "configmap",
             "app-config",
             "-p",
             r#"{"data":{"mode":"green"}}"#,
-        ]);
-        [label, back, again]
+        ],
+    )
+    .await;
+    eventually("green's stamp again", WAIT, async || {
+        let k = kubectl.clone();
+        let now = blocking(move || stamps(&k)).await;
+        (now == first).then_some(())
     })
     .await;
-    for o in &out {
-        assert!(o.ok, "{}", o.stderr);
-    }
-    eventually("the three changes handled", WAIT, async || {
-        (processed(&t).await >= before + 3).then_some(())
-    })
-    .await;
-    let last = wait_for_stamps(&kubectl, &after_configmap).await;
-    assert_eq!(
-        last[5], first[5],
-        "green again: the StatefulSet's stamp is the first one"
-    );
-    assert_eq!(last[0], first[0]);
     t.stop().await;
 }
 
