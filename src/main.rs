@@ -54,122 +54,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let result = runtime.block_on(async {
-        match cli.command {
-            Command::Run {
-                config,
-                kubeconfig,
-                context,
-                log_format,
-                threads: _,
-            } => {
-                let options = daemon::Options {
-                    watch_config: true,
-                    kubeconfig,
-                    context,
-                    ..daemon::Options::default()
-                };
-                run(&config, options, log_format).await
-            }
-            Command::Check {
-                config,
-                cluster,
-                kubeconfig,
-                context,
-                json,
-            } => {
-                let cluster = cluster.then_some((kubeconfig, context));
-                check(&config, cluster, json).await
-            }
-            Command::Rbac {
-                config,
-                namespace,
-                name,
-            } => rbac(&config, namespace, name),
-            Command::Demo {
-                config,
-                seconds,
-                rate,
-            } => demo(config.as_deref(), seconds, rate).await,
-            Command::Record {
-                config,
-                out,
-                seconds,
-                kubeconfig,
-                context,
-            } => record(&config, &out, seconds, kubeconfig, context).await,
-            Command::Replay {
-                config,
-                events,
-                handler,
-                json,
-            } => replay(&config, &events, handler.as_deref(), json).await,
-            Command::New {
-                what:
-                    New::Plugin {
-                        name,
-                        lang,
-                        dir,
-                        from_recipe,
-                    },
-            } => match from_recipe {
-                Some(recipe) => new_from_recipe(&name, &recipe, lang, &dir),
-                None => new_plugin(
-                    &name,
-                    lang.unwrap_or(switchyard::scaffold::Lang::Rust),
-                    &dir,
-                ),
-            },
-            Command::Build { dir, no_cache } => build(&dir, !no_cache),
-            Command::Push {
-                file,
-                reference,
-                ca_file,
-            } => match switchyard::plugin::oci::push(&file, &reference, ca_file.as_deref()).await {
-                Ok(pinned) => {
-                    println!("pushed {pinned}");
-                    Ok(ExitCode::SUCCESS)
-                }
-                Err(e) => {
-                    report(&e);
-                    Ok(ExitCode::FAILURE)
-                }
-            },
-            Command::Sim {
-                listen,
-                kubeconfig_out,
-                churn_rate,
-                churn_objects,
-                churn_size,
-                churn_kinds,
-                config,
-                prefill,
-                history,
-                token,
-                token_file,
-                tls,
-                ca_out,
-                feature_gates,
-            } => {
-                let access = SimAccess {
-                    token,
-                    token_file,
-                    tls,
-                    ca_out,
-                    feature_gates,
-                };
-                let churn = ChurnConfig {
-                    rate: churn_rate,
-                    objects: churn_objects,
-                    object_size: churn_size,
-                    kinds: churn_kinds,
-                    ..ChurnConfig::default()
-                };
-                let load = SimLoad { prefill, history };
-                sim(listen, kubeconfig_out, churn, config, load, access).await
-            }
-        }
-    });
+    let result = runtime.block_on(dispatch(cli.command));
     match result {
         Ok(code) => code,
         Err(e) => {
@@ -177,6 +62,136 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Runs the command.
+async fn dispatch(command: Command) -> Result<ExitCode> {
+    match command {
+        Command::Run {
+            config,
+            kubeconfig,
+            context,
+            log_format,
+            threads: _,
+        } => {
+            let options = daemon::Options {
+                watch_config: true,
+                kubeconfig,
+                context,
+                ..daemon::Options::default()
+            };
+            run(&config, options, log_format).await
+        }
+        Command::Check {
+            config,
+            cluster,
+            kubeconfig,
+            context,
+            json,
+        } => {
+            let cluster = cluster.then_some((kubeconfig, context));
+            check(&config, cluster, json).await
+        }
+        Command::Rbac {
+            config,
+            namespace,
+            name,
+        } => rbac(&config, namespace, name),
+        Command::Demo {
+            config,
+            seconds,
+            rate,
+        } => demo(config.as_deref(), seconds, rate).await,
+        Command::Record {
+            config,
+            out,
+            seconds,
+            kubeconfig,
+            context,
+        } => record(&config, &out, seconds, kubeconfig, context).await,
+        Command::Replay {
+            config,
+            events,
+            handler,
+            json,
+        } => replay(&config, &events, handler.as_deref(), json).await,
+        Command::New {
+            what:
+                New::Plugin {
+                    name,
+                    lang,
+                    dir,
+                    from_recipe,
+                },
+        } => match from_recipe {
+            Some(recipe) => new_from_recipe(&name, &recipe, lang, &dir),
+            None => new_plugin(
+                &name,
+                lang.unwrap_or(switchyard::scaffold::Lang::Rust),
+                &dir,
+            ),
+        },
+        Command::Build { dir, no_cache } => build(&dir, !no_cache),
+        Command::Push {
+            file,
+            reference,
+            ca_file,
+        } => push(&file, &reference, ca_file.as_deref()).await,
+        sim_command @ Command::Sim { .. } => sim_from(sim_command).await,
+    }
+}
+
+/// `switchyard push`: the component at `file` to the registry as `reference`.
+async fn push(file: &Path, reference: &str, ca_file: Option<&Path>) -> Result<ExitCode> {
+    match switchyard::plugin::oci::push(file, reference, ca_file).await {
+        Ok(pinned) => {
+            println!("pushed {pinned}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            report(&e);
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}
+
+/// `switchyard sim`, from its command-line arguments.
+async fn sim_from(command: Command) -> Result<ExitCode> {
+    let Command::Sim {
+        listen,
+        kubeconfig_out,
+        churn_rate,
+        churn_objects,
+        churn_size,
+        churn_kinds,
+        config,
+        prefill,
+        history,
+        token,
+        token_file,
+        tls,
+        ca_out,
+        feature_gates,
+    } = command
+    else {
+        unreachable!("called with Command::Sim");
+    };
+    let access = SimAccess {
+        token,
+        token_file,
+        tls,
+        ca_out,
+        feature_gates,
+    };
+    let churn = ChurnConfig {
+        rate: churn_rate,
+        objects: churn_objects,
+        object_size: churn_size,
+        kinds: churn_kinds,
+        ..ChurnConfig::default()
+    };
+    let load = SimLoad { prefill, history };
+    sim(listen, kubeconfig_out, churn, config, load, access).await
 }
 
 /// Whether the log is JSON: errors are then log events too, so every line parses.

@@ -213,13 +213,25 @@ pub(super) async fn wire(
         }
         wiring.routes.insert(route.name.clone(), keys);
     }
-    for handler in &config.handlers {
-        let keys = (handler.reads.iter())
-            .filter_map(|name| keys_of.get(name.as_str()))
-            .flat_map(|(keys, _)| keys.clone());
-        wiring.reads.insert(handler.name.clone(), keys.collect());
-    }
+    wiring.reads = reads(config, &keys_of);
     Ok(wiring)
+}
+
+/// The watches of the informers each handler reads, by handler name (from `keys_of`: the
+/// watches of each informer by name).
+fn reads(
+    config: &Config,
+    keys_of: &HashMap<&str, (Vec<WatchKey>, String)>,
+) -> HashMap<String, Vec<WatchKey>> {
+    let watches = |names: &[String]| -> Vec<WatchKey> {
+        (names.iter())
+            .filter_map(|name| keys_of.get(name.as_str()))
+            .flat_map(|(keys, _)| keys.clone())
+            .collect()
+    };
+    (config.handlers.iter())
+        .map(|h| (h.name.clone(), watches(&h.reads)))
+        .collect()
 }
 
 /// The watches of one informer, one per namespace, and its kind when `kind_needed` (routes

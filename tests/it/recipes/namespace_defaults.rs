@@ -118,6 +118,20 @@ async fn labelled_namespaces_get_their_defaults_back_when_deleted_or_changed() {
     .await;
     assert_eq!(none, "");
 
+    put_back_when_deleted_or_changed(&k, &policy).await;
+    left_alone_without_the_label(&mut daemon, &k).await;
+    let (_, handler) = daemon.get("/handlers/namespace-defaults").await;
+    assert_eq!(handler["failed"], 0, "{handler:#}");
+    // Its own writes come back as events once each and write nothing more: 11 calls in
+    // all, fewer when changes coalesce, thousands if it kept answering itself.
+    assert!(handler["processed"].as_u64().unwrap() <= 15, "{handler:#}");
+    daemon.stop().await;
+}
+
+/// A default deleted is made again (another object, the same as configured); one changed
+/// is put back as configured.
+async fn put_back_when_deleted_or_changed(k: &Arc<Kubectl>, policy: &Value) {
+    let k = k.clone();
     // Deleted: made again (another object, the same as configured).
     ok(
         &k,
@@ -179,8 +193,11 @@ async fn labelled_namespaces_get_their_defaults_back_when_deleted_or_changed() {
         (quota["spec"]["hard"]["requests.cpu"] == "4").then_some(())
     })
     .await;
+}
 
-    // Without the label, what the namespace has stays as it is, deleted included.
+/// Without the label, what the namespace has stays as it is, deleted included.
+async fn left_alone_without_the_label(daemon: &mut TestDaemon, k: &Arc<Kubectl>) {
+    let k = k.clone();
     let skipped = || async {
         let (_, routes) = daemon.get("/routes").await;
         let route = routes["routes"]
@@ -230,12 +247,6 @@ async fn labelled_namespaces_get_their_defaults_back_when_deleted_or_changed() {
         ],
     )
     .await;
-    let (_, handler) = daemon.get("/handlers/namespace-defaults").await;
-    assert_eq!(handler["failed"], 0, "{handler:#}");
-    // Its own writes come back as events once each and write nothing more: 11 calls in
-    // all, fewer when changes coalesce, thousands if it kept answering itself.
-    assert!(handler["processed"].as_u64().unwrap() <= 15, "{handler:#}");
-    daemon.stop().await;
 }
 
 #[test]

@@ -117,8 +117,8 @@ async fn sources_are_copied_kept_in_sync_restored_and_withdrawn() {
         .await;
     let k = Arc::new(Kubectl::new(t.sim()));
     kubectl(&k, &["apply", "-f", "-"], Some(SETUP)).await;
-    // "one" and "two" in base64.
-    let (one, two) = ("b25l", "dHdv");
+    let one = "b25l"; // "one" in base64
+
     // team-b is not named; owned's Secret is not a copy and stays as it is.
     wait_for(
         &k,
@@ -147,6 +147,15 @@ async fn sources_are_copied_kept_in_sync_restored_and_withdrawn() {
     })
     .await;
 
+    kept_in_sync_and_restored(&k).await;
+    copied_where_namespaces_appear(&k).await;
+    withdrawn(&k).await;
+    t.stop().await;
+}
+
+/// A change to the source reaches its copies; a copy edited or deleted by hand comes back.
+async fn kept_in_sync_and_restored(k: &Arc<Kubectl>) {
+    let (k, two) = (k.clone(), "dHdv"); // "two" in base64
     // Kept in sync with the source.
     kubectl(
         &k,
@@ -192,6 +201,11 @@ async fn sources_are_copied_kept_in_sync_restored_and_withdrawn() {
         &[("owned", "bWluZQ=="), ("stage-1", two), ("team-a", two)],
     )
     .await;
+}
+
+/// Namespaces that appear, or come to match, later get their copies.
+async fn copied_where_namespaces_appear(k: &Arc<Kubectl>) {
+    let (k, two) = (k.clone(), "dHdv"); // "two" in base64
     // Namespaces that appear, or come to match, later get their copies.
     kubectl(&k, &["create", "namespace", "stage-2"], None).await;
     kubectl(&k, &["label", "namespace", "team-b", "env=prod"], None).await;
@@ -216,7 +230,11 @@ async fn sources_are_copied_kept_in_sync_restored_and_withdrawn() {
         &[("prod-1", "info"), ("team-b", "info")],
     )
     .await;
+}
 
+/// Namespaces no longer named lose their copies; the source gone, every copy goes.
+async fn withdrawn(k: &Arc<Kubectl>) {
+    let (k, two) = (k.clone(), "dHdv"); // "two" in base64
     // Namespaces no longer named lose their copies; the source gone, every copy goes.
     kubectl(
         &k,
@@ -242,7 +260,6 @@ async fn sources_are_copied_kept_in_sync_restored_and_withdrawn() {
     kubectl(&k, &["delete", "secret", "registry"], None).await;
     wait_for(&k, "configmaps", "settings", "level", &[]).await;
     wait_for(&k, "secrets", "registry", "token", &[("owned", "bWluZQ==")]).await;
-    t.stop().await;
 }
 
 #[test]
