@@ -457,6 +457,7 @@ async fn run_row(plan: &Plan, row: Row) -> Measured {
         rate: 0.0,
         churn_objects: 1,
         object_size: OBJECT_SIZE,
+        feature_gates: None,
     };
     let (_sim, sim) = common::start_sim(&spec, dir.path()).await;
     let client = reqwest::Client::new();

@@ -10,6 +10,8 @@
 //! - (a3) row (a) on two runtime threads (`--threads 2`) instead of one;
 //! - (a4) row (a) with `state_dir:` (a redb store in the row's temporary folder): each call
 //!   waits for the group commit that holds its event (write-ahead);
+//! - (a5) row (a) against a simulator without streaming lists (`--feature-gates
+//!   WatchList=false`): the daemon lists in pages, as against an older API server;
 //! - (b) the same with a `when:` condition no object meets: listed, decoded, skipped, no call;
 //! - (c) a kube-rs `Controller` on ConfigMaps in `default` with a reconcile that does
 //!   nothing (this bench binary run again as a child, reporting its reconciles on stdout),
@@ -154,6 +156,7 @@ enum Row {
     Reuse,
     TwoThreads,
     State,
+    Paged,
     Skip,
     KubeRs,
     KubeRsOneThread,
@@ -161,12 +164,13 @@ enum Row {
 }
 
 impl Row {
-    const ALL: [Row; 9] = [
+    const ALL: [Row; 10] = [
         Row::Baseline,
         Row::Noop,
         Row::Reuse,
         Row::TwoThreads,
         Row::State,
+        Row::Paged,
         Row::Skip,
         Row::KubeRs,
         Row::KubeRsOneThread,
@@ -180,6 +184,7 @@ impl Row {
             Row::Reuse => "(a2) switchyard, noop plugin, instance: reuse",
             Row::TwoThreads => "(a3) switchyard, noop plugin, --threads 2",
             Row::State => "(a4) switchyard, noop plugin, state_dir",
+            Row::Paged => "(a5) switchyard, noop plugin, paged lists (server without WatchList)",
             Row::Skip => "(b) switchyard, route skips all",
             Row::KubeRs => "(c) kube-rs Controller, no-op reconcile",
             Row::KubeRsOneThread => "(c2) kube-rs Controller, one runtime thread",
@@ -197,13 +202,15 @@ impl Row {
 }
 
 /// A simulator with `n` ConfigMaps, churning at `rate`; returns it and its URL.
-async fn start_sim(plan: &Plan, n: usize, rate: f64, dir: &Path) -> (Running, String) {
+async fn start_sim(plan: &Plan, row: Row, n: usize, rate: f64, dir: &Path) -> (Running, String) {
     let spec = SimSpec {
         binary: &plan.binary,
         prefill: n,
         rate,
         churn_objects: CHURN_OBJECTS,
         object_size: OBJECT_SIZE,
+        // Row (a5): a server that refuses streaming lists, so the daemon lists in pages.
+        feature_gates: (row == Row::Paged).then_some("WatchList=false"),
     };
     common::start_sim(&spec, dir).await
 }
@@ -379,7 +386,7 @@ impl Source<'_> {
         match self {
             Source::Admin(
                 admin,
-                Row::Baseline | Row::Noop | Row::Reuse | Row::TwoThreads | Row::State,
+                Row::Baseline | Row::Noop | Row::Reuse | Row::TwoThreads | Row::State | Row::Paged,
             ) => admin.queue_buckets().await,
             _ => Vec::new(),
         }
@@ -457,10 +464,16 @@ async fn sim_version(url: &str) -> Option<u64> {
 async fn run_row(plan: &Plan, row: Row, n: usize) -> Measured {
     let dir = tempfile::tempdir().expect("a temporary folder");
     let rate = if row == Row::Decode { 0.0 } else { plan.rate };
-    let (_sim, url) = start_sim(plan, n, rate, dir.path()).await;
+    let (_sim, url) = start_sim(plan, row, n, rate, dir.path()).await;
     let started = Instant::now();
     match row {
-        Row::Baseline | Row::Noop | Row::Reuse | Row::TwoThreads | Row::State | Row::Skip => {
+        Row::Baseline
+        | Row::Noop
+        | Row::Reuse
+        | Row::TwoThreads
+        | Row::State
+        | Row::Paged
+        | Row::Skip => {
             let port = free_port();
             let mut daemon = start_daemon(plan, row, dir.path(), port);
             let admin = Admin {

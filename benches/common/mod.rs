@@ -111,6 +111,8 @@ pub struct SimSpec<'a> {
     pub churn_objects: usize,
     /// Bytes of data in each object.
     pub object_size: usize,
+    /// `--feature-gates` for the simulator (none: its defaults, streaming lists served).
+    pub feature_gates: Option<&'a str>,
 }
 
 /// A simulator as `spec` says, writing its kubeconfig into `dir`; returns it and its URL.
@@ -127,6 +129,12 @@ pub async fn start_sim(spec: &SimSpec<'_>, dir: &Path) -> (Running, String) {
             "--history",
             &((spec.rate * 120.0) as usize).max(10_000).to_string(),
         ])
+        .args(
+            spec.feature_gates
+                .map(|g| ["--feature-gates", g])
+                .into_iter()
+                .flatten(),
+        )
         .arg("--kubeconfig-out")
         .arg(dir.join("kubeconfig"))
         .stderr(Stdio::null());

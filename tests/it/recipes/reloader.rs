@@ -274,7 +274,11 @@ async fn started() -> (TestDaemon, Arc<Kubectl>) {
         let objects = |resource: &str| {
             (status["informers"].as_array().unwrap().iter())
                 .find(|i| i["resource"] == resource)
-                .map(|i| (i["objects"].as_u64().unwrap(), i["synced"] == true))
+                .map(|i| {
+                    // Listed by a streaming list, as /status says.
+                    assert_eq!(i["list_mode"], "streaming", "{i}");
+                    (i["objects"].as_u64().unwrap(), i["synced"] == true)
+                })
         };
         (objects("apps/v1/deployments") == Some((5, true))
             && objects("apps/v1/statefulsets") == Some((1, true))
