@@ -165,8 +165,7 @@ impl Handler {
             memory: self.spec.memory,
         };
         let context = lock(&self.host_context).clone();
-        // A plugin reads whole caches: the informers it reads, whether or not they feed its
-        // routes, must have listed once.
+        // The informers the handler reads (`reads:`) must have listed once.
         context.caches_listed().await;
         // With a shadow, the primary's writes are recorded as they are sent.
         let recorded = self.shadow.as_ref().map(|_| Arc::new(Capture::recording()));

@@ -577,13 +577,23 @@ async fn set_host_contexts(
             tracing::error!(handler = %handler.name(), error = %e, "the handler's outbound requests will fail until its outbound TLS files are fixed");
         }
         context = context.with_outbound(Arc::new(outbound));
-        let routes = config.routes.iter().filter(|r| r.handler == handler.name());
-        let watches = routes
-            .flat_map(|route| &wiring.routes[&route.name])
-            .chain(wiring.reads.get(handler.name()).into_iter().flatten());
         // A watch not served yet grants nothing until it is.
-        for key in watches.filter(|key| wiring.cache.contains_key(key)) {
+        let served = |key: &&crate::informer::WatchKey| wiring.cache.contains_key(*key);
+        let routes = config.routes.iter().filter(|r| r.handler == handler.name());
+        for key in routes
+            .flat_map(|route| &wiring.routes[&route.name])
+            .filter(served)
+        {
             context = context.with_resource(open(stages.informers, key, &wiring.cache).await?);
+        }
+        for key in wiring
+            .reads
+            .get(handler.name())
+            .into_iter()
+            .flatten()
+            .filter(served)
+        {
+            context = context.with_read(open(stages.informers, key, &wiring.cache).await?);
         }
         for unused in context.unmatched_grants() {
             tracing::warn!(handler = %handler.name(), resource = %unused, "capability names no resource the handler's routes watch or it reads; it grants nothing");

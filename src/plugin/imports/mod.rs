@@ -37,6 +37,8 @@ pub struct HostContext {
     logs: PluginLogs,
     capabilities: Capabilities,
     resources: Vec<Arc<Informer>>,
+    /// The informers the handler `reads:`, whose first list every call waits for.
+    reads: Vec<Arc<Informer>>,
     client: Option<kube::Client>,
     metrics: Option<Arc<PluginMetrics>>,
     capture: Option<Arc<capture::Capture>>,
@@ -74,6 +76,7 @@ impl HostContext {
             logs,
             capabilities: Capabilities::default(),
             resources: Vec::new(),
+            reads: Vec::new(),
             client: None,
             metrics: None,
             capture: None,
@@ -114,6 +117,16 @@ impl HostContext {
             self.resources.push(informer);
         }
         self
+    }
+
+    /// Lets the plugin read this informer's cache, as [`HostContext::with_resource`], and
+    /// has every call wait for its first list ([`HostContext::caches_listed`]).
+    #[must_use]
+    pub fn with_read(mut self, informer: Arc<Informer>) -> Self {
+        if !self.reads.iter().any(|i| Arc::ptr_eq(i, &informer)) {
+            self.reads.push(informer.clone());
+        }
+        self.with_resource(informer)
     }
 
     /// Makes writes through this client.
@@ -175,10 +188,12 @@ impl HostContext {
         &self.log_counters
     }
 
-    /// Waits until every cache the plugin may read has completed its first list, so that a
-    /// call never reads a cache still filling at start (client-go's WaitForCacheSync).
+    /// Waits until every informer the handler `reads:` has completed its first list, so that
+    /// a call never reads such a cache still filling at start (client-go's
+    /// WaitForCacheSync). The caches of the routes are not waited for: their changes are
+    /// handled as they are listed.
     pub async fn caches_listed(&self) {
-        for informer in &self.resources {
+        for informer in &self.reads {
             informer.wait_until_listed().await;
         }
     }
