@@ -18,7 +18,7 @@ use switchyard::config::ResourceName;
 use switchyard::informer::{CacheOptions, Informer, InformerFactory, WatchKey};
 use switchyard::sim::{Cluster, ObjectRef, RequestFailure, SimOptions, Simulator};
 
-fn configmaps_everywhere() -> WatchKey {
+pub(crate) fn configmaps_everywhere() -> WatchKey {
     WatchKey {
         resource: ResourceName::parse("configmaps").unwrap(),
         namespace: None,
@@ -27,7 +27,7 @@ fn configmaps_everywhere() -> WatchKey {
     }
 }
 
-fn cm_index(cluster: &Cluster) -> usize {
+pub(crate) fn cm_index(cluster: &Cluster) -> usize {
     cluster.find_resource("", "v1", "configmaps").unwrap()
 }
 
@@ -65,7 +65,7 @@ fn churn(cluster: &Cluster, namespace: &str, name: &str, times: usize) {
 }
 
 /// The simulator's ConfigMaps: key → resourceVersion.
-fn truth(cluster: &Cluster) -> BTreeMap<String, String> {
+pub(crate) fn truth(cluster: &Cluster) -> BTreeMap<String, String> {
     cluster
         .list(cm_index(cluster), None)
         .items
@@ -93,7 +93,7 @@ async fn converge(informer: &Informer, cluster: &Cluster) {
 
 /// A synced informer on every namespace's ConfigMaps, with a recorder that has seen nothing
 /// yet.
-async fn watching(sim: &Simulator) -> (InformerFactory, Arc<Informer>, Arc<Recorder>) {
+pub(crate) async fn watching(sim: &Simulator) -> (InformerFactory, Arc<Informer>, Arc<Recorder>) {
     let factory = InformerFactory::new(sim.client().unwrap());
     let informer = factory
         .informer(configmaps_everywhere(), CacheOptions::default())

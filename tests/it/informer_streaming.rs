@@ -8,46 +8,20 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
-use switchyard::config::ResourceName;
 use switchyard::informer::{CacheOptions, Informer, InformerFactory, WatchKey};
 use switchyard::sim::{Cluster, RequestFailure, SimOptions, Simulator};
 
 use crate::informer::Recorder;
+use crate::informer_relist::{cm_index, configmaps_everywhere, truth, watching};
 use crate::support;
 
 const WAIT: Duration = Duration::from_secs(30);
 
-fn configmaps() -> WatchKey {
-    WatchKey {
-        resource: ResourceName::parse("configmaps").unwrap(),
-        namespace: None,
-        label_selector: None,
-        field_selector: None,
-    }
-}
-
-fn index(cluster: &Cluster) -> usize {
-    cluster.find_resource("", "v1", "configmaps").unwrap()
-}
-
 fn create(cluster: &Cluster, name: &str) {
     let object = json!({"metadata": {"name": name}, "data": {"v": "0"}});
-    cluster.create(index(cluster), "default", object).unwrap();
-}
-
-/// The simulator's ConfigMaps: key → resourceVersion.
-fn truth(cluster: &Cluster) -> BTreeMap<String, String> {
-    (cluster.list(index(cluster), None).items.iter())
-        .map(|o| {
-            let meta = &o["metadata"];
-            let key = format!(
-                "{}/{}",
-                meta["namespace"].as_str().unwrap(),
-                meta["name"].as_str().unwrap()
-            );
-            (key, meta["resourceVersion"].as_str().unwrap().to_string())
-        })
-        .collect()
+    cluster
+        .create(cm_index(cluster), "default", object)
+        .unwrap();
 }
 
 async fn simulator(watch_list: bool) -> Simulator {
@@ -56,26 +30,6 @@ async fn simulator(watch_list: bool) -> Simulator {
         ..SimOptions::default()
     };
     Simulator::start(options).await.unwrap()
-}
-
-/// A synced informer on every namespace's ConfigMaps with a recorder that has seen nothing
-/// yet, once its cache equals the server's.
-async fn synced(sim: &Simulator) -> (InformerFactory, Arc<Informer>, Arc<Recorder>) {
-    let factory = InformerFactory::new(sim.client().unwrap());
-    let informer = factory
-        .informer(configmaps(), CacheOptions::default())
-        .await
-        .unwrap();
-    let recorder = Arc::new(Recorder::default());
-    informer.subscribe(recorder.clone());
-    informer.wait_until_synced().await;
-    let cluster = sim.cluster().clone();
-    support::eventually("the cache to equal the simulator", WAIT, async || {
-        (support::cached(&informer) == truth(&cluster)).then_some(())
-    })
-    .await;
-    recorder.take_sorted();
-    (factory, informer, recorder)
 }
 
 #[tokio::test]
@@ -89,7 +43,7 @@ async fn a_server_that_serves_streaming_lists_is_never_asked_for_a_list() {
         .only(&["list"])
         .on(&["configmaps"]);
     sim.faults().fail_next_requests(refused).unwrap();
-    let (factory, informer, _) = synced(&sim).await;
+    let (factory, informer, _) = watching(&sim).await;
     assert_eq!(informer.store().len(), 1200);
     let health = informer.health();
     assert_eq!(
@@ -111,7 +65,7 @@ async fn a_server_that_refuses_streaming_lists_is_listed_in_pages() {
     for i in 0..1200 {
         create(sim.cluster(), &format!("cm-{i:04}"));
     }
-    let (factory, informer, _) = synced(&sim).await;
+    let (factory, informer, _) = watching(&sim).await;
     assert_eq!(informer.store().len(), 1200);
     let health = informer.health();
     assert_eq!(health.list_mode, Some("paged"));
@@ -141,7 +95,7 @@ async fn a_relist_delivers_the_difference_streaming_or_paged() {
         for name in ["a", "b"] {
             create(&cluster, name);
         }
-        let (factory, informer, recorder) = synced(&sim).await;
+        let (factory, informer, recorder) = watching(&sim).await;
         let before = truth(&cluster);
         let addr = sim.addr();
         sim.stop().await;
@@ -254,7 +208,7 @@ async fn scripted(
     let factory = InformerFactory::new(client).with_retry_delay(Duration::from_millis(2));
     let key = WatchKey {
         namespace: Some("default".into()),
-        ..configmaps()
+        ..configmaps_everywhere()
     };
     let informer = factory
         .informer(key, CacheOptions::default())
