@@ -39,6 +39,22 @@ pub fn peak_rss(pid: &str) -> u64 {
         .map_or(0, |kib| kib * 1024)
 }
 
+/// Resident set size now (VmRSS) of process `pid`, in bytes.
+pub fn rss(pid: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kib| kib * 1024)
+}
+
+/// Resets process `pid`'s peak RSS (VmHWM) to its RSS now (`5` into /proc/PID/clear_refs),
+/// so that [`peak_rss`] tells the peak of what follows.
+pub fn reset_peak_rss(pid: &str) {
+    std::fs::write(format!("/proc/{pid}/clear_refs"), "5").expect("reset VmHWM by clear_refs");
+}
+
 /// The last of `lines` starting with `prefix`, without it.
 pub fn last_line(lines: &Mutex<Vec<String>>, prefix: &str) -> Option<String> {
     let lines = lines.lock().unwrap();

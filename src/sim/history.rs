@@ -45,6 +45,10 @@ pub struct PageRequest<'a> {
     /// selectors. Otherwise [`Page::remaining`] only says whether one more matches
     /// (kube-apiserver gives no count when the list has selectors).
     pub count_remaining: bool,
+    /// How many objects follow `after` at this version, when the page before counted them
+    /// (see [`Page::remaining`]): the page then subtracts its own instead of counting the
+    /// rest again, which would make a paged list quadratic in its size.
+    pub known_remaining: Option<usize>,
 }
 
 /// What a page read returns.
@@ -148,11 +152,14 @@ impl Cluster {
             .take(limit)
             .cloned()
             .collect();
-        let remaining = if request.count_remaining {
-            objects.count()
-        } else {
-            usize::from(objects.any(|o| matches(o)))
-        };
+        let remaining =
+            if let (true, Some(known)) = (request.count_remaining, request.known_remaining) {
+                known.saturating_sub(items.len())
+            } else if request.count_remaining {
+                objects.count()
+            } else {
+                usize::from(objects.any(|o| matches(o)))
+            };
         Ok(Page {
             rv,
             items,
@@ -293,6 +300,7 @@ mod tests {
             after,
             limit,
             count_remaining: true,
+            known_remaining: None,
         }
     }
 

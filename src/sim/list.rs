@@ -38,6 +38,11 @@ struct ContinueToken {
     /// The last key returned: `namespace/name`, or `name` for cluster-scoped resources,
     /// followed by a NUL (the next key to read from is just after it).
     start: String,
+    /// How many objects followed the key at `rv` (the page's `remainingItemCount`), so
+    /// that the next page need not count them again. Only in tokens this server wrote for a
+    /// list without selectors.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    remaining: Option<usize>,
 }
 
 impl ContinueToken {
@@ -51,6 +56,7 @@ impl ContinueToken {
             v: TOKEN_VERSION.into(),
             rv,
             start,
+            remaining: None,
         }
     }
 
@@ -187,6 +193,12 @@ pub(super) async fn list(
         after,
         limit: options.limit,
         count_remaining: filter.is_empty(),
+        // A token at the latest version (after a 410) reads another state: count again.
+        known_remaining: options
+            .token
+            .as_ref()
+            .filter(|t| t.rv != -1)
+            .and_then(|t| t.remaining),
     };
     let read = |state: &ApiState| {
         state
@@ -248,15 +260,16 @@ fn list_meta(page: &Page, filter: &Filter) -> Value {
         && let Some(last) = page.items.last()
     {
         let m = &last["metadata"];
-        let token = ContinueToken::new(
+        let mut token = ContinueToken::new(
             page.rv as i64,
             m["namespace"].as_str().unwrap_or_default(),
             m["name"].as_str().unwrap_or_default(),
         );
-        meta["continue"] = token.encode().into();
         if filter.is_empty() {
             meta["remainingItemCount"] = page.remaining.into();
+            token.remaining = Some(page.remaining);
         }
+        meta["continue"] = token.encode().into();
     }
     if let Some(shard) = filter.shard() {
         meta["shardInfo"] = json!({"selector": shard.to_string()});

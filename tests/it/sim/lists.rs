@@ -193,6 +193,9 @@ async fn later_pages_show_the_first_pages_snapshot_not_later_writes() {
         .unwrap();
     assert_eq!(names(&second), ["c", "d"]);
     assert_eq!(second.items[0].data.as_ref().unwrap()["v"], "1");
+    // Counted at the snapshot too: "e" still follows (the token carries the count, so a
+    // page does not count the rest of a long list again).
+    assert_eq!(second.metadata.remaining_item_count, Some(1));
     assert_eq!(
         second.metadata.resource_version,
         first.metadata.resource_version

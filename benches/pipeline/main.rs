@@ -41,8 +41,10 @@
 
 #![allow(missing_docs)]
 
-#[path = "common/mod.rs"]
+#[path = "../common/mod.rs"]
 mod common;
+mod raw;
+mod relist;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -58,6 +60,7 @@ use serde_json::Value;
 
 use common::{
     Running, SimSpec, cell, free_port, last_line, median_of, peak_rss, process_cpu, ratio,
+    reset_peak_rss, rss,
 };
 
 /// The variable that makes this binary a child row instead of the bench.
@@ -134,12 +137,12 @@ impl Plan {
                     .split(',')
                     .map(|name| {
                         Row::named(name.trim())
-                            .expect("SWITCHYARD_PIPELINE_ROWS: a0, a, a2, a3, a4, b, c, c2, d")
+                            .expect("SWITCHYARD_PIPELINE_ROWS: a0, a, a2, a3, a4, a5, b, c, c2, d, s, s5, r")
                     })
                     .collect(),
                 Err(_) => Row::ALL
                     .into_iter()
-                    .filter(|r| *r != Row::Baseline)
+                    .filter(|r| !matches!(r, Row::Baseline | Row::Relist))
                     .collect(),
             },
             baseline: std::env::var_os("SWITCHYARD_PIPELINE_BASELINE").map(PathBuf::from),
@@ -161,10 +164,13 @@ enum Row {
     KubeRs,
     KubeRsOneThread,
     Decode,
+    RawStream,
+    RawPaged,
+    Relist,
 }
 
 impl Row {
-    const ALL: [Row; 10] = [
+    const ALL: [Row; 13] = [
         Row::Baseline,
         Row::Noop,
         Row::Reuse,
@@ -175,6 +181,9 @@ impl Row {
         Row::KubeRs,
         Row::KubeRsOneThread,
         Row::Decode,
+        Row::RawStream,
+        Row::RawPaged,
+        Row::Relist,
     ];
 
     fn label(self) -> &'static str {
@@ -189,6 +198,9 @@ impl Row {
             Row::KubeRs => "(c) kube-rs Controller, no-op reconcile",
             Row::KubeRsOneThread => "(c2) kube-rs Controller, one runtime thread",
             Row::Decode => "(d) serde_json decode of the list",
+            Row::RawStream => "(s) the simulator alone: streaming list to a raw client",
+            Row::RawPaged => "(s5) the simulator alone: paged list to a raw client",
+            Row::Relist => "(r) switchyard, log-events plugin, a relist forced under churn",
         }
     }
 
@@ -233,9 +245,15 @@ fn start_daemon(plan: &Plan, row: Row, dir: &Path, port: u16) -> Running {
     } else {
         ""
     };
+    // Row (r) checks every call from the plugin's log lines.
+    let plugin = if row == Row::Relist {
+        "log-events"
+    } else {
+        "noop"
+    };
     let config = format!(
         "{state}plugins_dir: {}\nadmin:\n  listen: 127.0.0.1:{port}\n  token_file: token\n\
-         handlers:\n  noop:\n    plugin: noop\n    concurrency: 2\n    instance: {instance}\n\
+         handlers:\n  noop:\n    plugin: {plugin}\n    concurrency: 2\n    instance: {instance}\n\
          routes:\n  - name: all\n    resource: configmaps\n    namespaces: [default]\n    handler: noop\n{skip}",
         plan.plugins.display()
     );
@@ -366,6 +384,39 @@ struct Measured {
     peak_rss: f64,
     wait_list: Option<(f64, f64)>,
     wait_churn: Option<(f64, f64)>,
+    /// The simulator's CPU seconds in the list phase (its churn's included).
+    sim_cpu: f64,
+    /// How far the simulator's peak RSS in the list phase rose above its RSS before it.
+    sim_growth: f64,
+    /// Bytes of one object's JSON as a list sends it.
+    json_object: f64,
+}
+
+/// The row's simulator: its URL, and its CPU time and RSS when the row started.
+struct SimProcess {
+    pid: String,
+    url: String,
+    cpu: Duration,
+    rss: u64,
+}
+
+impl SimProcess {
+    fn of(sim: &Running, url: &str) -> Self {
+        let pid = sim.pid();
+        reset_peak_rss(&pid);
+        Self {
+            cpu: process_cpu(&pid),
+            rss: rss(&pid),
+            pid,
+            url: url.to_string(),
+        }
+    }
+
+    /// CPU seconds since the row started, and how far the peak RSS rose above the start.
+    fn since(&self) -> (f64, f64) {
+        let cpu = (process_cpu(&self.pid) - self.cpu).as_secs_f64();
+        (cpu, peak_rss(&self.pid).saturating_sub(self.rss) as f64)
+    }
 }
 
 /// How a row's handled count is read.
@@ -404,7 +455,7 @@ async fn measure(
     child: &mut Running,
     source: Source<'_>,
     started: Instant,
-    sim: &str,
+    sim: &SimProcess,
 ) -> Measured {
     let pid = child.pid();
     let deadline = started + Duration::from_secs(1_800);
@@ -418,8 +469,9 @@ async fn measure(
     };
     let list_wall = started.elapsed().as_secs_f64();
     let list_cpu = process_cpu(&pid);
+    let (sim_cpu, sim_growth) = sim.since();
     let list_buckets = source.buckets().await;
-    let version_before = sim_version(sim).await;
+    let version_before = sim_version(&sim.url).await;
     let churn_started = Instant::now();
     tokio::time::sleep(plan.churn).await;
     child.check_alive("the row's process");
@@ -427,7 +479,7 @@ async fn measure(
     let churn_wall = churn_started.elapsed().as_secs_f64();
     // Every change the simulator makes takes the next resourceVersion: the changes it made,
     // not the ones it was asked for.
-    let made = match (version_before, sim_version(sim).await) {
+    let made = match (version_before, sim_version(&sim.url).await) {
         (Some(before), Some(after)) => (after - before) as f64,
         _ => plan.rate * churn_wall,
     };
@@ -444,7 +496,28 @@ async fn measure(
         peak_rss: peak_rss(&pid) as f64,
         wait_list: quantiles(&list_buckets),
         wait_churn: quantiles(&churn_buckets),
+        sim_cpu,
+        sim_growth,
+        json_object: 0.0,
     }
+}
+
+/// Bytes of one object's JSON as a list sends it (the mean of the first 100).
+async fn json_per_object(url: &str) -> f64 {
+    let list: Value = reqwest::get(format!(
+        "{url}/api/v1/namespaces/default/configmaps?limit=100"
+    ))
+    .await
+    .expect("a list")
+    .json()
+    .await
+    .expect("a list's JSON");
+    let items = list["items"].as_array().expect("items");
+    let bytes: usize = items
+        .iter()
+        .map(|i| serde_json::to_vec(i).expect("JSON").len())
+        .sum();
+    bytes as f64 / items.len().max(1) as f64
 }
 
 /// The simulator's current resourceVersion (a one-item list).
@@ -464,9 +537,11 @@ async fn sim_version(url: &str) -> Option<u64> {
 async fn run_row(plan: &Plan, row: Row, n: usize) -> Measured {
     let dir = tempfile::tempdir().expect("a temporary folder");
     let rate = if row == Row::Decode { 0.0 } else { plan.rate };
-    let (_sim, url) = start_sim(plan, row, n, rate, dir.path()).await;
+    let (sim_process, url) = start_sim(plan, row, n, rate, dir.path()).await;
+    let json_object = json_per_object(&url).await;
+    let sim = SimProcess::of(&sim_process, &url);
     let started = Instant::now();
-    match row {
+    let measured = match row {
         Row::Baseline
         | Row::Noop
         | Row::Reuse
@@ -481,7 +556,7 @@ async fn run_row(plan: &Plan, row: Row, n: usize) -> Measured {
                 base: format!("http://127.0.0.1:{port}"),
             };
             let source = Source::Admin(&admin, row);
-            let measured = measure(plan, n, &mut daemon, source, started, &url).await;
+            let measured = measure(plan, n, &mut daemon, source, started, &sim).await;
             drop(daemon);
             measured
         }
@@ -493,9 +568,34 @@ async fn run_row(plan: &Plan, row: Row, n: usize) -> Measured {
             };
             let mut child = start_self(role, dir.path(), &url);
             let source = Source::Lines(child.lines.clone());
-            measure(plan, n, &mut child, source, started, &url).await
+            measure(plan, n, &mut child, source, started, &sim).await
         }
         Row::Decode => decode_row(dir.path(), &url).await,
+        Row::RawStream | Row::RawPaged => raw_row(row, &sim).await,
+        Row::Relist => unreachable!("row (r) reports on its own"),
+    };
+    Measured {
+        json_object,
+        ..measured
+    }
+}
+
+/// Rows (s) and (s5): the simulator's own figures, serving a raw client.
+async fn raw_row(row: Row, sim: &SimProcess) -> Measured {
+    let received = if row == Row::RawStream {
+        raw::streaming(&sim.url).await
+    } else {
+        raw::paged(&sim.url).await
+    };
+    let (cpu, growth) = sim.since();
+    Measured {
+        list_wall: received.wall,
+        list_cpu: cpu,
+        list_handled: received.objects as f64,
+        peak_rss: (sim.rss as f64) + growth,
+        sim_cpu: cpu,
+        sim_growth: growth,
+        ..Measured::default()
     }
 }
 
@@ -560,14 +660,14 @@ fn decode_child() {
 
 /// A list page's continue token.
 #[derive(serde::Deserialize)]
-struct PageMeta {
+pub(crate) struct PageMeta {
     metadata: PageContinue,
 }
 
 #[derive(serde::Deserialize)]
-struct PageContinue {
+pub(crate) struct PageContinue {
     #[serde(rename = "continue", default)]
-    token: Option<String>,
+    pub(crate) token: Option<String>,
 }
 
 /// Every page of the ConfigMaps in `default`, as sent.
@@ -711,6 +811,40 @@ fn print_table(n: usize, results: &[(Row, Vec<Measured>)]) {
     }
 }
 
+/// The list phase at `n` objects from both ends: the row's process and its simulator.
+fn print_list_table(n: usize, results: &[(Row, Vec<Measured>)]) {
+    let kube = results
+        .iter()
+        .find(|r| r.0 == Row::KubeRs)
+        .map(|r| r.1.as_slice())
+        .unwrap_or_default();
+    println!("\n**{n} ConfigMaps, the list phase at both ends** (median (min–max))\n");
+    println!(
+        "| row | list: wall s | objects/s | CPU µs/object | peak RSS MiB | RSS KiB/object | RSS / JSON held | JSON bytes/object | simulator: CPU µs/object | simulator: RSS rise MiB | CPU vs (c) |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    for (row, rounds) in results.iter().filter(|r| r.0 != Row::Decode) {
+        println!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            row.label(),
+            cell(rounds, 2, |m| Some(m.list_wall)),
+            cell(rounds, 0, |m| Some(m.list_handled / m.list_wall)),
+            cell(rounds, 1, list_cpu_per_event),
+            cell(rounds, 1, |m| Some(m.peak_rss / f64::from(1 << 20))),
+            cell(rounds, 2, |m| Some(m.peak_rss / 1024.0 / n as f64)),
+            cell(rounds, 2, |m| (m.json_object > 0.0)
+                .then(|| m.peak_rss / (m.json_object * n as f64))),
+            cell(rounds, 0, |m| Some(m.json_object)),
+            cell(rounds, 1, |m| Some(m.sim_cpu / m.list_handled * 1e6)),
+            cell(rounds, 1, |m| Some(m.sim_growth / f64::from(1 << 20))),
+            ratio(
+                median_of(rounds, list_cpu_per_event),
+                median_of(kube, list_cpu_per_event)
+            ),
+        );
+    }
+}
+
 fn main() {
     match std::env::var(ROLE).as_deref() {
         Ok("controller") => {
@@ -742,8 +876,18 @@ fn main() {
         plan.daemon.display()
     );
     for &n in &plan.sizes {
-        let mut results: Vec<(Row, Vec<Measured>)> =
-            plan.rows.iter().map(|&r| (r, Vec::new())).collect();
+        if plan.rows.contains(&Row::Relist) {
+            for round in 1..=plan.rounds {
+                let report = runtime.block_on(relist::run(&plan, n));
+                println!("\n**{n} ConfigMaps, a relist under churn, round {round}**\n\n{report}");
+            }
+        }
+        let mut results: Vec<(Row, Vec<Measured>)> = plan
+            .rows
+            .iter()
+            .filter(|r| **r != Row::Relist)
+            .map(|&r| (r, Vec::new()))
+            .collect();
         for round in 1..=plan.rounds {
             for (row, rounds) in &mut results {
                 let took = Instant::now();
@@ -756,6 +900,9 @@ fn main() {
                 rounds.push(measured);
             }
         }
-        print_table(n, &results);
+        if !results.is_empty() {
+            print_table(n, &results);
+            print_list_table(n, &results);
+        }
     }
 }
