@@ -198,6 +198,10 @@ pub enum SlotReset {
 /// The reset the daemon uses: see BENCHMARKS.md, "Plugin call cost", for the measurement.
 pub const DAEMON_SLOT_RESET: SlotReset = SlotReset::Decommit;
 
+/// How many finished instances' memory the pool gives back to the kernel at once (one
+/// `process_madvise` where the kernel has it, and one TLB flush, for the batch).
+pub const DECOMMIT_BATCH: usize = 16;
+
 /// The fewest instances [`pool_instances`] sizes the pool for: room to raise concurrency
 /// on reload in a small config. An instance slot costs address space (reserved, not
 /// resident) and a few KiB of bookkeeping, so the headroom is cheap.
@@ -270,7 +274,8 @@ impl PluginHost {
                 .max_core_instances_per_component(POOL_CORE_INSTANCES_PER_COMPONENT)
                 .max_memories_per_component(POOL_MEMORIES_PER_COMPONENT)
                 .max_tables_per_component(POOL_TABLES_PER_COMPONENT)
-                .max_memory_size(usize::try_from(pool.max_memory).unwrap_or(usize::MAX));
+                .max_memory_size(usize::try_from(pool.max_memory).unwrap_or(usize::MAX))
+                .decommit_batch_size(DECOMMIT_BATCH);
             if let SlotReset::KeepResident {
                 bytes,
                 copy_on_write,

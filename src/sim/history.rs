@@ -89,10 +89,60 @@ pub enum WatchFrom {
     Version(u64),
 }
 
+/// What a watch sends before following the live feed.
+pub enum Backlog {
+    /// The changes after a version, to replay.
+    Changes(Vec<Arc<Change>>),
+    /// The current objects of one resource, each to send as ADDED
+    /// ([`WatchFrom::CurrentState`]). Only the objects are held, not an event for each: a
+    /// streaming list of a million objects holds 8 MB here instead of 200 MB.
+    Current {
+        /// The resource's index.
+        resource: usize,
+        /// The objects, in key order.
+        objects: Vec<Arc<Value>>,
+    },
+}
+
+impl Backlog {
+    /// How many events the backlog sends.
+    pub fn len(&self) -> usize {
+        match self {
+            Backlog::Changes(changes) => changes.len(),
+            Backlog::Current { objects, .. } => objects.len(),
+        }
+    }
+
+    /// Whether it sends nothing.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Its events in order, each made as it is asked for.
+    pub fn into_changes(self) -> impl Iterator<Item = Arc<Change>> {
+        let (changes, current) = match self {
+            Backlog::Changes(changes) => (changes, None),
+            Backlog::Current { resource, objects } => (Vec::new(), Some((resource, objects))),
+        };
+        let added = current.into_iter().flat_map(|(resource, objects)| {
+            objects.into_iter().map(move |object| {
+                Arc::new(Change {
+                    rv: object_rv(&object),
+                    change_type: ChangeType::Added,
+                    at: ref_of(resource, &object),
+                    object,
+                    previous: None,
+                })
+            })
+        });
+        changes.into_iter().chain(added)
+    }
+}
+
 /// What a watch replays before following the live feed.
 pub struct WatchStart {
-    /// The changes to send first (synthetic ADDED events for [`WatchFrom::CurrentState`]).
-    pub backlog: Vec<Arc<Change>>,
+    /// The events to send first.
+    pub backlog: Backlog,
     /// Every change after the backlog.
     pub feed: broadcast::Receiver<Arc<Change>>,
     /// The cluster's resourceVersion when the watch started.
@@ -180,31 +230,28 @@ impl Cluster {
             at.resource == resource && namespace.is_none_or(|ns| at.namespace == ns)
         };
         let backlog = match from {
-            WatchFrom::Now => Vec::new(),
+            WatchFrom::Now => Backlog::Changes(Vec::new()),
             WatchFrom::Version(rv) => {
                 let rv = readable(&state, rv)?;
                 let first_newer = state.history.partition_point(|c| c.rv <= rv);
-                state
-                    .history
-                    .range(first_newer..)
-                    .filter(|c| in_scope(&c.at))
-                    .cloned()
-                    .collect()
+                Backlog::Changes(
+                    state
+                        .history
+                        .range(first_newer..)
+                        .filter(|c| in_scope(&c.at))
+                        .cloned()
+                        .collect(),
+                )
             }
-            WatchFrom::CurrentState => state
-                .objects
-                .range(key(resource, namespace.unwrap_or_default(), "")..)
-                .take_while(|(k, _)| in_scope(k))
-                .map(|(_, obj)| {
-                    Arc::new(Change {
-                        rv: object_rv(obj),
-                        change_type: ChangeType::Added,
-                        at: ref_of(resource, obj),
-                        object: obj.clone(),
-                        previous: None,
-                    })
-                })
-                .collect(),
+            WatchFrom::CurrentState => Backlog::Current {
+                resource,
+                objects: state
+                    .objects
+                    .range(key(resource, namespace.unwrap_or_default(), "")..)
+                    .take_while(|(k, _)| in_scope(k))
+                    .map(|(_, obj)| obj.clone())
+                    .collect(),
+            },
         };
         Ok(WatchStart {
             backlog,
@@ -408,5 +455,36 @@ mod tests {
             .watch_from(configmaps(), None, WatchFrom::Version(rv - 1))
             .unwrap();
         assert_eq!(start.backlog.len(), 1);
+    }
+
+    #[test]
+    fn a_watch_from_the_current_state_sends_every_object_as_added_in_key_order() {
+        let cluster = Cluster::default();
+        let rvs: Vec<u64> = ["b", "a", "c"]
+            .iter()
+            .map(|n| create(&cluster, n))
+            .collect();
+        cluster
+            .delete(&ref_of(
+                configmaps(),
+                &json!({"metadata": {"name": "c", "namespace": "default"}}),
+            ))
+            .unwrap();
+        let start = cluster
+            .watch_from(configmaps(), Some("default"), WatchFrom::CurrentState)
+            .unwrap();
+        assert_eq!(start.backlog.len(), 2);
+        let sent: Vec<(ChangeType, String, u64)> = start
+            .backlog
+            .into_changes()
+            .map(|c| (c.change_type, c.at.name.clone(), c.rv))
+            .collect();
+        assert_eq!(
+            sent,
+            [
+                (ChangeType::Added, "a".to_string(), rvs[1]),
+                (ChangeType::Added, "b".to_string(), rvs[0]),
+            ]
+        );
     }
 }

@@ -297,7 +297,7 @@ impl WatchStream {
         if *self.stopping.borrow_and_update() {
             return;
         }
-        for change in backlog {
+        for change in backlog.into_changes() {
             if !self.send(&change).await {
                 return;
             }
