@@ -17,11 +17,11 @@ use serde_json::Value;
 use super::common::{Running, peak_rss, reset_peak_rss, rss};
 use super::{Admin, Plan, Row, TOKEN, free_port, start_daemon, start_sim};
 
-/// How long the daemon runs steadily before the relist, and after it.
-const STEADY: Duration = Duration::from_secs(10);
-
-/// One relist at `n` objects; returns its report (markdown).
-pub async fn run(plan: &Plan, n: usize) -> String {
+/// One relist at `n` objects; prints its report (markdown). The daemon runs steadily for
+/// the plan's churn time before the relist, and again after it. Panics, after printing the
+/// report, if a call went backwards or an object was not delivered.
+pub async fn run(plan: &Plan, n: usize) {
+    let steady_for = plan.churn;
     let dir = tempfile::tempdir().expect("a temporary folder");
     let (_sim, url) = start_sim(plan, Row::Relist, n, plan.rate, dir.path()).await;
     let port = free_port();
@@ -32,7 +32,7 @@ pub async fn run(plan: &Plan, n: usize) -> String {
     };
     let pid = daemon.pid();
     wait_for_first_list(&admin, &mut daemon, n).await;
-    let steady = steady_rss(&pid).await;
+    let steady = steady_rss(&pid, steady_for).await;
     reset_peak_rss(&pid);
     let before = Instant::now();
     // The watch ends, and its resume is answered 410 Expired: the informer lists again.
@@ -45,12 +45,12 @@ pub async fn run(plan: &Plan, n: usize) -> String {
             .and_then(reqwest::Response::error_for_status)
             .expect("the fault is injected");
     }
-    let samples = sample_relist(&admin, &mut daemon).await;
+    let samples = sample_relist(&admin, &mut daemon, steady_for).await;
     let peak = peak_rss(&pid) as f64;
     let delivery = check_delivery(&url, &dir.path().join("daemon.log")).await;
     daemon.check_alive("the daemon");
     let readiness = Readiness::of(&samples);
-    format!(
+    let report = format!(
         "- relist: {:.2} s (from the faults to `synced` again), {} restarts of the watch\n\
          - daemon RSS: steady {:.1} MiB (median over {} s), peak during the relist and {} s after {:.1} MiB = {:.2}× steady\n\
          - `/readyz`: {} samples every 25 ms; during the relist {} of {} answered 503; outside it {} of {} did (should be 0)\n\
@@ -59,8 +59,8 @@ pub async fn run(plan: &Plan, n: usize) -> String {
         readiness.relist_seconds,
         samples.last().map_or(0, |s| s.restarts),
         steady / f64::from(1 << 20),
-        STEADY.as_secs(),
-        STEADY.as_secs(),
+        steady_for.as_secs_f64(),
+        steady_for.as_secs_f64(),
         peak / f64::from(1 << 20),
         peak / steady,
         samples.len(),
@@ -80,7 +80,13 @@ pub async fn run(plan: &Plan, n: usize) -> String {
         },
         delivery.stale_present,
         before.elapsed().as_secs_f64(),
-    )
+    );
+    println!("\n**{n} ConfigMaps, a relist under churn**\n\n{report}");
+    assert!(
+        delivery.backwards == 0 && delivery.missing == 0 && delivery.stale_present == 0,
+        "the relist lost or reordered changes"
+    );
+    assert_eq!(readiness.outside_503, 0, "/readyz 503 outside the relist");
 }
 
 /// Waits until the daemon has handled `n` calls and answers `/readyz` 200.
@@ -101,9 +107,9 @@ async fn wait_for_first_list(admin: &Admin, daemon: &mut Running, n: usize) {
     }
 }
 
-/// The median of the daemon's RSS sampled every 100 ms for [`STEADY`].
-async fn steady_rss(pid: &str) -> f64 {
-    let until = Instant::now() + STEADY;
+/// The median of the daemon's RSS sampled every 100 ms for `steady_for`.
+async fn steady_rss(pid: &str, steady_for: Duration) -> f64 {
+    let until = Instant::now() + steady_for;
     let mut samples = Vec::new();
     while Instant::now() < until {
         samples.push(rss(pid) as f64);
@@ -122,12 +128,12 @@ struct Sample {
 }
 
 /// `/readyz`, then `/status`, every 25 ms, until the informer has been unsynced and synced
-/// again and [`STEADY`] more has passed.
-async fn sample_relist(admin: &Admin, daemon: &mut Running) -> Vec<Sample> {
+/// again and `steady_for` more has passed.
+async fn sample_relist(admin: &Admin, daemon: &mut Running, steady_for: Duration) -> Vec<Sample> {
     let started = Instant::now();
     let deadline = started + Duration::from_secs(1_800);
     let (mut samples, mut unsynced, mut resynced) = (Vec::new(), false, None::<Instant>);
-    while resynced.is_none_or(|at| at.elapsed() < STEADY) {
+    while resynced.is_none_or(|at| at.elapsed() < steady_for) {
         daemon.check_alive("the daemon");
         assert!(Instant::now() < deadline, "the relist did not finish");
         let ready = admin.ready().await;
