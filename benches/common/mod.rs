@@ -31,20 +31,26 @@ pub fn process_cpu(pid: &str) -> Duration {
 
 /// Peak resident set size (VmHWM) of process `pid`, in bytes.
 pub fn peak_rss(pid: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map_or(0, |kib| kib * 1024)
+    status_bytes(pid, "VmHWM:")
 }
 
 /// Resident set size now (VmRSS) of process `pid`, in bytes.
 pub fn rss(pid: &str) -> u64 {
+    status_bytes(pid, "VmRSS:")
+}
+
+/// Anonymous resident memory now (RssAnon: heap and stacks, not the pages of the binary's
+/// code and data mapped from its file) of process `pid`, in bytes.
+pub fn anon_rss(pid: &str) -> u64 {
+    status_bytes(pid, "RssAnon:")
+}
+
+/// A `kB` field of /proc/PID/status, in bytes (0 when missing).
+fn status_bytes(pid: &str, field: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
         .map_or(0, |kib| kib * 1024)
 }

@@ -59,8 +59,8 @@ use kube::runtime::watcher;
 use serde_json::Value;
 
 use common::{
-    Running, SimSpec, cell, free_port, last_line, median_of, peak_rss, process_cpu, ratio,
-    reset_peak_rss, rss,
+    Running, SimSpec, anon_rss, cell, free_port, last_line, median_of, peak_rss, process_cpu,
+    ratio, reset_peak_rss, rss,
 };
 
 /// The variable that makes this binary a child row instead of the bench.
@@ -391,6 +391,9 @@ struct Measured {
     sim_growth: f64,
     /// Bytes of one object's JSON as a list sends it.
     json_object: f64,
+    /// The row's anonymous RSS when the list phase ended (heap and stacks, without the
+    /// binary's own pages).
+    anon_at_list_end: f64,
 }
 
 /// The row's simulator: its URL, and its CPU time and RSS when the row started.
@@ -470,6 +473,7 @@ async fn measure(
     };
     let list_wall = started.elapsed().as_secs_f64();
     let list_cpu = process_cpu(&pid);
+    let anon_at_list_end = anon_rss(&pid) as f64;
     let (sim_cpu, sim_growth) = sim.since();
     let list_buckets = source.buckets().await;
     let version_before = sim_version(&sim.url).await;
@@ -500,6 +504,7 @@ async fn measure(
         sim_cpu,
         sim_growth,
         json_object: 0.0,
+        anon_at_list_end,
     }
 }
 
@@ -821,12 +826,12 @@ fn print_list_table(n: usize, results: &[(Row, Vec<Measured>)]) {
         .unwrap_or_default();
     println!("\n**{n} ConfigMaps, the list phase at both ends** (median (min–max))\n");
     println!(
-        "| row | list: wall s | objects/s | CPU µs/object | peak RSS MiB | RSS KiB/object | RSS / JSON held | JSON bytes/object | simulator: CPU µs/object | simulator: RSS rise MiB | CPU vs (c) |"
+        "| row | list: wall s | objects/s | CPU µs/object | peak RSS MiB | RSS KiB/object | RSS / JSON held | anonymous RSS / JSON held, at the list's end | JSON bytes/object | simulator: CPU µs/object | simulator: RSS rise MiB | CPU vs (c) |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
     for (row, rounds) in results.iter().filter(|r| r.0 != Row::Decode) {
         println!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             row.label(),
             cell(rounds, 2, |m| Some(m.list_wall)),
             cell(rounds, 0, |m| Some(m.list_handled / m.list_wall)),
@@ -835,6 +840,9 @@ fn print_list_table(n: usize, results: &[(Row, Vec<Measured>)]) {
             cell(rounds, 2, |m| Some(m.peak_rss / 1024.0 / n as f64)),
             cell(rounds, 2, |m| (m.json_object > 0.0)
                 .then(|| m.peak_rss / (m.json_object * n as f64))),
+            cell(rounds, 2, |m| (m.json_object > 0.0
+                && m.anon_at_list_end > 0.0)
+                .then(|| m.anon_at_list_end / (m.json_object * n as f64))),
             cell(rounds, 0, |m| Some(m.json_object)),
             cell(rounds, 1, |m| Some(m.sim_cpu / m.list_handled * 1e6)),
             cell(rounds, 1, |m| Some(m.sim_growth / f64::from(1 << 20))),

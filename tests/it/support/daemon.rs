@@ -117,7 +117,12 @@ impl Builder {
             dir,
             own_plugins,
             client,
-            http: reqwest::Client::new(),
+            // No kept-alive connections: the admin API closes an idle one after its header
+            // read timeout, and a request sent on it just then fails (IncompleteMessage).
+            http: reqwest::Client::builder()
+                .pool_max_idle_per_host(0)
+                .build()
+                .expect("an HTTP client"),
             logs,
         }
     }
