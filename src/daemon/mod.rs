@@ -143,14 +143,14 @@ pub struct Daemon {
     admin_addr: SocketAddr,
     probes_addr: Option<SocketAddr>,
     /// The admin API's server and the probes listener's, each with its stop signal.
-    servers: Vec<(oneshot::Sender<()>, JoinHandle<()>)>,
+    servers: Vec<Server>,
     watcher: Option<PluginWatcher>,
     /// Starts routes waiting for a resource once it is served.
     waiting_task: JoinHandle<()>,
     /// The election's stop signal and task, in leader mode.
-    election: Option<(watch::Sender<bool>, JoinHandle<()>)>,
+    election: Option<Stoppable>,
     /// The membership's stop signal and task, in sharded mode.
-    membership: Option<(watch::Sender<bool>, JoinHandle<()>)>,
+    membership: Option<Stoppable>,
 }
 
 /// The listeners, bound before anything else starts.
@@ -188,6 +188,92 @@ impl Listeners {
     }
 }
 
+/// The API server's client: the one given in `options`, or one from the kubeconfig named
+/// there or in `config` (or the default one).
+async fn kube_client(config: &Config, options: &mut Options) -> Result<kube::Client> {
+    if let Some(client) = options.client.take() {
+        return Ok(client);
+    }
+    let kubeconfig = options
+        .kubeconfig
+        .as_deref()
+        .or(config.kubeconfig.as_deref());
+    let kube_config = client::client_config(kubeconfig, options.context.as_deref()).await?;
+    kube::Client::try_from(kube_config).map_err(Error::Client)
+}
+
+/// A background task and the signal that stops it.
+type Stoppable = (watch::Sender<bool>, JoinHandle<()>);
+
+/// A listener's server task and the signal that stops it.
+type Server = (oneshot::Sender<()>, JoinHandle<()>);
+
+/// Starts the high-availability tasks `config` asks for, recording their status in
+/// `shared`: the shard membership (sharded mode; it starts first, as informers wait for
+/// this replica's share before they list) and the leader election (leader mode; it runs
+/// before the handlers start, which wait, paused by the gate, until this replica leads,
+/// while the informers fill their caches).
+fn start_ha(
+    config: &Config,
+    shared: &mut Arc<Shared>,
+    assignment_tx: Option<sharded::AssignmentTx>,
+) -> (Option<Stoppable>, Option<Stoppable>) {
+    let membership = assignment_tx.map(|tx| {
+        let (stop, stopped) = watch::channel(false);
+        let (membership, task) = crate::sharding::Membership::start(
+            config.ha.clone(),
+            shared.client.clone(),
+            tx,
+            stopped,
+        );
+        let unique = Arc::get_mut(shared).expect("nothing else holds the shared state yet");
+        unique.shards = Some(membership.status());
+        unique.tenure = Some(membership.tenure());
+        (stop, task)
+    });
+    let election = (config.ha.mode == HaMode::Leader).then(|| {
+        let (stop, stopped) = watch::channel(false);
+        let (election, task) = Election::start(
+            config.ha.clone(),
+            shared.client.clone(),
+            shared.active.clone(),
+            stopped,
+        );
+        Arc::get_mut(shared)
+            .expect("nothing else holds the shared state yet")
+            .election = Some(election.status());
+        (stop, task)
+    });
+    (membership, election)
+}
+
+impl Listeners {
+    /// Serves the admin API (and the probes, when their listener is bound); returns the
+    /// servers and the probes' address.
+    fn serve(
+        self,
+        config: &Config,
+        shared: &Arc<Shared>,
+        policy: crate::admin::auth::AccessPolicy,
+    ) -> (Vec<Server>, Option<SocketAddr>) {
+        let hosts = AllowedHosts::new(self.admin_addr, config.admin_allowed_hosts.clone());
+        let app = crate::admin::router(shared.clone(), policy, hosts);
+        let limits = |max_connections| ListenerLimits {
+            header_read_timeout: config.header_read_timeout,
+            max_connections,
+        };
+        let admin_limits = limits(config.admin_max_connections);
+        let mut servers = vec![serve("admin API", self.admin, app, admin_limits)];
+        let probes_addr = self.probes.map(|(listener, addr)| {
+            let app = crate::admin::probes_router(shared.clone());
+            let probes_limits = limits(config.probes_max_connections);
+            servers.push(serve("probes listener", listener, app, probes_limits));
+            addr
+        });
+        (servers, probes_addr)
+    }
+}
+
 /// Serves `app` on `listener` within `limits` until the returned sender is used (or
 /// dropped).
 fn serve(
@@ -195,7 +281,7 @@ fn serve(
     listener: TcpListener,
     app: axum::Router,
     limits: ListenerLimits,
-) -> (oneshot::Sender<()>, JoinHandle<()>) {
+) -> Server {
     let (stop, stopped) = oneshot::channel::<()>();
     let task = tokio::spawn(crate::admin::server::serve(
         what, listener, app, limits, stopped,
@@ -208,23 +294,12 @@ impl Daemon {
     /// their events wait in the queue; a route on a resource the API server does not serve
     /// waits for it (in /readyz and /status) while the rest runs; a route whose resource
     /// cannot be watched for another reason is an error.
-    pub async fn start(config: Config, options: Options) -> Result<Self> {
+    pub async fn start(config: Config, mut options: Options) -> Result<Self> {
         // Refuse an unprotected admin API, and bind its port and the probes port, before
         // starting anything: a second daemon on a busy port fails before any handler runs.
         let policy = access_policy(&config, options.admin_listen.unwrap_or(config.admin_listen))?;
         let listeners = Listeners::bind(&config, &options).await?;
-        let client = match options.client {
-            Some(client) => client,
-            None => {
-                let kubeconfig = options
-                    .kubeconfig
-                    .as_deref()
-                    .or(config.kubeconfig.as_deref());
-                let kube_config =
-                    client::client_config(kubeconfig, options.context.as_deref()).await?;
-                kube::Client::try_from(kube_config).map_err(Error::Client)?
-            }
-        };
+        let client = kube_client(&config, &mut options).await?;
         let (assignment_tx, assignment) = sharded::channel(&config);
         let commit_latency = crate::metrics::latency_histogram();
         let state = open_state(&config, &commit_latency)?;
@@ -246,37 +321,7 @@ impl Daemon {
         Arc::get_mut(&mut shared)
             .expect("nothing else holds the shared state yet")
             .state = state;
-        // In sharded mode the membership starts first: informers wait for this replica's
-        // share before they list.
-        let membership = assignment_tx.map(|tx| {
-            let (stop, stopped) = watch::channel(false);
-            let (membership, task) = crate::sharding::Membership::start(
-                config.ha.clone(),
-                shared.client.clone(),
-                tx,
-                stopped,
-            );
-            let unique =
-                Arc::get_mut(&mut shared).expect("nothing else holds the shared state yet");
-            unique.shards = Some(membership.status());
-            unique.tenure = Some(membership.tenure());
-            (stop, task)
-        });
-        // In leader mode the election runs before the handlers start: they wait, paused by
-        // the gate, until this replica leads, while the informers fill their caches.
-        let election = (config.ha.mode == HaMode::Leader).then(|| {
-            let (stop, stopped) = watch::channel(false);
-            let (election, task) = Election::start(
-                config.ha.clone(),
-                shared.client.clone(),
-                shared.active.clone(),
-                stopped,
-            );
-            Arc::get_mut(&mut shared)
-                .expect("nothing else holds the shared state yet")
-                .election = Some(election.status());
-            (stop, task)
-        });
+        let (membership, election) = start_ha(&config, &mut shared, assignment_tx);
         let applied = Topology::empty(config.clone())
             .apply(config.clone(), &shared.stages())
             .await;
@@ -306,20 +351,7 @@ impl Daemon {
             None
         };
         let admin_addr = listeners.admin_addr;
-        let hosts = AllowedHosts::new(admin_addr, config.admin_allowed_hosts.clone());
-        let app = crate::admin::router(shared.clone(), policy, hosts);
-        let limits = |max_connections| ListenerLimits {
-            header_read_timeout: config.header_read_timeout,
-            max_connections,
-        };
-        let admin_limits = limits(config.admin_max_connections);
-        let mut servers = vec![serve("admin API", listeners.admin, app, admin_limits)];
-        let probes_addr = listeners.probes.map(|(listener, addr)| {
-            let app = crate::admin::probes_router(shared.clone());
-            let probes_limits = limits(config.probes_max_connections);
-            servers.push(serve("probes listener", listener, app, probes_limits));
-            addr
-        });
+        let (servers, probes_addr) = listeners.serve(&config, &shared, policy);
         let probes = probes_addr.map_or_else(|| "off".to_string(), |a| a.to_string());
         let threads = tokio::runtime::Handle::current().metrics().num_workers();
         tracing::info!(admin = %admin_addr, probes, threads, handlers = config.handlers.len(), routes = config.routes.len(), "switchyard started");

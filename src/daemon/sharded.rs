@@ -11,13 +11,11 @@ use crate::sharding::{Assignment, Membership, ShardStatus};
 /// What the informers read this replica's share from.
 pub(super) type AssignmentRx = watch::Receiver<Option<Assignment>>;
 
+/// Where the membership publishes this replica's share.
+pub(super) type AssignmentTx = watch::Sender<Option<Assignment>>;
+
 /// The membership's channel in sharded mode; nothing otherwise.
-pub(super) fn channel(
-    config: &Config,
-) -> (
-    Option<watch::Sender<Option<Assignment>>>,
-    Option<AssignmentRx>,
-) {
+pub(super) fn channel(config: &Config) -> (Option<AssignmentTx>, Option<AssignmentRx>) {
     if config.ha.mode != HaMode::Sharded {
         return (None, None);
     }
