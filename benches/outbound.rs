@@ -60,7 +60,7 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
 
-use common::{Running, SimSpec, cell, free_port, median_of, peak_rss, process_cpu, ratio};
+use common::{Running, SimSpec, cell, env_or, free_port, median_of, peak_rss, process_cpu, ratio};
 
 /// The variable that makes this binary the controller row's child.
 const ROLE: &str = "SWITCHYARD_OUTBOUND_ROLE";
@@ -84,13 +84,6 @@ struct Plan {
     rows: Vec<Row>,
     binary: PathBuf,
     plugins: PathBuf,
-}
-
-fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(default)
 }
 
 impl Plan {

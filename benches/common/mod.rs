@@ -115,6 +115,14 @@ impl Drop for Running {
     }
 }
 
+/// The environment variable `name` parsed, or `default` when it is unset or unparsable.
+pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(default)
+}
+
 /// A free port on 127.0.0.1.
 pub fn free_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");

@@ -59,8 +59,8 @@ use kube::runtime::watcher;
 use serde_json::Value;
 
 use common::{
-    Running, SimSpec, anon_rss, cell, free_port, last_line, median_of, peak_rss, process_cpu,
-    ratio, reset_peak_rss, rss,
+    Running, SimSpec, anon_rss, cell, env_or, free_port, last_line, median_of, peak_rss,
+    process_cpu, ratio, reset_peak_rss, rss,
 };
 
 /// The variable that makes this binary a child row instead of the bench.
@@ -84,13 +84,6 @@ struct Plan {
     /// The binary of row (a0), another build to compare with (before a change).
     baseline: Option<PathBuf>,
     plugins: PathBuf,
-}
-
-fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(default)
 }
 
 impl Plan {
@@ -666,7 +659,7 @@ fn decode_child() {
 
 /// A list page's continue token.
 #[derive(serde::Deserialize)]
-pub(crate) struct PageMeta {
+struct PageMeta {
     metadata: PageContinue,
 }
 
@@ -678,30 +671,14 @@ pub(crate) struct PageContinue {
 
 /// Every page of the ConfigMaps in `default`, as sent.
 async fn fetch_pages(url: &str) -> Vec<bytes::Bytes> {
-    let client = reqwest::Client::new();
     let mut pages = Vec::new();
-    let mut token = String::new();
-    loop {
-        let mut request = client
-            .get(format!("{url}/api/v1/namespaces/default/configmaps"))
-            .query(&[("limit", "500")]);
-        if !token.is_empty() {
-            request = request.query(&[("continue", &token)]);
-        }
-        let response = request.send().await.expect("list ConfigMaps");
-        let body = response
-            .error_for_status()
-            .expect("the list succeeds")
-            .bytes()
-            .await
-            .expect("the list's body");
+    raw::each_page(url, |body| {
         let meta: PageMeta = serde_json::from_slice(&body).expect("a list");
         pages.push(body);
-        match meta.metadata.token {
-            Some(next) if !next.is_empty() => token = next,
-            _ => return pages,
-        }
-    }
+        meta.metadata.token
+    })
+    .await;
+    pages
 }
 
 /// The controller row's child: a kube-rs `Controller` on the ConfigMaps of `default`

@@ -78,8 +78,24 @@ struct Page {
 /// Lists the ConfigMaps in `default` in pages of 500, keeping nothing.
 pub async fn paged(url: &str) -> Received {
     let started = Instant::now();
+    let mut objects = 0;
+    each_page(url, |body| {
+        let page: Page = serde_json::from_slice(&body).expect("a list page");
+        objects += page.items.len();
+        page.metadata.token
+    })
+    .await;
+    Received {
+        objects,
+        wall: started.elapsed().as_secs_f64(),
+    }
+}
+
+/// Fetches every page of 500 of the ConfigMaps in `default`, handing each body to `each`,
+/// which returns the page's continue token.
+pub async fn each_page(url: &str, mut each: impl FnMut(bytes::Bytes) -> Option<String>) {
     let client = reqwest::Client::new();
-    let (mut objects, mut token) = (0, String::new());
+    let mut token = String::new();
     loop {
         let mut request = client
             .get(format!("{url}/api/v1/namespaces/default/configmaps"))
@@ -95,16 +111,9 @@ pub async fn paged(url: &str) -> Received {
             .bytes()
             .await
             .expect("the page's body");
-        let page: Page = serde_json::from_slice(&body).expect("a list page");
-        objects += page.items.len();
-        match page.metadata.token {
+        match each(body) {
             Some(next) if !next.is_empty() => token = next,
-            _ => {
-                return Received {
-                    objects,
-                    wall: started.elapsed().as_secs_f64(),
-                };
-            }
+            _ => return,
         }
     }
 }
