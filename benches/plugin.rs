@@ -2,7 +2,9 @@
 //! parsing the event) called with a fresh instance per call and with one instance reused
 //! across calls, each on an engine that allocates instances on demand and on one with the
 //! pooling allocator; a native async Rust function doing the same work as the baseline; and
-//! instantiation (with `init`) alone. Then the Python example handler `event-summary` and the
+//! instantiation (with `init`) alone; and the `noop` plugin reading every page of its memory
+//! in `init` (`plugin_call_pre_read`), which shows what a slot reset in place costs when it
+//! resets only the pages an instance wrote. Then the Python example handler `event-summary` and the
 //! JavaScript one `event-log` (each parses the object and logs a line), fresh instance per
 //! call, and their instantiation.
 //!
@@ -77,13 +79,20 @@ fn noop_on(rt: &Runtime, options: HostOptions) -> (Arc<PluginHost>, Plugin) {
 
 /// The pooling engines compared: wasmtime's default reset (as the daemon has it), and slots
 /// kept resident with the initial memory mapped copy-on-write or copied in, and with less
-/// of each memory kept resident (256 KiB, 1 MiB).
-const RESETS: [(&str, SlotReset); 5] = [
+/// of each memory kept resident (64 KiB, 256 KiB, 1 MiB).
+const RESETS: [(&str, SlotReset); 6] = [
     ("pooling", switchyard::plugin::host::DAEMON_SLOT_RESET),
     (
         "pooling_resident",
         SlotReset::KeepResident {
             bytes: 16 << 20,
+            copy_on_write: true,
+        },
+    ),
+    (
+        "pooling_resident_64k",
+        SlotReset::KeepResident {
+            bytes: 64 << 10,
             copy_on_write: true,
         },
     ),
@@ -163,12 +172,42 @@ fn per_call(c: &mut Criterion) {
         });
     }
     group.finish();
+    pre_read(c, &rt, &engines, &event);
 
     let mut group = c.benchmark_group("plugin_instantiate");
     for (engine, _host, plugin) in &engines {
         group.bench_function(BenchmarkId::new("instantiate_and_init", engine), |b| {
             b.iter(|| {
                 rt.block_on(plugin.instantiate(handler.clone(), &logs, &limits(), "null"))
+                    .unwrap()
+            });
+        });
+    }
+    group.finish();
+}
+
+/// The `noop` plugin's config that has its `init` read every page of its memory, so the
+/// pages it never writes map the kernel's zero page: a slot's in-place reset (`resident`)
+/// then finds only the pages the instance wrote.
+const PRE_READ: &str = r#"{"pre_read_memory": true}"#;
+
+/// A fresh instance per call with [`PRE_READ`], on the daemon's pool and with 64 KiB kept
+/// resident: what an in-place reset costs when it resets only the written pages
+/// (BENCHMARKS.md, "Plugin call cost").
+fn pre_read(
+    c: &mut Criterion,
+    rt: &Runtime,
+    engines: &[(&'static str, Arc<PluginHost>, Plugin)],
+    event: &Event,
+) {
+    let logs = PluginLogs::default();
+    let handler: Arc<str> = Arc::from("bench");
+    let mut group = c.benchmark_group("plugin_call_pre_read");
+    let compared = ["pooling", "pooling_resident_64k"];
+    for (engine, _host, plugin) in engines.iter().filter(|(e, ..)| compared.contains(e)) {
+        group.bench_function(BenchmarkId::new("wasm_fresh_instance", engine), |b| {
+            b.iter(|| {
+                rt.block_on(plugin.call(handler.clone(), &logs, &limits(), PRE_READ, event))
                     .unwrap()
             });
         });

@@ -348,11 +348,19 @@ async fn a_list_refused_again_and_again_is_retried_with_a_growing_backoff() {
     })
     .await
     .unwrap();
+    let mode = refused_with_a_growing_backoff(&sim, "list").await;
+    assert_eq!(mode, Some("paged"));
+    sim.stop().await;
+}
+
+/// Refuses the next four `verb` requests on ConfigMaps with 403 and checks that an informer
+/// retries them with a growing backoff, then syncs; returns how it listed in the end.
+pub async fn refused_with_a_growing_backoff(sim: &Simulator, verb: &str) -> Option<&'static str> {
     let tries = 4u64;
     sim.faults()
         .fail_next_requests(
             RequestFailure::forbidden(tries)
-                .only(&["list"])
+                .only(&[verb])
                 .on(&["configmaps"]),
         )
         .unwrap();
@@ -380,13 +388,14 @@ async fn a_list_refused_again_and_again_is_retried_with_a_growing_backoff() {
     let waits: Vec<Duration> = refused.windows(2).map(|w| w[1] - w[0]).collect();
     assert!(
         waits.windows(2).all(|w| w[1] > w[0]),
-        "the waits do not grow: {waits:?}"
+        "{verb}: the waits do not grow: {waits:?}"
     );
     assert!(
         waits[2] > Duration::from_millis(2500),
-        "the third wait is still the first step's: {waits:?}"
+        "{verb}: the third wait is still the first step's: {waits:?}"
     );
     informer.wait_until_synced().await;
+    let mode = informer.health().list_mode;
     factory.shutdown();
-    sim.stop().await;
+    mode
 }

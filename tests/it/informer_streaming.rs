@@ -84,6 +84,17 @@ async fn a_server_that_refuses_streaming_lists_is_listed_in_pages() {
     factory.shutdown();
 }
 
+/// A streaming list refused again and again (a 403 on its watch, which is no refusal of
+/// the parameters: it stays a streaming list) is retried with a growing backoff, as a paged
+/// list is, and the informer then syncs by streaming.
+#[tokio::test]
+async fn a_streaming_list_refused_again_and_again_is_retried_with_a_growing_backoff() {
+    let sim = simulator(true).await;
+    let mode = crate::informer_relist::refused_with_a_growing_backoff(&sim, "watch").await;
+    assert_eq!(mode, Some("streaming"));
+    sim.stop().await;
+}
+
 /// Both ways, a relist delivers exactly what changed while the watch was down: here the API
 /// server came back empty (behind the version the watch had seen), so every object it had is
 /// deleted with `final_state_unknown` and the one made since is added.
