@@ -172,7 +172,7 @@ fn per_call(c: &mut Criterion) {
         });
     }
     group.finish();
-    pre_read(c, &rt, &engines, &event);
+    pre_read(c, &rt, &event);
 
     let mut group = c.benchmark_group("plugin_instantiate");
     for (engine, _host, plugin) in &engines {
@@ -193,18 +193,19 @@ const PRE_READ: &str = r#"{"pre_read_memory": true}"#;
 
 /// A fresh instance per call with [`PRE_READ`], on the daemon's pool and with 64 KiB kept
 /// resident: what an in-place reset costs when it resets only the written pages
-/// (BENCHMARKS.md, "Plugin call cost").
-fn pre_read(
-    c: &mut Criterion,
-    rt: &Runtime,
-    engines: &[(&'static str, Arc<PluginHost>, Plugin)],
-    event: &Event,
-) {
+/// (BENCHMARKS.md, "Plugin call cost"). Each on an engine of its own: a slot that an instance
+/// without the pre-read has used keeps, resident, the pages its reset wrote.
+fn pre_read(c: &mut Criterion, rt: &Runtime, event: &Event) {
     let logs = PluginLogs::default();
     let handler: Arc<str> = Arc::from("bench");
     let mut group = c.benchmark_group("plugin_call_pre_read");
     let compared = ["pooling", "pooling_resident_64k"];
-    for (engine, _host, plugin) in engines.iter().filter(|(e, ..)| compared.contains(e)) {
+    for (engine, reset) in RESETS.iter().filter(|(e, _)| compared.contains(e)) {
+        let options = HostOptions {
+            cache_dir: None,
+            pool: pool(*reset),
+        };
+        let (_host, plugin) = noop_on(rt, options);
         group.bench_function(BenchmarkId::new("wasm_fresh_instance", engine), |b| {
             b.iter(|| {
                 rt.block_on(plugin.call(handler.clone(), &logs, &limits(), PRE_READ, event))

@@ -26,10 +26,13 @@
 //! pages go back to the kernel (wasmtime's default) and the next instance faults in what it
 //! touches, copy-on-write from the initial image. Keeping slots resident and resetting the
 //! touched pages in place (found with `PAGEMAP_SCAN`) was 2.3× faster with wasmtime 48;
-//! wasmtime 50 resets every page written, swapped out or not (a fix: a swapped-out page
-//! kept the previous instance's data), and now resets the whole dirty set in place rather
-//! than decommitting beyond the first 32 regions, which makes resident slots twice as slow
-//! as decommitting for a Rust plugin and no faster for JavaScript (1.12 against 1.17 ms).
+//! with wasmtime 50 it is twice as slow as decommitting for a Rust plugin and no faster for
+//! JavaScript (1.12 against 1.17 ms). wasmtime 50 asks the kernel for pages "written" (so a
+//! swapped-out page is reset too), and in a memory without userfaultfd write-protection the
+//! kernel reports a page never touched as written: the reset then rewrites the whole
+//! accessible memory (1.06 MiB for the `noop` plugin, which writes 4 pages), not the pages
+//! the instance wrote (`scripts/pagemap-scan.sh` shows it; BENCHMARKS.md, "Plugin call
+//! cost"). Asking for pages written *and* present or swapped would make it exact.
 //! [`SlotReset::KeepResident`] stays for the benchmarks. The pool's cost is sizing: it
 //! holds a fixed number of instances, each memory slot reserves address space for the
 //! largest memory allowed (the largest handler `memory` at start), and neither can grow
