@@ -1,7 +1,9 @@
 // What the kernel's PAGEMAP_SCAN reports, and what one scan costs, for a plugin's linear
 // memory as wasmtime's pool resets it in place (`linear_memory_keep_resident`): a region of
 // 272 pages (the `noop` plugin's 1.06 MiB) in which 4 pages were written and the rest were
-// (a) never touched or (b) read once, so they map the zero page. Each is scanned with the
+// (a) never touched or (b) read once, so they map the zero page. The region is 2 MiB-aligned,
+// so one page table covers it: the kernel reports an unmapped page under a page table that
+// exists as written, while it skips whole page tables that do not. Each is scanned with the
 // categories wasmtime 50 asks for (written, not the zero page, not a file page) and with
 // "present or swapped" required as well. Run with scripts/pagemap-scan.sh; Linux 6.7 or later.
 #include <fcntl.h>
@@ -69,7 +71,14 @@ int main(void) {
   printf("| untouched pages | categories | pages reported (4 written) | one scan |\n");
   printf("|---|---|---|---|\n");
   for (int read_once = 0; read_once < 2; read_once++) {
-    char *base = mmap(0, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    // 2 MiB-aligned, as a pool slot is, so that one page table covers the whole region.
+    size_t span = 4u << 20;
+    char *raw = mmap(0, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw == MAP_FAILED) {
+      perror("mmap");
+      return 1;
+    }
+    char *base = (char *)(((uintptr_t)raw + (2u << 20) - 1) & ~(uintptr_t)((2u << 20) - 1));
     if (read_once)
       for (size_t at = 0; at < len; at += PAGE) (void)*(volatile char *)(base + at);
     base[255 * PAGE] = 1;
@@ -89,7 +98,7 @@ int main(void) {
              need_present ? "written, and present or swapped" : "written (wasmtime 50)", pages,
              per_scan / 1000);
     }
-    munmap(base, len);
+    munmap(raw, span);
   }
   return 0;
 }
