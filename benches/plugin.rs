@@ -4,9 +4,9 @@
 //! pooling allocator; a native async Rust function doing the same work as the baseline; and
 //! instantiation (with `init`) alone; and the `noop` plugin reading every page of its memory
 //! in `init` (`plugin_call_pre_read`), which shows what a slot reset in place costs when it
-//! resets only the pages an instance wrote. Then the Python example handler `event-summary` and the
-//! JavaScript one `event-log` (each parses the object and logs a line), fresh instance per
-//! call, and their instantiation.
+//! resets only the pages an instance wrote. Then the Python example handler `event-summary`
+//! and the JavaScript one `event-log` (each parses the object and logs a line), fresh
+//! instance per call, and their instantiation.
 //!
 //! Run: `scripts/build-plugins.sh && cargo bench --bench plugin`
 
