@@ -353,6 +353,7 @@ impl PluginHost {
                 error_chain(&e)
             ))
         })?;
+        make_memory_images(name, &component);
         Ok(Plugin {
             name: name.to_string(),
             pre,
@@ -361,6 +362,30 @@ impl PluginHost {
             slots: self.slots.clone(),
             ticker: self.ticker.clone(),
         })
+    }
+}
+
+/// Attempts at [`make_memory_images`] before the first instance is left to make the images.
+const MEMORY_IMAGE_TRIES: u32 = 5;
+
+/// Makes the component's copy-on-write memory images now, on the compiler's thread, rather
+/// than in its first instance (a call). Linux refuses to seal a new image (`EBUSY`) while
+/// something else holds its pages for a moment, as a kernel reclaiming memory in the
+/// background (DAMON) does; each failure waits a little longer (20 ms, doubling) and tries
+/// again. Images still missing are made by the first instance, as without this.
+fn make_memory_images(plugin: &str, component: &Component) {
+    for attempt in 1..=MEMORY_IMAGE_TRIES {
+        match component.initialize_copy_on_write_image() {
+            Ok(()) => return,
+            Err(_) if attempt < MEMORY_IMAGE_TRIES => {
+                std::thread::sleep(Duration::from_millis(10 << attempt));
+            }
+            Err(e) => tracing::warn!(
+                plugin,
+                error = %error_chain(&e),
+                "the plugin's memory image could not be made; its first instance tries again"
+            ),
+        }
     }
 }
 
