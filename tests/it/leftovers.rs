@@ -60,7 +60,13 @@ fn a_process_that_left_its_group_and_stays_fails_the_test_that_started_it() {
     )
     .grace(Duration::from_millis(500));
     let (group, marker) = helper.trace();
-    wait_for_processes(&helper, 3);
+    // Counting three is not enough: `setsid` runs in the group until it calls setsid(2),
+    // and a group killed before then takes it along, leaving nothing to find.
+    wait_for(&helper, "sleep 300 outside the group", |processes| {
+        processes
+            .iter()
+            .any(|p| p.group != group && p.command.contains("sleep 300"))
+    });
     let failed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(helper)))
         .expect_err("the test fails");
     let message = failed.downcast_ref::<String>().cloned().unwrap_or_default();
@@ -75,15 +81,24 @@ fn a_process_that_left_its_group_and_stays_fails_the_test_that_started_it() {
 
 /// Waits until `helper` and what it started number `count`; returns them.
 fn wait_for_processes(helper: &Spawned, count: usize) -> Vec<spawned::Started> {
+    wait_for(helper, &format!("{count} processes"), |p| p.len() >= count)
+}
+
+/// Waits until what `helper` started (itself included) passes `done`; returns it.
+fn wait_for(
+    helper: &Spawned,
+    what: &str,
+    done: impl Fn(&[spawned::Started]) -> bool,
+) -> Vec<spawned::Started> {
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     loop {
         let processes = helper.processes();
-        if processes.len() >= count {
+        if done(&processes) {
             return processes;
         }
         assert!(
             std::time::Instant::now() < deadline,
-            "{processes:#?} after 10 s"
+            "no {what} after 10 s: {processes:#?}"
         );
         std::thread::sleep(Duration::from_millis(20));
     }
