@@ -129,16 +129,49 @@ fn finalizer(
             "a route with a finalizer must deliver `deleted` events (add `deleted` to `events`): its handler's success on the deletion is what removes the finalizer",
         );
     }
+    const WHY: &str = "the route reads metadata.finalizers and metadata.deletionTimestamp";
     for pointer in r.drop_fields.iter().flatten() {
-        let held = ["/metadata/finalizers", "/metadata/deletionTimestamp"];
-        if pointer == "/metadata" || held.contains(&pointer.as_str()) {
+        if drops_held_metadata(pointer) {
             errors.at(
                 cx.at("drop_fields"),
-                format!("{pointer:?} cannot be dropped from the cache of a route with a finalizer: the route reads metadata.finalizers and metadata.deletionTimestamp"),
+                format!("{pointer:?} cannot be dropped from the cache of a route with a finalizer: {WHY}"),
+            );
+        }
+    }
+    for informer in feeding_informers(cx, r) {
+        if let Some(pointer) = informer.drop_fields.iter().find(|p| drops_held_metadata(p)) {
+            errors.at(
+                cx.at("finalizer"),
+                format!("informers.{}.transform.drop_fields drops {pointer:?} from the cache this route reads, which a route with a finalizer cannot do without: {WHY}", informer.name),
             );
         }
     }
     Some(name)
+}
+
+/// Whether dropping `pointer` takes away what a finalizer route reads of an object.
+fn drops_held_metadata(pointer: &str) -> bool {
+    [
+        "/metadata",
+        "/metadata/finalizers",
+        "/metadata/deletionTimestamp",
+    ]
+    .contains(&pointer)
+}
+
+/// The shared informers a route without a watch of its own reads: the one it names, or
+/// every one watching a kind it lists.
+fn feeding_informers<'a>(cx: &RouteContext<'a>, r: &RouteFile) -> Vec<&'a InformerSpec> {
+    let read = cx.informers.read;
+    read.iter()
+        .filter(|i| {
+            r.informer.as_deref() == Some(i.name.as_str())
+                || r.kinds
+                    .iter()
+                    .flatten()
+                    .any(|kind| i.resource.has_kind(kind))
+        })
+        .collect()
 }
 
 /// What is wrong with a finalizer name, if anything: it must be a qualified name with a

@@ -557,6 +557,39 @@ routes:
 }
 
 #[test]
+fn a_finalizer_route_reading_an_informer_that_drops_its_finalizers_is_refused() {
+    let text = "\
+informers:
+  cms:
+    resource: configmaps
+    transform: {drop_fields: [/metadata/finalizers]}
+  pods:
+    resource: pods
+    transform: {drop_fields: [/metadata/deletionTimestamp]}
+  secrets:
+    resource: secrets
+    transform: {drop_fields: [/metadata/annotations]}
+handlers:
+  h: {}
+routes:
+  - {name: a, informer: cms, handler: h, finalizer: true}
+  - {name: b, kinds: [Pod, Secret], handler: h, finalizer: true}
+  - {name: c, informer: secrets, handler: h, finalizer: true}
+  - {name: d, informer: cms, handler: h}
+";
+    let found = all_errors(text);
+    assert_eq!(found.len(), 2, "{found:#?}");
+    assert!(
+        found[0].contains("routes[0].finalizer: informers.cms.transform.drop_fields drops \"/metadata/finalizers\" from the cache this route reads"),
+        "{found:#?}"
+    );
+    assert!(
+        found[1].contains("routes[1].finalizer: informers.pods.transform.drop_fields drops \"/metadata/deletionTimestamp\""),
+        "{found:#?}"
+    );
+}
+
+#[test]
 fn an_index_takes_one_source_or_a_list_and_a_malformed_path_is_located() {
     let text = "\
 informers:
