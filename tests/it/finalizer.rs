@@ -2,7 +2,7 @@
 //! deletion reaches the handler with the object's final state, and the finalizer comes off
 //! only after the handler succeeded; objects leaving the route, or a route removed by a
 //! reload, lose it. The daemon killed with SIGKILL or down while objects are deleted misses
-//! nothing.
+//! nothing, and neither does a leader's successor or a shard's next owner.
 
 use std::path::Path;
 use std::time::Duration;
@@ -503,13 +503,23 @@ fn count_deletions(
     count
 }
 
-#[tokio::test]
-async fn in_sharded_mode_each_object_is_held_and_let_go_by_its_owner_alone() {
-    let sim_a = support::start_sim().await;
-    let sim_b = Simulator::serve(sim_a.cluster().clone(), SimOptions::default())
+/// Two sharded replicas, `a` and `b`, each through an API server of its own on one cluster
+/// (filtering by shard when `server_filters`: the `ShardedListAndWatch` gate), once both
+/// own ranges; and the 20 ConfigMaps `s-0`..`s-19`, created and held.
+async fn sharded_pair_holding_twenty(
+    server_filters: bool,
+) -> (TestDaemon, TestDaemon, Vec<String>) {
+    let options = || SimOptions {
+        sharded_list_and_watch: server_filters,
+        ..SimOptions::default()
+    };
+    let sim_a = Simulator::start(options())
+        .await
+        .expect("start the simulator");
+    let sim_b = Simulator::serve(sim_a.cluster().clone(), options())
         .await
         .expect("a second server on the same cluster");
-    let (mut a, mut b) = tokio::join!(
+    let (a, b) = tokio::join!(
         TestDaemon::builder(&sharded_config("a")).sim(sim_a).start(),
         TestDaemon::builder(&sharded_config("b")).sim(sim_b).start(),
     );
@@ -535,6 +545,13 @@ async fn in_sharded_mode_each_object_is_held_and_let_go_by_its_owner_alone() {
     for name in &names {
         wait_for_finalizers(&api, name, &[HELD]).await;
     }
+    (a, b, names)
+}
+
+#[tokio::test]
+async fn in_sharded_mode_each_object_is_held_and_let_go_by_its_owner_alone() {
+    let (mut a, mut b, names) = sharded_pair_holding_twenty(false).await;
+    let api = a.configmaps("default");
     for name in &names {
         api.delete(name, &DeleteParams::default()).await.unwrap();
     }
@@ -547,5 +564,70 @@ async fn in_sharded_mode_each_object_is_held_and_let_go_by_its_owner_alone() {
     assert_eq!(on_a + on_b, 20, "a: {on_a}, b: {on_b}");
     assert!(on_a > 0 && on_b > 0, "a: {on_a}, b: {on_b}");
     a.stop().await;
+    b.stop().await;
+}
+
+#[tokio::test]
+async fn in_sharded_mode_the_replica_taking_over_a_range_finishes_the_deletions_left_in_it() {
+    deletions_left_in_a_range_are_finished_by_its_next_owner(false).await;
+}
+
+#[tokio::test]
+async fn in_sharded_mode_the_replica_taking_over_a_range_finishes_them_with_server_filtering() {
+    deletions_left_in_a_range_are_finished_by_its_next_owner(true).await;
+}
+
+/// Two replicas hold 20 objects; `a`'s handler paused, all are deleted: `b` lets its own
+/// go, `a`'s stay held; `a` goes and `b`, taking its ranges, finishes each once.
+async fn deletions_left_in_a_range_are_finished_by_its_next_owner(server_filters: bool) {
+    let (a, mut b, names) = sharded_pair_holding_twenty(server_filters).await;
+    let api = b.configmaps("default");
+    // a's handler paused: the deletions in a's ranges wait in its queue, held; b lets its
+    // own go and takes nothing off a's.
+    let (code, _) = a.post("/handlers/log-events/pause").await;
+    assert_eq!(code, 200);
+    for name in &names {
+        api.delete(name, &DeleteParams::default()).await.unwrap();
+    }
+    // Done when what is left is exactly what waits in a's queue, and b handled the rest.
+    let (mut left, mut on_b) = (Vec::new(), 0);
+    eventually("b's own deletions done", WAIT, async || {
+        on_b += count_deletions(&mut b.logs);
+        left.clear();
+        for name in &names {
+            if held(&api, name).await.is_some() {
+                left.push(name.clone());
+            }
+        }
+        let waiting = a.status_json().await["routes"][0]["pending"].as_u64()?;
+        (waiting as usize == left.len() && on_b + left.len() == names.len()).then_some(())
+    })
+    .await;
+    assert!(!left.is_empty(), "a owned none of the 20");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    for name in &left {
+        assert_eq!(
+            held(&api, name).await,
+            Some((vec![HELD.to_string()], true)),
+            "{name}: a's object let go while a was paused"
+        );
+    }
+    // a goes; b takes its ranges and finishes each deletion a left, each once.
+    a.stop().await;
+    for name in &left {
+        wait_until_gone(&api, name).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        count_deletions(&mut b.logs),
+        left.len(),
+        "left by a: {left:?}"
+    );
+    let status = b.status_json().await;
+    assert_eq!(
+        status["replica"]["shards"]["members"],
+        json!(["b"]),
+        "{status}"
+    );
     b.stop().await;
 }
