@@ -25,6 +25,7 @@ use crate::config::{Config, HaMode};
 use crate::election::Election;
 use crate::handler::Handler;
 use crate::plugin::{PluginLogs, PluginRegistry, PluginWatcher};
+use crate::state::StaleFinalizer;
 
 pub use config_watcher::ConfigWatcher;
 pub use reload::{ReloadError, ReloadHistory, ReloadRecord};
@@ -302,7 +303,7 @@ impl Daemon {
         let client = kube_client(&config, &mut options).await?;
         let (assignment_tx, assignment) = sharded::channel(&config);
         let commit_latency = crate::metrics::latency_histogram();
-        let state = open_state(&config, &commit_latency)?;
+        let (state, stale_finalizers) = open_state(&config, &commit_latency)?;
         let (mut shared, watcher) = Shared::new(
             &config,
             client,
@@ -338,6 +339,9 @@ impl Daemon {
             tracing::warn!(watch = %w.watch, reason = %w.reason, routes = %w.routes.join(", "), "the API server does not serve this resource yet: its routes wait for it");
         }
         *crate::util::write(&shared.topology) = Arc::new(topology);
+        let routes = config.routes.iter();
+        let routes = routes.map(|r| (r.name.clone(), r.finalizer.is_some()));
+        topology::release_stale(stale_finalizers, routes.collect(), &shared.stages());
         let waiting_task = waiting::spawn(&shared);
         let config_watcher = if options.watch_config {
             match ConfigWatcher::start(shared.clone()) {
@@ -465,22 +469,29 @@ impl Daemon {
 }
 
 /// Opens the state store of `config`, if it has one, and drops what it keeps of routes and
-/// handlers no longer configured.
+/// handlers no longer configured; with the finalizers of routes that no route of `config`
+/// holds objects with any more, to take off what they delivered.
 fn open_state(
     config: &Config,
     commit_latency: &prometheus_client::metrics::histogram::Histogram,
-) -> Result<Option<crate::state::State>> {
+) -> Result<(Option<crate::state::State>, Vec<StaleFinalizer>)> {
     let Some(spec) = &config.state else {
-        return Ok(None);
+        return Ok((None, Vec::new()));
     };
     let histogram = commit_latency.clone();
     let observe = Box::new(move |took: Duration| histogram.observe(took.as_secs_f64()));
     let state = crate::state::State::open(spec, Some(observe))?;
     let routes = config.routes.iter().map(|r| r.name.as_str()).collect();
     let handlers = config.handlers.iter().map(|h| h.name.as_str()).collect();
-    state.retain(&routes, &handlers)?;
+    let held = config
+        .routes
+        .iter()
+        .filter_map(|r| r.finalizer.as_deref())
+        .collect();
+    state.retain(&routes, &handlers, &held)?;
+    let stale = state.stale_finalizers(&held)?;
     tracing::info!(store = %state.path().display(), "state store open");
-    Ok(Some(state))
+    Ok((Some(state), stale))
 }
 
 /// The admin API's access rule for `addr`: refused beyond loopback without a token.

@@ -1,7 +1,8 @@
 //! Durable state (`state_dir:`): an embedded transactional store (redb) holding, per route,
 //! what it last delivered of each object (uid, resourceVersion, a content hash: not the
 //! object), and per handler its queued events, the event each worker was handling, its dead
-//! letters and whether it was paused. After a restart each route delivers the difference from
+//! letters and whether it was paused; and each route's finalizer, until no object the route
+//! delivered needs it taken off. After a restart each route delivers the difference from
 //! what it last delivered, and each handler's queue and dead letters come back. In sharded
 //! mode the difference is taken within the replica's ranges: the records of objects outside
 //! them wait, in [`Retained`], for a range holding them to come back.
@@ -38,7 +39,8 @@ use crate::util::lock;
 use flow::Flow;
 pub use flow::Pressure;
 pub use records::{
-    HandlerSnapshot, RouteRecord, StoredDeadLetter, StoredEvent, StoredKey, StoredOwed,
+    HandlerSnapshot, RouteRecord, StaleFinalizer, StoredDeadLetter, StoredEvent, StoredFinalizer,
+    StoredKey, StoredOwed, StoredResource,
 };
 pub use retained::Retained;
 
@@ -54,6 +56,9 @@ mod tables {
     pub const META: &str = "meta";
     /// Handler name → whether it is paused.
     pub const PAUSED: &str = "paused";
+    /// Route name → its finalizer ([`super::StoredFinalizer`]), kept until no object the
+    /// route delivered holds it without a route of the config holding it too.
+    pub const FINALIZERS: &str = "finalizers";
     /// A route's records: object key → [`super::RouteRecord`].
     pub fn route(name: &str) -> String {
         format!("route/{name}")
@@ -140,6 +145,10 @@ enum Op {
     Paused {
         handler: Arc<str>,
         paused: bool,
+    },
+    Finalizer {
+        route: String,
+        finalizer: Option<StoredFinalizer>,
     },
     DropRoute(String),
     DropHandler(String),
@@ -349,6 +358,34 @@ impl State {
         });
     }
 
+    /// Records (or, with `None`, forgets) the finalizer the route `route` holds objects with.
+    pub fn route_finalizer(&self, route: &str, finalizer: Option<StoredFinalizer>) {
+        self.send(Op::Finalizer {
+            route: route.to_string(),
+            finalizer,
+        });
+    }
+
+    /// The finalizers recorded for routes that no route of the config holds objects with
+    /// (`held`: the finalizers the config's routes hold), each with what its route last
+    /// delivered. Records of a route no longer configured are kept ([`State::retain`])
+    /// until its finalizer is released.
+    pub fn stale_finalizers(&self, held: &HashSet<&str>) -> Result<Vec<StaleFinalizer>> {
+        let mut stale = Vec::new();
+        for (route, finalizer) in self.read_table::<StoredFinalizer>(tables::FINALIZERS)? {
+            if held.contains(finalizer.name.as_str()) {
+                continue;
+            }
+            let records = self.route_records(&route)?;
+            stale.push(StaleFinalizer {
+                route,
+                finalizer,
+                records,
+            });
+        }
+        Ok(stale)
+    }
+
     /// Forgets everything about the route `name`.
     pub fn drop_route(&self, name: &str) {
         self.send(Op::DropRoute(name.to_string()));
@@ -379,7 +416,22 @@ impl State {
 
     /// Drops the records of routes and handlers not named here (removed from the config
     /// while the daemon was down).
-    pub fn retain(&self, routes: &HashSet<&str>, handlers: &HashSet<&str>) -> Result<()> {
+    /// A route that held objects with a finalizer keeps its records until the finalizer is
+    /// released ([`State::stale_finalizers`]), unless another route holds it (`held`).
+    pub fn retain(
+        &self,
+        routes: &HashSet<&str>,
+        handlers: &HashSet<&str>,
+        held: &HashSet<&str>,
+    ) -> Result<()> {
+        let mut releasing = HashSet::new();
+        for (route, finalizer) in self.read_table::<StoredFinalizer>(tables::FINALIZERS)? {
+            if !held.contains(finalizer.name.as_str()) {
+                releasing.insert(route);
+            } else if !routes.contains(route.as_str()) {
+                self.route_finalizer(&route, None);
+            }
+        }
         let read = |e: redb::Error| self.read_error(e);
         let txn = self.db()?.begin_read().map_err(|e| read(e.into()))?;
         let mut dropped_routes = Vec::new();
@@ -387,7 +439,7 @@ impl State {
         for table in txn.list_tables().map_err(|e| read(e.into()))? {
             let name = table.name();
             if let Some(route) = name.strip_prefix("route/") {
-                if !routes.contains(route) {
+                if !routes.contains(route) && !releasing.contains(route) {
                     dropped_routes.push(route.to_string());
                 }
             } else if let Some((_, handler)) = name.split_once('/')

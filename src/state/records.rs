@@ -89,6 +89,44 @@ impl RouteRecord {
     }
 }
 
+/// A route's finalizer as the store keeps it: its name and the resources the route puts it
+/// on, so that a start whose config no longer holds objects with it can take it off the
+/// objects the route delivered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredFinalizer {
+    /// The finalizer's name.
+    pub name: String,
+    /// The resources the route watches.
+    pub resources: Vec<StoredResource>,
+}
+
+/// A resource as the API server names it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredResource {
+    /// API group (empty for the core group).
+    pub group: String,
+    /// API version.
+    pub version: String,
+    /// `apiVersion` (`group/version`, or `version` for the core group).
+    pub api_version: String,
+    /// Kind.
+    pub kind: String,
+    /// Plural resource name.
+    pub plural: String,
+}
+
+/// The finalizer of a route no route of the config holds objects with any more, with what
+/// the route last delivered (by object key): the objects to take it off.
+#[derive(Debug, Clone)]
+pub struct StaleFinalizer {
+    /// The route that held objects with it.
+    pub route: String,
+    /// The finalizer and its resources.
+    pub finalizer: StoredFinalizer,
+    /// What the route last delivered, by object key.
+    pub records: std::collections::HashMap<String, RouteRecord>,
+}
+
 /// FNV-1a 64: a fast, stable content hash (the same in every build, unlike std's hasher).
 pub fn fnv1a(bytes: &[u8]) -> u64 {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;

@@ -60,12 +60,56 @@ async fn changes_sent_are_read_back_after_reopening() {
     assert_eq!(snapshot.keys[0].owed, Some(owed));
 
     state
-        .retain(&HashSet::from(["other"]), &HashSet::new())
+        .retain(&HashSet::from(["other"]), &HashSet::new(), &HashSet::new())
         .unwrap();
     state.flush().await;
     assert!(state.route_records("r").unwrap().is_empty());
     assert!(state.handler("h").unwrap().keys.is_empty());
     assert_eq!(state.handler("h").unwrap().paused, None);
+}
+
+#[tokio::test]
+async fn a_removed_route_keeps_its_records_until_its_finalizer_is_released() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = State::open(&spec(dir.path(), OnCorrupt::Refuse), None).unwrap();
+    let object: Arc<str> =
+        r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","uid":"u","resourceVersion":"3"}}"#.into();
+    let finalizer = |name: &str| StoredFinalizer {
+        name: name.into(),
+        resources: vec![StoredResource {
+            group: String::new(),
+            version: "v1".into(),
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            plural: "configmaps".into(),
+        }],
+    };
+    for route in ["gone", "renamed"] {
+        state.delivered(&route.into(), "d/a", object.clone());
+    }
+    state.route_finalizer("gone", Some(finalizer("example.com/gone")));
+    state.route_finalizer("renamed", Some(finalizer("example.com/kept")));
+    state.flush().await;
+
+    // Neither route is configured; another route holds `example.com/kept`.
+    let held = HashSet::from(["example.com/kept"]);
+    state
+        .retain(&HashSet::new(), &HashSet::new(), &held)
+        .unwrap();
+    state.flush().await;
+    let stale = state.stale_finalizers(&held).unwrap();
+    assert_eq!(stale.len(), 1, "{stale:#?}");
+    assert_eq!(stale[0].route, "gone");
+    assert_eq!(stale[0].finalizer, finalizer("example.com/gone"));
+    assert_eq!(stale[0].records["d/a"].uid, "u");
+    assert!(state.route_records("renamed").unwrap().is_empty());
+
+    // Released: forgotten, and its records with it.
+    state.route_finalizer("gone", None);
+    state.drop_route("gone");
+    state.flush().await;
+    assert!(state.stale_finalizers(&HashSet::new()).unwrap().is_empty());
+    assert!(state.route_records("gone").unwrap().is_empty());
 }
 
 #[test]

@@ -304,6 +304,69 @@ async fn a_daemon_killed_while_the_handler_runs_on_a_deletion_leaves_the_object_
 }
 
 #[tokio::test]
+async fn a_route_gone_from_the_config_at_a_restart_with_state_dir_lets_go_of_its_objects() {
+    let sim = support::start_sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    sim.write_kubeconfig(&kubeconfig).unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(sim.client().unwrap(), "default");
+    let yaml = child_config(true).replace("faulty", "log-events");
+    let first = child(dir.path(), &kubeconfig, &yaml).await;
+    let keep = "example.com/keep";
+    for (name, finalizers) in [("p", vec![]), ("q", vec![keep]), ("r", vec![])] {
+        let object = json!({"metadata": {"name": name, "finalizers": finalizers}});
+        api.create(&PostParams::default(), &support::configmap(object))
+            .await
+            .unwrap();
+    }
+    for (name, finalizers) in [
+        ("p", vec![HELD]),
+        ("q", vec![keep, HELD]),
+        ("r", vec![HELD]),
+    ] {
+        wait_for_finalizers(&api, name, &finalizers).await;
+    }
+    eventually("the store committed", WAIT, async || {
+        let status: Value = first.status().await;
+        (status["state"]["pending_writes"] == 0 && status["handlers"][0]["queue_depth"] == 0)
+            .then_some(())
+    })
+    .await;
+    first.process.kill();
+    api.delete("r", &DeleteParams::default()).await.unwrap();
+
+    // Restarted with the route renamed and its finalizer gone: nothing holds the objects.
+    let plain = yaml
+        .replace("name: configmaps", "name: plain")
+        .replace("    finalizer: true\n", "");
+    let second = child(dir.path(), &kubeconfig, &plain).await;
+    wait_for_finalizers(&api, "p", &[]).await;
+    wait_for_finalizers(&api, "q", &[keep]).await;
+    wait_until_gone(&api, "r").await;
+    second
+        .process
+        .wait_for_line(WAIT, |l| {
+            l.contains("finalizer of a route no longer holding objects with it taken off")
+                && l.contains("objects=3")
+                && l.contains("failed=0")
+        })
+        .await;
+    let lines = second.process.kill();
+    // Forgotten once released: a third start has nothing to take off.
+    let third = child(dir.path(), &kubeconfig, &plain).await;
+    eventually("the third start synced", WAIT, async || {
+        (third.status().await["informers"][0]["synced"] == true).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let third_lines = third.process.kill();
+    assert!(
+        !third_lines.iter().any(|l| l.contains("taken off")),
+        "released again: {third_lines:#?} (before: {lines:#?})"
+    );
+}
+
+#[tokio::test]
 async fn a_finalizer_removed_by_hand_while_the_daemon_is_down_is_a_deletion_as_without_one() {
     let sim = support::start_sim().await;
     let dir = tempfile::tempdir().unwrap();

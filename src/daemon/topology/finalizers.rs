@@ -1,18 +1,24 @@
 //! Routes' finalizers (`finalizer:`) as the topology sets them up: each handler learns the
 //! finalizers of the routes feeding it, and a reload that removes a route with a finalizer
 //! (or changes its finalizer, or narrows what it selects) takes that finalizer off every
-//! object no route holds with it any more, so no object is left stuck in Terminating.
+//! object no route holds with it any more, so no object is left stuck in Terminating. With
+//! `state_dir` each route's finalizer is recorded, and a start whose config no longer holds
+//! objects with one takes it off what the route last delivered ([`release_stale`]).
 //!
 //! Only a replica that acts does the clean-up: the leader in leader mode, a replica whose
 //! ranges hold in sharded mode (its caches hold only the objects of its ranges).
 
 use std::sync::Arc;
+use std::time::Duration;
+
+use kube::discovery::ApiResource;
 
 use super::{RunningRoute, Stages, Wiring, open};
 use crate::config::Config;
 use crate::handler::Handler;
 use crate::handler::finalizer::{Finalizers, RouteFinalizer};
 use crate::informer::CachedObject;
+use crate::state::{StaleFinalizer, StoredFinalizer, StoredResource};
 
 /// The finalizers of the routes of `config` feeding `handler`, writing through the
 /// daemon's client to the resources each route watches.
@@ -34,6 +40,11 @@ pub(super) async fn of_handler(
         for key in served {
             let informer = open(stages.informers, key, &wiring.cache).await?;
             resources.push(informer.resource().clone());
+        }
+        if let Some(state) = stages.state
+            && !resources.is_empty()
+        {
+            state.route_finalizer(&route.name, Some(stored(name, &resources)));
         }
         let finalizer = RouteFinalizer::new(name, stages.client.clone(), resources);
         by_route.push((route.name.as_str().into(), Arc::new(finalizer)));
@@ -112,4 +123,95 @@ pub(super) fn release_dropped(old: &[RunningRoute], new: &[RunningRoute], stages
             }
         }
     });
+}
+
+/// The finalizer `name` on `resources` as the store keeps it.
+fn stored(name: &str, resources: &[ApiResource]) -> StoredFinalizer {
+    let resources = resources
+        .iter()
+        .map(|r| StoredResource {
+            group: r.group.clone(),
+            version: r.version.clone(),
+            api_version: r.api_version.clone(),
+            kind: r.kind.clone(),
+            plural: r.plural.clone(),
+        })
+        .collect();
+    StoredFinalizer {
+        name: name.to_string(),
+        resources,
+    }
+}
+
+/// A stored resource as the client names it.
+fn api_resource(r: &StoredResource) -> ApiResource {
+    ApiResource {
+        group: r.group.clone(),
+        version: r.version.clone(),
+        api_version: r.api_version.clone(),
+        kind: r.kind.clone(),
+        plural: r.plural.clone(),
+    }
+}
+
+/// Takes the finalizers of routes the config no longer holds objects with (removed, or
+/// their finalizer turned off or renamed while the daemon was down) off the objects those
+/// routes last delivered, in the background, once this replica acts; then forgets them
+/// (`routes`: the config's routes, by whether each has a finalizer). What cannot be taken
+/// off now stays recorded for the next start.
+pub(in crate::daemon) fn release_stale(
+    stale: Vec<StaleFinalizer>,
+    routes: Vec<(String, bool)>,
+    stages: &Stages<'_>,
+) {
+    if stale.is_empty() {
+        return;
+    }
+    let (client, state) = (stages.client.clone(), stages.state.cloned());
+    let mut active = stages.active.subscribe();
+    let tenure = stages.tenure.cloned();
+    tokio::spawn(async move {
+        // Only a replica that acts writes finalizers (see the module's docs).
+        while !(*active.borrow_and_update() && tenure.as_ref().is_none_or(|t| t.holds())) {
+            let changed = tokio::time::timeout(Duration::from_millis(500), active.changed());
+            if let Ok(Err(_)) = changed.await {
+                return; // the daemon stopped
+            }
+        }
+        for stale in stale {
+            let released = release_one(&stale, &client).await;
+            let Some(state) = &state else { continue };
+            if !released {
+                continue;
+            }
+            match routes.iter().find(|(name, _)| *name == stale.route) {
+                None => {
+                    state.route_finalizer(&stale.route, None);
+                    state.drop_route(&stale.route);
+                }
+                Some((_, false)) => state.route_finalizer(&stale.route, None),
+                // Recorded again with the finalizer the route holds now.
+                Some((_, true)) => {}
+            }
+        }
+    });
+}
+
+/// Takes `stale`'s finalizer off each object its route last delivered; whether all went.
+async fn release_one(stale: &StaleFinalizer, client: &kube::Client) -> bool {
+    let name = &stale.finalizer.name;
+    let resources = stale.finalizer.resources.iter().map(api_resource).collect();
+    let finalizer = RouteFinalizer::new(name, client.clone(), resources);
+    let mut failed = 0;
+    let mut keys: Vec<&String> = stale.records.keys().collect();
+    keys.sort();
+    for key in keys {
+        let object = stale.records[key].stub_json(key);
+        if let Err(e) = finalizer.remove(&object).await {
+            failed += 1;
+            tracing::error!(error = %e, route = %stale.route, "cannot take off the finalizer of a route no longer configured; tried again at the next start");
+        }
+    }
+    tracing::info!(finalizer = %name, route = %stale.route, objects = stale.records.len(), failed, "finalizer of a route no longer holding objects with it taken off what the route last delivered");
+    failed == 0
 }

@@ -40,6 +40,7 @@ use crate::router::{ObjectFilter, Route};
 mod finalizers;
 mod wiring;
 
+pub(super) use finalizers::release_stale;
 pub use wiring::route_informers;
 use wiring::{Wiring, open, wire};
 
