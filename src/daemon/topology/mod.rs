@@ -422,7 +422,8 @@ impl Topology {
         if let Some(state) = stages.state {
             // What the routes replaced or removed delivered is on disk before it is read.
             for old in &self.routes {
-                if config.routes.iter().all(|r| r.name != old.spec.name) {
+                let removed = config.routes.iter().all(|r| r.name != old.spec.name);
+                if removed && !finalizers::keeps_records(old, config) {
                     state.drop_route(&old.spec.name);
                 }
             }
