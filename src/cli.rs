@@ -129,8 +129,8 @@ pub(crate) enum Command {
         context: Option<String>,
     },
     /// Call the handlers' plugins on recorded events, without an API server: writes are
-    /// captured and shown, never sent. Exits 1 if any event errors, 2 for a bad config or
-    /// events file.
+    /// captured and shown, never sent. Exits 1 if any event errors, 2 for a bad config,
+    /// events file or plugin file.
     Replay {
         /// The routing config (YAML).
         #[arg(long, short)]

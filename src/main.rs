@@ -50,7 +50,7 @@ fn main() -> ExitCode {
     let runtime = match runtime(&cli.command) {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", switchyard::util::chain_text(e.chain()));
             return ExitCode::FAILURE;
         }
     };
@@ -58,7 +58,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            report(&format!("{e:#}"));
+            report(&switchyard::util::chain_text(e.chain()));
             ExitCode::FAILURE
         }
     }
@@ -417,7 +417,17 @@ async fn replay(path: &Path, events: &Path, handler: Option<&str>, json: bool) -
             return Ok(ExitCode::from(2));
         }
     };
-    let reports = switchyard::offline::replay(&config, &recorded, handler).await?;
+    let reports = match switchyard::offline::replay(&config, &recorded, handler).await {
+        Ok(reports) => reports,
+        Err(e) => {
+            report(&format!(
+                "{}: {}; nothing was replayed",
+                path.display(),
+                switchyard::util::chain_text(e.chain())
+            ));
+            return Ok(ExitCode::from(2));
+        }
+    };
     let mut stdout = std::io::stdout().lock();
     for r in &reports {
         if json {

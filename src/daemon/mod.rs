@@ -200,6 +200,7 @@ async fn kube_client(config: &Config, options: &mut Options) -> Result<kube::Cli
         .as_deref()
         .or(config.kubeconfig.as_deref());
     let kube_config = client::client_config(kubeconfig, options.context.as_deref()).await?;
+    tracing::info!(server = %kube_config.cluster_url, "API server");
     kube::Client::try_from(kube_config).map_err(Error::Client)
 }
 

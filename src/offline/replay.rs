@@ -117,8 +117,9 @@ pub async fn replay(
             .find(|h| h.name == event.handler)
             .ok_or_else(|| anyhow::anyhow!("line {line}: no handler {:?}", event.handler))?;
         if !plugins.contains_key(&spec.plugin) {
-            let plugin =
-                loader::load_with(&host, &config.plugins_dir, &spec.plugin, &config.oci).await?;
+            let plugin = loader::load_with(&host, &config.plugins_dir, &spec.plugin, &config.oci)
+                .await
+                .map_err(|e| plugin_problem(&spec.name, &e))?;
             plugins.insert(spec.plugin.clone(), plugin);
         }
         let plugin = &plugins[&spec.plugin];
@@ -131,6 +132,24 @@ pub async fn replay(
         reports.push(call.replay_one(*line, event, names).await);
     }
     Ok(reports)
+}
+
+/// Why the plugin of `handler` cannot be replayed: the load error, with how to make a
+/// plugin file that is not there yet.
+fn plugin_problem(handler: &str, error: &crate::plugin::Error) -> anyhow::Error {
+    let missing = matches!(
+        error,
+        crate::plugin::Error::Read {
+            problem: loader::ReadError::Gone,
+            ..
+        }
+    );
+    let hint = if missing {
+        "; build it first (`switchyard build` in the plugin's project)"
+    } else {
+        ""
+    };
+    anyhow::anyhow!("handler {handler:?}: {error}{hint}")
 }
 
 /// A handler's plugin and what its calls share.

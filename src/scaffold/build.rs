@@ -1,6 +1,7 @@
 //! `switchyard build`: a plugin project into `NAME.wasm` in its folder, with the language's
-//! own tool: cargo for a `Cargo.toml`, componentize-js (through the project's `build.mjs`)
-//! for a `package.json`, componentize-py for an `app.py`. The tool's own output goes to the
+//! own tool: cargo for a `Cargo.toml` (refused at once without the `wasm32-wasip2` target),
+//! componentize-js (through the project's `build.mjs`) for a `package.json`,
+//! componentize-py (on the `PATH`, or the demo's) for an `app.py`. The tool's own output goes to the
 //! terminal; the component is written through a temporary name, so a daemon watching the
 //! folder never loads half a file. A JavaScript or Python project unchanged since a build
 //! is not built again: its component comes from the build cache ([`super::cache`]).
@@ -140,6 +141,7 @@ fn run(mut command: Command, dir: &Path, what: &str, hint: &str) -> Result<(), B
 
 /// `cargo build --release --target wasm32-wasip2`, then the cdylib copied to `out`.
 fn build_rust(dir: &Path, name: &str, out: &Path) -> Result<(), BuildError> {
+    check_wasm_target(dir)?;
     let mut cargo = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
     cargo.args(["build", "--release", "--target", "wasm32-wasip2"]);
     run(
@@ -156,6 +158,35 @@ fn build_rust(dir: &Path, name: &str, out: &Path) -> Result<(), BuildError> {
         .join("wasm32-wasip2/release")
         .join(format!("{}.wasm", name.replace('-', "_")));
     move_into_place(&built, out, true)
+}
+
+/// Refuses at once, rather than after cargo has built the project's dependencies, when
+/// the toolchain the project builds with has no `wasm32-wasip2` target. A `rustc` that
+/// cannot say leaves it to cargo.
+fn check_wasm_target(dir: &Path) -> Result<(), BuildError> {
+    let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    let asked = Command::new(rustc)
+        .args(["--print", "target-libdir", "--target", "wasm32-wasip2"])
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output();
+    let Ok(output) = asked.map_err(drop).and_then(|o| {
+        o.status
+            .success()
+            .then(|| String::from_utf8_lossy(&o.stdout).trim().to_string())
+            .ok_or(())
+    }) else {
+        return Ok(());
+    };
+    if Path::new(&output).is_dir() {
+        return Ok(());
+    }
+    Err(BuildError::Missing {
+        tool: "the wasm32-wasip2 target".into(),
+        hint: "add it to the toolchain this project builds with: rustup target add wasm32-wasip2"
+            .into(),
+    })
 }
 
 /// The project's `build.mjs` (componentize-js), after `npm install` if it never ran.
@@ -193,15 +224,40 @@ fn installed_componentize_js(dir: &Path) -> String {
 /// `componentize-py ... componentize app`.
 fn build_python(dir: &Path, cache: Option<&Path>, built: &mut Built) -> Result<(), BuildError> {
     let hint = format!("pip install componentize-py=={COMPONENTIZE_PY}");
-    let version = tool_version("componentize-py", dir, &hint)?;
+    let program = componentize_py();
+    let version = tool_version(&program, dir, &hint)?;
     let tools = [("componentize-py", version.as_str())];
     cached(dir, &tools, cache, built, |tmp| {
-        let mut componentize = Command::new("componentize-py");
+        let mut componentize = Command::new(&program);
         componentize
             .args(crate::plugin::contract::componentize_py_args())
             .arg(tmp);
         run(componentize, dir, "componentize-py", &hint)
     })
+}
+
+/// `componentize-py` on the `PATH`, else the one `switchyard demo` installed into its
+/// virtual environment in the cache (`~/.cache/switchyard/python-venv-VERSION`).
+fn componentize_py() -> String {
+    let on_path = "componentize-py".to_string();
+    let found = |program: &str| {
+        Command::new(program)
+            .arg("--version")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if found(&on_path) {
+        return on_path;
+    }
+    let venv = cache::folder().and_then(|builds| {
+        let switchyard = builds.parent()?;
+        let program = switchyard.join(format!("python-venv-{COMPONENTIZE_PY}/bin/componentize-py"));
+        program.to_str().map(str::to_string)
+    });
+    venv.filter(|program| found(program)).unwrap_or(on_path)
 }
 
 /// What `PROGRAM --version` prints, for the build cache's key.

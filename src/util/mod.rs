@@ -1,7 +1,8 @@
 //! Small helpers every stage uses: locks that survive a poisoned mutex, RFC 3339 times,
-//! bearer tokens and which file events mean a change.
+//! bearer tokens, which file events mean a change and errors on one line.
 //! Imports nothing else of the crate, so any stage may use it.
 
+mod error_chain;
 mod file_events;
 mod kube_error;
 pub mod redact;
@@ -9,6 +10,7 @@ mod sync;
 mod time;
 mod token;
 
+pub use error_chain::chain_text;
 pub use file_events::changes_content;
 pub use kube_error::{is_refusal, kube_error};
 pub use sync::{lock, read, write};

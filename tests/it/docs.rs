@@ -4,7 +4,8 @@
 //! `#anchor` a heading of its target (as GitHub makes anchors: lower case, punctuation
 //! dropped, spaces as '-'); the config reference documents exactly the keys the config
 //! types accept (taken from the types themselves, through the "expected one of" of an
-//! unknown key); the README's tour config is a valid config; and lib.rs's `# Layout`
+//! unknown key), its example is a valid config and its `check` example prints what
+//! `check` prints; the README's tour config is a valid config; and lib.rs's `# Layout`
 //! names every module.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -343,6 +344,51 @@ fn the_readmes_tour_config_is_valid() {
     let dir = tempfile::tempdir().unwrap();
     let loaded = switchyard::config::validate(&dir.path().join("switchyard.yaml"), config);
     assert!(loaded.is_ok(), "{config}\n{}", loaded.err().unwrap());
+}
+
+#[test]
+fn the_config_references_example_is_a_valid_config() {
+    let text = std::fs::read_to_string(support::root().join("docs/configuration.md"))
+        .expect("docs/configuration.md");
+    let config = yaml_block(&text, "# Configuration reference");
+    let dir = tempfile::tempdir().unwrap();
+    let loaded = switchyard::config::validate(&dir.path().join("switchyard.yaml"), config);
+    // The files it names (a token, a CA, a shadow plugin) are not here; nothing else fails.
+    if let Err(errors) = loaded {
+        let errors = errors.to_string();
+        let other: Vec<&str> = errors
+            .lines()
+            .filter(|l| !l.contains("No such file or directory") && !l.contains("there is no "))
+            .collect();
+        assert!(other.is_empty(), "{}", other.join("\n"));
+    }
+}
+
+#[test]
+fn the_config_references_check_example_prints_what_check_prints() {
+    let text = std::fs::read_to_string(support::root().join("docs/configuration.md"))
+        .expect("docs/configuration.md");
+    let marker = "For example, `bad.yaml`";
+    let config = yaml_block(&text, marker);
+    let shown = text
+        .split(marker)
+        .nth(1)
+        .and_then(|s| s.split("$ switchyard check --config bad.yaml\n").nth(1))
+        .and_then(|s| s.split("\n```").next())
+        .expect("the example's output");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("bad.yaml"), format!("{config}\n")).unwrap();
+    std::fs::create_dir(dir.path().join("plugins")).unwrap();
+    let built = support::plugins_dir().join("log-events.wasm");
+    std::fs::copy(built, dir.path().join("plugins/log-events.wasm")).unwrap();
+    let output = crate::support::spawned::output(
+        std::process::Command::new(env!("CARGO_BIN_EXE_switchyard"))
+            .args(["check", "--config", "bad.yaml"])
+            .current_dir(dir.path()),
+        "switchyard check",
+    );
+    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(String::from_utf8_lossy(&output.stderr).trim_end(), shown);
 }
 
 #[test]

@@ -328,6 +328,33 @@ fn replay_exits_2_naming_a_malformed_line() {
 }
 
 #[test]
+fn replay_exits_2_saying_how_to_build_a_plugin_file_not_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = dir.path().join("empty");
+    std::fs::create_dir(&plugins).unwrap();
+    let yaml = format!("plugins_dir: {}\n{FAULTY}", plugins.display());
+    let config = support::write_config(dir.path(), &yaml);
+    let events = dir.path().join("events.jsonl");
+    std::fs::write(&events, event("fine", json!({})) + "\n").unwrap();
+    let (code, out, err) = switchyard(&[
+        "replay",
+        "--config",
+        text(&config),
+        "--events",
+        text(&events),
+    ]);
+    assert_eq!(code, 2, "{out}{err}");
+    let wanted = format!(
+        "error: {}: handler \"faulty\": cannot read plugin {}: there is no such file; build it first (`switchyard build` in the plugin's project); nothing was replayed",
+        config.display(),
+        plugins.join("faulty.wasm").display()
+    );
+    assert!(err.contains(&wanted), "{err}");
+    assert_eq!(err.matches("there is no such file").count(), 1, "{err}");
+    assert!(out.is_empty(), "{out}");
+}
+
+#[test]
 fn replay_shows_the_metrics_a_plugin_records() {
     let dir = tempfile::tempdir().unwrap();
     let config = support::write_config(

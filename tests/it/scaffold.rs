@@ -245,6 +245,43 @@ fn a_python_plugin_project_tests_with_unittest_builds_and_replays() {
     let env = [("PATH", path.as_path()), ("XDG_CACHE_HOME", cache.path())];
     build_and_replay(&project, "hello-py", &env, &SAMPLE_METRICS);
     build_again_from_the_cache(&project, "hello-py", &env);
+
+    // Not on the PATH: the one the demo installs in the cache is used.
+    let cache = tempfile::tempdir().unwrap();
+    let venv = cache.path().join(format!(
+        "switchyard/python-venv-{}/bin",
+        switchyard::scaffold::templates::COMPONENTIZE_PY
+    ));
+    std::fs::create_dir_all(&venv).unwrap();
+    std::os::unix::fs::symlink(tool.trim(), venv.join("componentize-py")).unwrap();
+    let env = [("XDG_CACHE_HOME", cache.path())];
+    build(&project, "hello-py", &env);
+}
+
+#[test]
+fn a_rust_project_without_the_wasm_target_is_refused_before_cargo_builds_anything() {
+    let (parent, project) = new_project("no-target", "rust");
+    // A toolchain whose wasm32-wasip2 library folder is not there.
+    let rustc = parent.path().join("rustc");
+    std::fs::write(
+        &rustc,
+        "#!/bin/sh\necho /nonexistent/lib/rustlib/wasm32-wasip2/lib\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&rustc, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let output = run(
+        &project,
+        SWITCHYARD,
+        &["build"],
+        &[("RUSTC", rustc.as_path())],
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("the wasm32-wasip2 target was not found: add it to the toolchain this project builds with: rustup target add wasm32-wasip2"),
+        "{stderr}"
+    );
+    assert!(!project.join("target").exists(), "cargo ran");
 }
 
 #[test]

@@ -314,11 +314,26 @@ pub(super) fn first_line(message: &str) -> String {
     {
         text = after;
     }
-    let mut text = text.to_string();
+    let mut text = plain_types(text);
     if let Some(hint) = unknown_field_hint(&text) {
         text.push_str(&hint);
     }
     text
+}
+
+/// The parser's message with Rust's names of number types (`expected usize`) said as a
+/// config's reader says them.
+fn plain_types(message: &str) -> String {
+    let Some((before, expected)) = message.rsplit_once("expected ") else {
+        return message.to_string();
+    };
+    let plain = match expected {
+        "usize" | "u8" | "u16" | "u32" | "u64" => "a whole number, 0 or more",
+        "i8" | "i16" | "i32" | "i64" | "isize" => "a whole number",
+        "f32" | "f64" => "a number",
+        _ => return message.to_string(),
+    };
+    format!("{before}expected {plain}")
 }
 
 /// For a message ending "; did you mean `x`?": the field.

@@ -357,7 +357,7 @@ routes:
     let found = all_errors(text);
     let expected = [
         "2:43: informers.cms.namespaces: invalid type",
-        "4:20: handlers.h.concurrency: invalid type",
+        "4:20: handlers.h.concurrency: invalid type: string \"lots\", expected a whole number, 0 or more",
         "6:25: routes[0].informer: unknown informer \"cmz\"; did you mean \"cms\"?",
         "6:39: routes[0].handler: unknown handler \"g\"; did you mean \"h\"?",
         "6:52: routes[0].delivery: invalid type",
