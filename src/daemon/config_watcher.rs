@@ -99,6 +99,7 @@ async fn debounce(
     mut events: mpsc::UnboundedReceiver<()>,
     mut stopped: oneshot::Receiver<()>,
 ) {
+    let mut gone = false;
     loop {
         tokio::select! {
             _ = &mut stopped => return,
@@ -117,9 +118,19 @@ async fn debounce(
             }
         }
         let hash = match tokio::fs::read(&file).await {
-            Ok(bytes) => Some(Sha256::digest(&bytes).to_vec()),
-            // Gone for now (a rename under way, or deleted): the next event tells.
-            Err(_) => continue,
+            Ok(bytes) => {
+                gone = false;
+                Some(Sha256::digest(&bytes).to_vec())
+            }
+            // Quiet and still not there: deleted (a rename is done by now). Said once; the
+            // next event tells when a file is there again.
+            Err(e) => {
+                if !gone {
+                    tracing::warn!(file = %file.display(), error = %e, "the config file cannot be read: the running config stays, and a file written there is loaded");
+                }
+                gone = true;
+                continue;
+            }
         };
         if hash == seen {
             continue;

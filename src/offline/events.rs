@@ -112,10 +112,17 @@ pub fn parse_events(path: &str, text: &str) -> Result<Vec<(usize, RecordedEvent)
         if line.trim().is_empty() {
             continue;
         }
-        let event: RecordedEvent = serde_json::from_str(line).map_err(|e| EventsError::Line {
-            path: path.to_string(),
-            line: index + 1,
-            reason: e.to_string(),
+        let event: RecordedEvent = serde_json::from_str(line).map_err(|e| {
+            // The parser's place is within the line: its line is always 1.
+            let message = e.to_string();
+            let reason = message
+                .rsplit_once(" at line ")
+                .map_or(&*message, |(r, _)| r);
+            EventsError::Line {
+                path: path.to_string(),
+                line: index + 1,
+                reason: format!("{reason} (column {})", e.column()),
+            }
         })?;
         if !event.object.is_object() {
             return Err(EventsError::Line {
@@ -139,7 +146,10 @@ mod tests {
             r#"{"route":"r","handler":"h","kind":"added","object":{"metadata":{"name":"a"}}}"#;
         let text = format!("{good}\n\n{{\"route\": 1}}\n");
         let error = parse_events("e.jsonl", &text).unwrap_err().to_string();
-        assert!(error.starts_with("e.jsonl:3: not an event: "), "{error}");
+        assert_eq!(
+            error,
+            "e.jsonl:3: not an event: invalid type: integer `1`, expected a string (column 11)"
+        );
         let events = parse_events("e.jsonl", good).unwrap();
         assert_eq!(events[0].0, 1);
         assert_eq!(events[0].1.kind, RecordedKind::Added);

@@ -116,25 +116,25 @@ pub fn check<'a>(imports: impl IntoIterator<Item = &'a str>, host: Version) -> R
         };
         let Some((_, text)) = rest.split_once('@') else {
             return Err(format!(
-                "imports {name} without a version: build it against the daemon's contract, \
+                "it imports {name} without a version: build it against the daemon's contract, \
                  {PACKAGE}@{host}"
             ));
         };
         let Some(built) = Version::parse(text) else {
             return Err(format!(
-                "imports {name}: {text:?} is not a contract version"
+                "it imports {name}: {text:?} is not a contract version"
             ));
         };
         if built.line() != host.line() {
             return Err(format!(
-                "is built for {PACKAGE}@{built}, which this daemon does not speak (it speaks \
+                "it is built for {PACKAGE}@{built}, which this daemon does not speak (it speaks \
                  {PACKAGE}@{host}): rebuild the plugin against the daemon's wit/world.wit, \
                  or run a daemon that speaks {built}"
             ));
         }
         if built > host {
             return Err(format!(
-                "is built for {PACKAGE}@{built}, newer than this daemon's {PACKAGE}@{host}: \
+                "it is built for {PACKAGE}@{built}, newer than this daemon's {PACKAGE}@{host}: \
                  upgrade the daemon, or rebuild the plugin against {host}"
             ));
         }

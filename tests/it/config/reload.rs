@@ -474,3 +474,39 @@ async fn a_changed_handler_hands_its_queue_to_its_replacement() {
     assert_eq!(detail["processed"], 21, "{detail:#}");
     t.stop().await;
 }
+
+#[tokio::test]
+async fn a_deleted_config_file_is_said_once_the_running_config_stays_and_a_new_file_loads() {
+    let sim = support::start_sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    sim.write_kubeconfig(&kubeconfig).unwrap();
+    let admin = "admin:\n  listen: 127.0.0.1:0\n  probes_listen: null\n";
+    support::write_config(dir.path(), &format!("{admin}{ONE_ROUTE}"));
+    let child = crate::state::Child::start(dir.path(), &kubeconfig).await;
+    let said = "the config file cannot be read: the running config stays";
+    std::fs::remove_file(dir.path().join("switchyard.yaml")).unwrap();
+    child
+        .process
+        .wait_for_line(WAIT, |l| l.contains(said))
+        .await;
+    assert_eq!(child.status().await["routes"][0]["name"], "in-a");
+
+    // Written again, with a second route: loaded.
+    support::write_config(
+        dir.path(),
+        &format!(
+            "{admin}{ONE_ROUTE}  - name: in-b\n    resource: configmaps\n    namespace: b\n    handler: log-events\n"
+        ),
+    );
+    support::eventually("the new file loaded", WAIT, async || {
+        (child.status().await["routes"][1]["name"] == "in-b").then_some(())
+    })
+    .await;
+    let lines = child.process.kill();
+    assert_eq!(
+        lines.iter().filter(|l| l.contains(said)).count(),
+        1,
+        "{lines:#?}"
+    );
+}

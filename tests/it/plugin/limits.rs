@@ -290,7 +290,7 @@ async fn a_plugin_built_for_a_contract_version_the_daemon_does_not_speak_is_refu
         .to_string();
     assert_eq!(
         err,
-        "plugin \"nextmajor\" is invalid: is built for switchyard:plugin@1.0.0, which this daemon \
+        "plugin \"nextmajor\" is invalid: it is built for switchyard:plugin@1.0.0, which this daemon \
          does not speak (it speaks switchyard:plugin@0.1.0): rebuild the plugin against the \
          daemon's wit/world.wit, or run a daemon that speaks 1.0.0"
     );
