@@ -1,7 +1,8 @@
 //! Durable state under faults, with daemons run as child processes: a kill -9 under load
 //! loses no deletion of an object a plugin saw alive (write-ahead), a full disk stops the
-//! plugin calls and `/readyz` until space is back and then loses nothing, and a file that
-//! is not a complete store is refused.
+//! plugin calls and `/readyz` until space is back and then loses nothing (a reload, a stop
+//! and a start meanwhile not waiting for it), and a file that is not a complete store is
+//! refused.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -247,6 +248,11 @@ async fn a_full_disk_holds_the_plugin_calls_and_loses_nothing_once_space_is_back
     let (code, text) = readyz(&child).await;
     assert_eq!(code, 200, "{text}");
 
+    // The config a reload below reads, written while there is space (a rename needs none).
+    let every = disk.path().join("every.yaml");
+    let written = std::fs::read_to_string(disk.path().join("switchyard.yaml")).unwrap();
+    let replaced = written.replace("delivery: latest", "delivery: every\n    backlog: 100000");
+    std::fs::write(&every, replaced).unwrap();
     let filler = disk.fill();
     // Objects of 800 KB: the store has to grow to keep them.
     create("late", 20, 800 << 10).await;
@@ -306,6 +312,21 @@ async fn a_full_disk_holds_the_plugin_calls_and_loses_nothing_once_space_is_back
         metrics.contains("switchyard_state_backpressure 1"),
         "{metrics}"
     );
+
+    // A reload that replaces the route, a stop and a start do not wait for the disk.
+    std::fs::rename(&every, disk.path().join("switchyard.yaml")).unwrap();
+    eventually("the reload applied", WAIT, async || {
+        let status = child.status().await;
+        (status["config"]["applied"] == 1).then_some(())
+    })
+    .await;
+    child.process.terminate(WAIT);
+    let child = Child::start(disk.path(), &kubeconfig).await;
+    eventually("the restarted daemon not ready", WAIT, async || {
+        let (code, text) = readyz(&child).await;
+        (code == 503 && text.contains("state store")).then_some(())
+    })
+    .await;
 
     std::fs::remove_file(filler).unwrap();
     eventually("the late objects handled", WAIT, async || {

@@ -84,6 +84,10 @@ pub struct Topology {
     pub waiting: Vec<Waiting>,
 }
 
+/// How long a reload waits for the state store to commit what the routes it replaces
+/// delivered.
+const FLUSH_WAIT: Duration = Duration::from_secs(5);
+
 /// The stages a topology is built in.
 pub struct Stages<'a> {
     /// Shared informers.
@@ -420,14 +424,23 @@ impl Topology {
     ) -> Result<Vec<RunningRoute>, super::Error> {
         let mut routes = Vec::new();
         if let Some(state) = stages.state {
-            // What the routes replaced or removed delivered is on disk before it is read.
             for old in &self.routes {
                 let removed = config.routes.iter().all(|r| r.name != old.spec.name);
                 if removed && !finalizers::keeps_records(old, config) {
                     state.drop_route(&old.spec.name);
                 }
             }
-            state.flush().await;
+            // What the routes replaced delivered is on disk before it is read, unless the
+            // store cannot commit now: a reload (and a shutdown behind it) does not wait
+            // for the disk, and what was not committed yet may be delivered again.
+            let replaced = config.routes.iter().any(|r| {
+                !kept.contains_key(r.name.as_str())
+                    && self.routes.iter().any(|o| o.spec.name == r.name)
+            });
+            let flushed = tokio::time::timeout(FLUSH_WAIT, state.flush());
+            if replaced && flushed.await.is_err() {
+                tracing::warn!(store = %state.path().display(), "the state store has not committed for {FLUSH_WAIT:?}: the routes compare against what it holds and may deliver again what it has not committed");
+            }
         }
         for spec in &config.routes {
             let handler = handlers
