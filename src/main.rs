@@ -210,7 +210,10 @@ fn init_logging(default_filter: &str) {
     logging::init(LogFormat::Text, default_filter);
 }
 
-const QUIET_DEPENDENCIES: &str = "cranelift=warn,wasmtime=warn,hyper=warn,kube=warn,tower=warn";
+/// Dependencies' logs below warnings are left out; so is kube's request tracing, which
+/// logs each failed request as an ERROR the daemon then reports itself, with what it does.
+const QUIET_DEPENDENCIES: &str =
+    "cranelift=warn,wasmtime=warn,hyper=warn,kube=warn,tower=warn,kube_client::client::builder=off";
 
 fn load_config(path: &Path) -> Result<Config, ExitCode> {
     load_config_or(path, "nothing was started")

@@ -105,3 +105,40 @@ impl IntoResponse for ApiError {
         (self.status, Json(body)).into_response()
     }
 }
+
+/// The largest body of axum's own rejections read back to be said as JSON.
+const REJECTION_BODY_LIMIT: usize = 64 << 10;
+
+/// Says axum's own 4xx answers (a method the endpoint does not take, a path segment that
+/// is not UTF-8, a body that cannot be read) as this API's JSON errors, keeping their
+/// status and headers; JSON answers and other statuses pass as they are.
+pub async fn json_rejections(response: Response) -> Response {
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    if !status.is_client_error() || is_json {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let text = axum::body::to_bytes(body, REJECTION_BODY_LIMIT)
+        .await
+        .map(|b| String::from_utf8_lossy(&b).trim().to_string())
+        .unwrap_or_default();
+    let message = match (text.is_empty(), status) {
+        (false, _) => text,
+        // axum sets `Allow` after every layer, so it is named, not listed.
+        (true, StatusCode::METHOD_NOT_ALLOWED) => {
+            "method not allowed on this endpoint; the Allow header lists those it takes".into()
+        }
+        (true, _) => status
+            .canonical_reason()
+            .unwrap_or("bad request")
+            .to_string(),
+    };
+    parts.headers.remove(axum::http::header::CONTENT_LENGTH);
+    parts.headers.remove(axum::http::header::CONTENT_TYPE);
+    let json = Json(json!({"error": message, "status": status.as_u16()}));
+    (parts, json).into_response()
+}

@@ -92,6 +92,7 @@ fn routes<B: Backend>(shared: Arc<B>) -> axum::Router {
         .fallback(|uri: axum::http::Uri| async move {
             ApiError::not_found(format!("no such endpoint: {}", uri.path()))
         })
+        .layer(axum::middleware::map_response(error::json_rejections))
         .with_state(shared)
 }
 
@@ -319,8 +320,29 @@ async fn retry_dead_letters<B: Backend>(
     let body = body?;
     let handler = find_handler(shared.as_ref(), &name)?;
     let selection = parse_selection(&body)?;
+    let unknown = unknown_ids(&handler, &selection);
     let retried = handler.retry_dead_letters(selection.ids.as_deref());
-    Ok(Json(json!({"handler": name, "retried": retried})))
+    let mut answer = json!({"handler": name, "retried": retried});
+    if let Some(unknown) = unknown {
+        answer["unknown"] = json!(unknown);
+    }
+    Ok(Json(answer))
+}
+
+/// The ids `selection` names that are no dead letter of `handler` now, each once; `None`
+/// when it names none (all letters).
+fn unknown_ids(handler: &crate::handler::Handler, selection: &Selection) -> Option<Vec<String>> {
+    let ids = selection.ids.as_ref()?;
+    let letters: std::collections::HashSet<String> =
+        handler.dead_letters().into_iter().map(|l| l.id).collect();
+    let mut unknown: Vec<String> = ids
+        .iter()
+        .filter(|id| !letters.contains(*id))
+        .cloned()
+        .collect();
+    unknown.sort();
+    unknown.dedup();
+    Some(unknown)
 }
 
 async fn purge_dead_letters<B: Backend>(
@@ -331,6 +353,11 @@ async fn purge_dead_letters<B: Backend>(
     let body = body?;
     let handler = find_handler(shared.as_ref(), &name)?;
     let selection = parse_selection(&body)?;
+    let unknown = unknown_ids(&handler, &selection);
     let purged = handler.purge_dead_letters(selection.ids.as_deref());
-    Ok(Json(json!({"handler": name, "purged": purged})))
+    let mut answer = json!({"handler": name, "purged": purged});
+    if let Some(unknown) = unknown {
+        answer["unknown"] = json!(unknown);
+    }
+    Ok(Json(answer))
 }

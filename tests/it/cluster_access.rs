@@ -191,13 +191,31 @@ async fn kubeconfig_and_context_flags_and_expanded_config_paths_pick_the_cluster
     handled(&daemon, "by-config").await;
     drop(daemon);
 
-    // Without --context, the current context's closed port.
+    // Without --context, the current context's closed port: named, and the failure said
+    // once, each cause once, without kube's own request log.
     let daemon = Process::start(&["run", "--config", &config], &env, &unset);
     daemon
         .wait_for_line(WAIT, |l| {
-            l.contains("127.0.0.1:1") || l.contains("Connection refused")
+            l.contains("API server server=http://127.0.0.1:1/")
         })
         .await;
+    let error = daemon
+        .wait_for_line(WAIT, |l| l.starts_with("error: "))
+        .await;
+    assert_eq!(
+        error.matches("client error (Connect)").count(),
+        1,
+        "{error}"
+    );
+    assert!(
+        error.ends_with("Connection refused (os error 111)"),
+        "{error}"
+    );
+    let lines = daemon.lines();
+    assert!(
+        !lines.iter().any(|l| l.contains("kube_client")),
+        "{lines:#?}"
+    );
     drop(daemon);
     sim.stop().await;
 }

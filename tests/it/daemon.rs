@@ -288,15 +288,15 @@ async fn failures_retry_with_backoff_then_go_to_dead_letters_which_can_be_retrie
     );
     let response = t
         .request(Method::POST, "/handlers/faulty/dead-letters/retry")
-        .json(&json!({"ids": ["configmaps/default/broken"]}))
+        .json(&json!({"ids": ["configmaps/default/broken", "nope/x/y", "nope/x/y", ""]}))
         .send()
         .await
         .unwrap();
     assert_eq!(response.status().as_u16(), 200);
-    assert_eq!(
-        response.json::<serde_json::Value>().await.unwrap()["retried"],
-        1
-    );
+    let answer = response.json::<serde_json::Value>().await.unwrap();
+    assert_eq!(answer["retried"], 1, "{answer}");
+    // What it names and is no dead letter is said, once each.
+    assert_eq!(answer["unknown"], json!(["", "nope/x/y"]), "{answer}");
     support::wait_for_log(&mut t.logs, Duration::from_secs(30), |l| {
         l.message.starts_with("added ConfigMap default/broken")
     })
@@ -318,6 +318,7 @@ async fn failures_retry_with_backoff_then_go_to_dead_letters_which_can_be_retrie
     assert_eq!(code, 404);
     let (_, body) = t.post("/handlers/faulty/dead-letters/purge").await;
     assert_eq!(body["purged"], 0);
+    assert!(body.get("unknown").is_none(), "{body}");
     t.stop().await;
 }
 
@@ -572,6 +573,27 @@ async fn a_body_too_large_is_answered_as_json() {
     assert_eq!(body["status"], 413, "{body:#}");
     assert!(
         body["error"].as_str().unwrap().contains("length limit"),
+        "{body:#}"
+    );
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn a_wrong_method_or_a_path_that_is_not_utf8_is_answered_as_json() {
+    let t = TestDaemon::start(CONFIGMAPS_TO_LOG_EVENTS).await;
+    let response = t.request(Method::PUT, "/status").send().await.unwrap();
+    assert_eq!(response.status().as_u16(), 405);
+    assert_eq!(response.headers()["allow"], "GET,HEAD");
+    let body: serde_json::Value = response.json().await.expect("a JSON body");
+    assert_eq!(
+        body,
+        serde_json::json!({"error": "method not allowed on this endpoint; the Allow header lists those it takes", "status": 405})
+    );
+    let (code, body) = t.get("/handlers/%ff%fe").await;
+    assert_eq!(code, 400, "{body:#}");
+    assert_eq!(body["status"], 400, "{body:#}");
+    assert!(
+        body["error"].as_str().unwrap().contains("Invalid UTF-8"),
         "{body:#}"
     );
     t.stop().await;
