@@ -181,7 +181,7 @@ impl Topology {
         //    are in place and replaced handlers have handed over).
         stages.plugins.set_oci(config.oci.clone());
         stages.secrets.track(&config).await;
-        let handlers = self.start_handlers(&config, stages, &mut plan).await?;
+        let handlers = self.start_handlers(&config, stages, &mut plan).await;
         // 3. Routes: unsubscribe the old ones not kept, restart informers whose cache
         //    options changed, then subscribe the new ones.
         let kept = self.unsubscribe_changed_routes(&config, &wiring, &restarted);
@@ -301,7 +301,7 @@ impl Topology {
         config: &Config,
         stages: &Stages<'_>,
         plan: &mut Plan,
-    ) -> Result<HandlerChanges, super::Error> {
+    ) -> HandlerChanges {
         let mut changes = HandlerChanges::default();
         for spec in &config.handlers {
             // Its config with the values of Secrets and environment variables: a handler
@@ -346,10 +346,7 @@ impl Topology {
                         }
                         None => {
                             plan.handlers.added.push(spec.name.clone());
-                            let paused = match stages.state {
-                                Some(state) => restore(&new, state)?,
-                                None => false,
-                            };
+                            let paused = stages.state.is_some_and(|s| restore(&new, s));
                             changes.fresh.push((new.clone(), paused));
                         }
                     }
@@ -384,7 +381,7 @@ impl Topology {
                 let _ = stages.plugins.load(&name, true).await;
             }
         }
-        Ok(changes)
+        changes
     }
 
     /// Unsubscribes every running route that does not stay as it is; returns those that
@@ -531,11 +528,16 @@ struct HandlerChanges {
 }
 
 /// Puts back what the state store kept for a handler new to the running config; returns
-/// whether it was paused. A store that cannot be read fails the start (or the reload), as
-/// a route's records do: starting the handler empty would lose its queue.
-fn restore(handler: &Handler, state: &crate::state::State) -> Result<bool, super::Error> {
-    let snapshot = state.handler(handler.name()).map_err(super::Error::State)?;
-    Ok(handler.restore(snapshot))
+/// whether it was paused. A store that cannot be read is logged and the handler starts
+/// empty.
+fn restore(handler: &Handler, state: &crate::state::State) -> bool {
+    match state.handler(handler.name()) {
+        Ok(snapshot) => handler.restore(snapshot),
+        Err(e) => {
+            tracing::error!(handler = %handler.name(), error = %e, "cannot read the handler's stored queue; it starts empty");
+            false
+        }
+    }
 }
 
 /// A route that stays, pointed at `handler` (the replacement if its handler was replaced).
