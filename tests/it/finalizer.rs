@@ -15,7 +15,6 @@ use switchyard::plugin::{PluginHost, loader};
 
 use crate::state::Child;
 use crate::support::browser::Browser;
-use switchyard::sim::faults::RequestFailure;
 use switchyard::sim::resources;
 use switchyard::sim::{SimOptions, Simulator};
 
@@ -365,53 +364,6 @@ async fn a_route_gone_from_the_config_at_a_restart_with_state_dir_lets_go_of_its
         !third_lines.iter().any(|l| l.contains("taken off")),
         "released again: {third_lines:#?} (before: {lines:#?})"
     );
-}
-
-#[tokio::test]
-async fn a_finalizer_a_reload_could_not_take_off_is_taken_off_at_the_next_start_with_state_dir() {
-    let sim = support::start_sim().await;
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    sim.write_kubeconfig(&kubeconfig).unwrap();
-    let api: Api<ConfigMap> = Api::namespaced(sim.client().unwrap(), "default");
-    let yaml = child_config(true).replace("faulty", "log-events");
-    let first = child(dir.path(), &kubeconfig, &yaml).await;
-    api.create(
-        &PostParams::default(),
-        &support::configmap(json!({"metadata": {"name": "p"}})),
-    )
-    .await
-    .unwrap();
-    wait_for_finalizers(&api, "p", &[HELD]).await;
-
-    // The route goes by a reload while every patch of a ConfigMap is refused.
-    let refused = RequestFailure::forbidden(1000)
-        .on(&["configmaps"])
-        .only(&["patch"]);
-    sim.faults().fail_next_requests(refused).unwrap();
-    let plain = yaml
-        .replace("name: configmaps", "name: plain")
-        .replace("    finalizer: true\n", "");
-    support::write_config(dir.path(), &plain);
-    first
-        .process
-        .wait_for_line(WAIT, |l| {
-            l.contains(
-                "cannot remove a finalizer no route uses any more; tried again at the next start",
-            )
-        })
-        .await;
-    eventually("the store committed", WAIT, async || {
-        (first.status().await["state"]["pending_writes"] == 0).then_some(())
-    })
-    .await;
-    first.process.kill();
-    assert_eq!(held(&api, "p").await, Some((vec![HELD.to_string()], false)));
-
-    sim.faults().clear();
-    let second = child(dir.path(), &kubeconfig, &plain).await;
-    wait_for_finalizers(&api, "p", &[]).await;
-    second.process.kill();
 }
 
 #[tokio::test]

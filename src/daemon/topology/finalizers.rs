@@ -95,25 +95,22 @@ fn holds(object: &CachedObject, name: &str) -> bool {
 }
 
 /// Takes the finalizers the routes `old` held objects with, and `new` does not, off those
-/// objects, in the background; only on a replica that acts (see the module's docs). With
-/// `state_dir`, a removed route's records and finalizer are kept until that has succeeded
-/// ([`keeps_records`]), so what a replica that does not act, or a failed write, leaves is
-/// taken off at the next start ([`release_stale`]).
+/// objects, in the background; only on a replica that acts (see the module's docs).
 pub(super) fn release_dropped(old: &[RunningRoute], new: &[RunningRoute], stages: &Stages<'_>) {
     let acts = *stages.active.borrow() && stages.tenure.is_none_or(|t| t.holds());
     if !acts {
         return;
     }
     let dropped = dropped(old, new);
-    let forget = forgotten(old, new);
+    if dropped.is_empty() {
+        return;
+    }
     let client = stages.client.clone();
-    let state = stages.state.cloned();
     let resources: Vec<_> = old
         .iter()
         .flat_map(|r| r.subscriptions.iter().map(|(i, _)| i.resource().clone()))
         .collect();
     tokio::spawn(async move {
-        let mut failed = 0;
         for (name, object) in dropped {
             let finalizer = RouteFinalizer::new(&name, client.clone(), resources.clone());
             match finalizer.remove(object.json_str()).await {
@@ -121,62 +118,11 @@ pub(super) fn release_dropped(old: &[RunningRoute], new: &[RunningRoute], stages
                     tracing::info!(finalizer = %name, object = %object.key(), "finalizer removed: no route holds the object with it any more");
                 }
                 Err(e) => {
-                    failed += 1;
-                    let next = if state.is_some() {
-                        "tried again at the next start"
-                    } else {
-                        "remove it by hand"
-                    };
-                    tracing::error!(error = %e, "cannot remove a finalizer no route uses any more; {next}");
-                }
-            }
-        }
-        if let Some(state) = state.filter(|_| failed == 0) {
-            for (route, removed) in forget {
-                state.route_finalizer(&route, None);
-                if removed {
-                    state.drop_route(&route);
+                    tracing::error!(error = %e, "cannot remove a finalizer no route uses any more; remove it by hand")
                 }
             }
         }
     });
-}
-
-/// Whether the store keeps the records of the route `old`, removed by a reload to `config`,
-/// until its finalizer is taken off what it delivered: no route of `config` holds objects
-/// with that finalizer.
-pub(super) fn keeps_records(old: &RunningRoute, config: &Config) -> bool {
-    old.spec.finalizer.as_deref().is_some_and(|f| {
-        config
-            .routes
-            .iter()
-            .all(|r| r.finalizer.as_deref() != Some(f))
-    })
-}
-
-/// The routes of `old` whose finalizer no route of `new` holds objects with, each with
-/// whether it was removed: once it is taken off, the store forgets the finalizer (and the
-/// records of a removed route). A route that now holds objects with another finalizer is
-/// recorded with that one already.
-fn forgotten(old: &[RunningRoute], new: &[RunningRoute]) -> Vec<(String, bool)> {
-    let mut forget = Vec::new();
-    for route in old {
-        let Some(name) = route.spec.finalizer.as_deref() else {
-            continue;
-        };
-        if new
-            .iter()
-            .any(|r| r.spec.finalizer.as_deref() == Some(name))
-        {
-            continue;
-        }
-        match new.iter().find(|r| r.spec.name == route.spec.name) {
-            None => forget.push((route.spec.name.clone(), true)),
-            Some(r) if r.spec.finalizer.is_none() => forget.push((route.spec.name.clone(), false)),
-            Some(_) => {}
-        }
-    }
-    forget
 }
 
 /// The finalizer `name` on `resources` as the store keeps it.

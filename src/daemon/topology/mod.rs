@@ -425,8 +425,7 @@ impl Topology {
         let mut routes = Vec::new();
         if let Some(state) = stages.state {
             for old in &self.routes {
-                let removed = config.routes.iter().all(|r| r.name != old.spec.name);
-                if removed && !finalizers::keeps_records(old, config) {
+                if config.routes.iter().all(|r| r.name != old.spec.name) {
                     state.drop_route(&old.spec.name);
                 }
             }
