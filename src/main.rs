@@ -50,7 +50,7 @@ fn main() -> ExitCode {
     let runtime = match runtime(&cli.command) {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("error: {}", switchyard::util::chain_text(e.chain()));
+            eprintln!("error: {}", switchyard::util::chain_text(e.as_ref()));
             return ExitCode::FAILURE;
         }
     };
@@ -58,7 +58,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            report(&switchyard::util::chain_text(e.chain()));
+            report(&switchyard::util::chain_text(e.as_ref()));
             ExitCode::FAILURE
         }
     }
@@ -426,7 +426,7 @@ async fn replay(path: &Path, events: &Path, handler: Option<&str>, json: bool) -
             report(&format!(
                 "{}: {}; nothing was replayed",
                 path.display(),
-                switchyard::util::chain_text(e.chain())
+                switchyard::util::chain_text(e.as_ref())
             ));
             return Ok(ExitCode::from(2));
         }

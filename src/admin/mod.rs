@@ -62,6 +62,7 @@ pub fn probes_router<B: Backend>(shared: Arc<B>) -> axum::Router {
                 uri.path()
             ))
         })
+        .layer(axum::middleware::map_response(error::json_rejections))
         .with_state(shared)
 }
 

@@ -200,8 +200,20 @@ async fn kube_client(config: &Config, options: &mut Options) -> Result<kube::Cli
         .as_deref()
         .or(config.kubeconfig.as_deref());
     let kube_config = client::client_config(kubeconfig, options.context.as_deref()).await?;
-    tracing::info!(server = %kube_config.cluster_url, "API server");
+    tracing::info!(server = %without_userinfo(&kube_config.cluster_url), "API server");
     kube::Client::try_from(kube_config).map_err(Error::Client)
+}
+
+/// The API server's URL as logged: without a `user:password@` it may carry.
+fn without_userinfo(url: &axum::http::Uri) -> String {
+    let text = url.to_string();
+    match url.authority().map(|a| a.as_str()) {
+        Some(authority) if authority.contains('@') => {
+            let host = authority.rsplit('@').next().unwrap_or_default();
+            text.replacen(authority, host, 1)
+        }
+        _ => text,
+    }
 }
 
 /// A background task and the signal that stops it.
@@ -340,9 +352,17 @@ impl Daemon {
             tracing::warn!(watch = %w.watch, reason = %w.reason, routes = %w.routes.join(", "), "the API server does not serve this resource yet: its routes wait for it");
         }
         *crate::util::write(&shared.topology) = Arc::new(topology);
-        let routes = config.routes.iter();
-        let routes = routes.map(|r| (r.name.clone(), r.finalizer.is_some()));
-        topology::release_stale(stale_finalizers, routes.collect(), &shared.stages());
+        let running = Arc::downgrade(&shared);
+        let running = Box::new(move || {
+            let topology = running.upgrade()?.topology();
+            let routes = topology.config.routes.iter();
+            Some(
+                routes
+                    .map(|r| (r.name.clone(), r.finalizer.clone()))
+                    .collect(),
+            )
+        });
+        topology::release_stale(stale_finalizers, running, &shared.stages());
         let waiting_task = waiting::spawn(&shared);
         let config_watcher = if options.watch_config {
             match ConfigWatcher::start(shared.clone()) {
@@ -504,4 +524,19 @@ fn access_policy(config: &Config, addr: SocketAddr) -> Result<crate::admin::auth
         .transpose()
         .map_err(Error::AdminToken)?;
     crate::admin::auth::AccessPolicy::new(addr, token).map_err(Error::AdminAccess)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::without_userinfo;
+
+    #[test]
+    fn the_logged_api_server_url_carries_no_credentials() {
+        let with = "https://admin:s3cret@k8s.example.com:6443/base"
+            .parse()
+            .unwrap();
+        assert_eq!(without_userinfo(&with), "https://k8s.example.com:6443/base");
+        let plain = "https://10.0.0.1:6443/".parse().unwrap();
+        assert_eq!(without_userinfo(&plain), "https://10.0.0.1:6443/");
+    }
 }

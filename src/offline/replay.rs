@@ -105,8 +105,10 @@ pub async fn replay(
     // One registry for the run, checked as the daemon's is (names keep their type, series
     // are capped per handler); what each call records is reported with the event.
     let metrics = Arc::new(PluginMetrics::new(Arc::new(Metrics::new())));
+    // Every plugin is loaded before the first call: one that cannot be is reported with
+    // nothing replayed.
     let mut plugins: HashMap<String, Plugin> = HashMap::new();
-    let mut reports = Vec::new();
+    let mut calls = Vec::new();
     for (line, event) in events {
         if handler.is_some_and(|h| h != event.handler) {
             continue;
@@ -122,6 +124,10 @@ pub async fn replay(
                 .map_err(|e| plugin_problem(&spec.name, &e))?;
             plugins.insert(spec.plugin.clone(), plugin);
         }
+        calls.push((line, event, spec));
+    }
+    let mut reports = Vec::new();
+    for (line, event, spec) in calls {
         let plugin = &plugins[&spec.plugin];
         let names = resource_names(config, event);
         let call = Call {

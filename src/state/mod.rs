@@ -56,9 +56,15 @@ mod tables {
     pub const META: &str = "meta";
     /// Handler name → whether it is paused.
     pub const PAUSED: &str = "paused";
-    /// Route name → its finalizer ([`super::StoredFinalizer`]), kept until no object the
-    /// route delivered holds it without a route of the config holding it too.
+    /// `route\0finalizer` → the finalizer ([`super::StoredFinalizer`]) a route holds (or
+    /// held) objects with, kept until no object the route delivered holds it without a
+    /// route of the config holding it too.
     pub const FINALIZERS: &str = "finalizers";
+
+    /// The key of `route`'s finalizer `name` in [`FINALIZERS`].
+    pub fn finalizer_key(route: &str, name: &str) -> String {
+        format!("{route}\0{name}")
+    }
     /// A route's records: object key → [`super::RouteRecord`].
     pub fn route(name: &str) -> String {
         format!("route/{name}")
@@ -147,7 +153,7 @@ enum Op {
         paused: bool,
     },
     Finalizer {
-        route: String,
+        key: String,
         finalizer: Option<StoredFinalizer>,
     },
     DropRoute(String),
@@ -358,12 +364,30 @@ impl State {
         });
     }
 
-    /// Records (or, with `None`, forgets) the finalizer the route `route` holds objects with.
-    pub fn route_finalizer(&self, route: &str, finalizer: Option<StoredFinalizer>) {
+    /// Records the finalizer `route` holds objects with (each finalizer of a route is kept
+    /// apart: one renamed is kept until it is released).
+    pub fn record_finalizer(&self, route: &str, finalizer: StoredFinalizer) {
         self.send(Op::Finalizer {
-            route: route.to_string(),
-            finalizer,
+            key: tables::finalizer_key(route, &finalizer.name),
+            finalizer: Some(finalizer),
         });
+    }
+
+    /// Forgets the finalizer `name` of `route`.
+    pub fn forget_finalizer(&self, route: &str, name: &str) {
+        self.send(Op::Finalizer {
+            key: tables::finalizer_key(route, name),
+            finalizer: None,
+        });
+    }
+
+    /// Each recorded finalizer with its route.
+    fn recorded_finalizers(&self) -> Result<Vec<(String, StoredFinalizer)>> {
+        let rows = self.read_table::<StoredFinalizer>(tables::FINALIZERS)?;
+        Ok(rows
+            .into_iter()
+            .map(|(key, f)| (key.split('\0').next().unwrap_or_default().to_string(), f))
+            .collect())
     }
 
     /// The finalizers recorded for routes that no route of the config holds objects with
@@ -372,7 +396,7 @@ impl State {
     /// until its finalizer is released.
     pub fn stale_finalizers(&self, held: &HashSet<&str>) -> Result<Vec<StaleFinalizer>> {
         let mut stale = Vec::new();
-        for (route, finalizer) in self.read_table::<StoredFinalizer>(tables::FINALIZERS)? {
+        for (route, finalizer) in self.recorded_finalizers()? {
             if held.contains(finalizer.name.as_str()) {
                 continue;
             }
@@ -425,11 +449,11 @@ impl State {
         held: &HashSet<&str>,
     ) -> Result<()> {
         let mut releasing = HashSet::new();
-        for (route, finalizer) in self.read_table::<StoredFinalizer>(tables::FINALIZERS)? {
+        for (route, finalizer) in self.recorded_finalizers()? {
             if !held.contains(finalizer.name.as_str()) {
                 releasing.insert(route);
             } else if !routes.contains(route.as_str()) {
-                self.route_finalizer(&route, None);
+                self.forget_finalizer(&route, &finalizer.name);
             }
         }
         let read = |e: redb::Error| self.read_error(e);

@@ -69,7 +69,7 @@ async fn changes_sent_are_read_back_after_reopening() {
 }
 
 #[tokio::test]
-async fn a_removed_route_keeps_its_records_until_its_finalizer_is_released() {
+async fn a_finalizer_no_route_holds_keeps_its_route_s_records_until_released() {
     let dir = tempfile::tempdir().unwrap();
     let state = State::open(&spec(dir.path(), OnCorrupt::Refuse), None).unwrap();
     let object: Arc<str> =
@@ -84,32 +84,50 @@ async fn a_removed_route_keeps_its_records_until_its_finalizer_is_released() {
             plural: "configmaps".into(),
         }],
     };
-    for route in ["gone", "renamed"] {
+    for route in ["gone", "moved", "renamed"] {
         state.delivered(&route.into(), "d/a", object.clone());
     }
-    state.route_finalizer("gone", Some(finalizer("example.com/gone")));
-    state.route_finalizer("renamed", Some(finalizer("example.com/kept")));
+    state.record_finalizer("gone", finalizer("example.com/gone"));
+    state.record_finalizer("moved", finalizer("example.com/kept"));
+    // A finalizer renamed: the old one stays recorded beside the new one.
+    state.record_finalizer("renamed", finalizer("example.com/old"));
+    state.record_finalizer("renamed", finalizer("example.com/new"));
     state.flush().await;
 
-    // Neither route is configured; another route holds `example.com/kept`.
-    let held = HashSet::from(["example.com/kept"]);
-    state
-        .retain(&HashSet::new(), &HashSet::new(), &held)
-        .unwrap();
+    // `gone` and `moved` are no longer configured; another route holds example.com/kept,
+    // and `renamed` holds example.com/new.
+    let (routes, held) = (
+        HashSet::from(["renamed"]),
+        HashSet::from(["example.com/kept", "example.com/new"]),
+    );
+    state.retain(&routes, &HashSet::new(), &held).unwrap();
+    state.flush().await;
+    let mut stale = state.stale_finalizers(&held).unwrap();
+    stale.sort_by(|a, b| a.route.cmp(&b.route));
+    let found: Vec<(&str, &str)> = stale
+        .iter()
+        .map(|s| (s.route.as_str(), s.finalizer.name.as_str()))
+        .collect();
+    assert_eq!(
+        found,
+        [("gone", "example.com/gone"), ("renamed", "example.com/old")]
+    );
+    assert_eq!(stale[0].finalizer, finalizer("example.com/gone"));
+    assert_eq!(stale[0].records["d/a"].uid, "u");
+    assert!(state.route_records("moved").unwrap().is_empty());
+
+    // Released: forgotten, each alone.
+    state.forget_finalizer("renamed", "example.com/old");
     state.flush().await;
     let stale = state.stale_finalizers(&held).unwrap();
     assert_eq!(stale.len(), 1, "{stale:#?}");
     assert_eq!(stale[0].route, "gone");
-    assert_eq!(stale[0].finalizer, finalizer("example.com/gone"));
-    assert_eq!(stale[0].records["d/a"].uid, "u");
-    assert!(state.route_records("renamed").unwrap().is_empty());
-
-    // Released: forgotten, and its records with it.
-    state.route_finalizer("gone", None);
-    state.drop_route("gone");
-    state.flush().await;
-    assert!(state.stale_finalizers(&HashSet::new()).unwrap().is_empty());
-    assert!(state.route_records("gone").unwrap().is_empty());
+    let all = state.stale_finalizers(&HashSet::new()).unwrap();
+    assert!(
+        all.iter()
+            .any(|s| s.route == "renamed" && s.finalizer.name == "example.com/new"),
+        "{all:#?}"
+    );
 }
 
 #[test]

@@ -205,8 +205,8 @@ fn apply(txn: &WriteTransaction, op: &Op) -> Result<(), redb::Error> {
         Op::Paused { handler, paused } => {
             put_json(txn, tables::PAUSED, handler, paused)?;
         }
-        Op::Finalizer { route, finalizer } => {
-            put_or_remove(txn, tables::FINALIZERS, route, finalizer.as_ref())?;
+        Op::Finalizer { key, finalizer } => {
+            put_or_remove(txn, tables::FINALIZERS, key, finalizer.as_ref())?;
         }
         Op::DropRoute(route) => {
             txn.delete_table(def(&tables::route(route)))?;

@@ -358,7 +358,10 @@ fn the_config_references_example_is_a_valid_config() {
         let errors = errors.to_string();
         let other: Vec<&str> = errors
             .lines()
-            .filter(|l| !l.contains("No such file or directory") && !l.contains("there is no "))
+            .filter(|l| {
+                !l.contains("No such file or directory (os error 2)")
+                    && !l.contains("not found: there is no ")
+            })
             .collect();
         assert!(other.is_empty(), "{}", other.join("\n"));
     }

@@ -15,6 +15,7 @@ use switchyard::plugin::{PluginHost, loader};
 
 use crate::state::Child;
 use crate::support::browser::Browser;
+use switchyard::sim::faults::RequestFailure;
 use switchyard::sim::resources;
 use switchyard::sim::{SimOptions, Simulator};
 
@@ -364,6 +365,56 @@ async fn a_route_gone_from_the_config_at_a_restart_with_state_dir_lets_go_of_its
         !third_lines.iter().any(|l| l.contains("taken off")),
         "released again: {third_lines:#?} (before: {lines:#?})"
     );
+}
+
+#[tokio::test]
+async fn a_finalizer_renamed_while_down_is_taken_off_even_when_the_first_start_could_not() {
+    let sim = support::start_sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    sim.write_kubeconfig(&kubeconfig).unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(sim.client().unwrap(), "default");
+    let base = child_config(true).replace("faulty", "log-events");
+    let (old, new) = ("example.com/old", "example.com/new");
+    let named = |name: &str| base.replace("finalizer: true", &format!("finalizer: {name}"));
+    let first = child(dir.path(), &kubeconfig, &named(old)).await;
+    api.create(
+        &PostParams::default(),
+        &support::configmap(json!({"metadata": {"name": "p"}})),
+    )
+    .await
+    .unwrap();
+    wait_for_finalizers(&api, "p", &[old]).await;
+    eventually("the store committed", WAIT, async || {
+        let status: Value = first.status().await;
+        (status["state"]["pending_writes"] == 0 && status["handlers"][0]["queue_depth"] == 0)
+            .then_some(())
+    })
+    .await;
+    first.process.kill();
+
+    // Renamed; the first start cannot take the old one off (every patch refused).
+    let refused = RequestFailure::forbidden(1000)
+        .on(&["configmaps"])
+        .only(&["patch"]);
+    sim.faults().fail_next_requests(refused).unwrap();
+    let second = child(dir.path(), &kubeconfig, &named(new)).await;
+    second
+        .process
+        .wait_for_line(WAIT, |l| l.contains("taken off") && l.contains("failed=1"))
+        .await;
+    eventually("the store committed", WAIT, async || {
+        (second.status().await["state"]["pending_writes"] == 0).then_some(())
+    })
+    .await;
+    second.process.kill();
+    assert_eq!(held(&api, "p").await, Some((vec![old.to_string()], false)));
+
+    // The next start does, and puts the new one on.
+    sim.faults().clear();
+    let third = child(dir.path(), &kubeconfig, &named(new)).await;
+    wait_for_finalizers(&api, "p", &[new]).await;
+    third.process.kill();
 }
 
 #[tokio::test]

@@ -254,7 +254,13 @@ fn a_python_plugin_project_tests_with_unittest_builds_and_replays() {
     ));
     std::fs::create_dir_all(&venv).unwrap();
     std::os::unix::fs::symlink(tool.trim(), venv.join("componentize-py")).unwrap();
-    let env = [("XDG_CACHE_HOME", cache.path())];
+    let path = std::env::var_os("PATH").unwrap();
+    let dirs = std::env::split_paths(&path).filter(|dir| !dir.join("componentize-py").exists());
+    let without = PathBuf::from(std::env::join_paths(dirs).unwrap());
+    let env = [
+        ("XDG_CACHE_HOME", cache.path()),
+        ("PATH", without.as_path()),
+    ];
     build(&project, "hello-py", &env);
 }
 

@@ -328,7 +328,10 @@ fn plain_types(message: &str) -> String {
         return message.to_string();
     };
     let plain = match expected {
-        "usize" | "u8" | "u16" | "u32" | "u64" => "a whole number, 0 or more",
+        "usize" | "u64" => "a whole number, 0 or more",
+        "u8" => "a whole number from 0 to 255",
+        "u16" => "a whole number from 0 to 65535",
+        "u32" => "a whole number from 0 to 4294967295",
         "i8" | "i16" | "i32" | "i64" | "isize" => "a whole number",
         "f32" | "f64" => "a number",
         _ => return message.to_string(),

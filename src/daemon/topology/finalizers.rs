@@ -44,7 +44,7 @@ pub(super) async fn of_handler(
         if let Some(state) = stages.state
             && !resources.is_empty()
         {
-            state.route_finalizer(&route.name, Some(stored(name, &resources)));
+            state.record_finalizer(&route.name, stored(name, &resources));
         }
         let finalizer = RouteFinalizer::new(name, stages.client.clone(), resources);
         by_route.push((route.name.as_str().into(), Arc::new(finalizer)));
@@ -154,14 +154,20 @@ fn api_resource(r: &StoredResource) -> ApiResource {
     }
 }
 
+/// The routes of the running config, each with the finalizer it holds objects with;
+/// `None` once the daemon is gone.
+pub(in crate::daemon) type RunningFinalizers =
+    Box<dyn Fn() -> Option<Vec<(String, Option<String>)>> + Send>;
+
 /// Takes the finalizers of routes the config no longer holds objects with (removed, or
 /// their finalizer turned off or renamed while the daemon was down) off the objects those
-/// routes last delivered, in the background, once this replica acts; then forgets them
-/// (`routes`: the config's routes, by whether each has a finalizer). What cannot be taken
-/// off now stays recorded for the next start.
+/// routes last delivered, in the background, once this replica acts; then forgets them,
+/// and the records of a route no longer configured. `running` gives the routes of the
+/// config running then: a finalizer a reload has brought back meanwhile is left alone.
+/// What cannot be taken off now stays recorded for the next start.
 pub(in crate::daemon) fn release_stale(
     stale: Vec<StaleFinalizer>,
-    routes: Vec<(String, bool)>,
+    running: RunningFinalizers,
     stages: &Stages<'_>,
 ) {
     if stale.is_empty() {
@@ -177,21 +183,30 @@ pub(in crate::daemon) fn release_stale(
             if let Ok(Err(_)) = changed.await {
                 return; // the daemon stopped
             }
-        }
-        for stale in stale {
-            let released = release_one(&stale, &client).await;
-            let Some(state) = &state else { continue };
-            if !released {
-                continue;
+            if running().is_none() {
+                return;
             }
-            match routes.iter().find(|(name, _)| *name == stale.route) {
-                None => {
-                    state.route_finalizer(&stale.route, None);
-                    state.drop_route(&stale.route);
-                }
-                Some((_, false)) => state.route_finalizer(&stale.route, None),
-                // Recorded again with the finalizer the route holds now.
-                Some((_, true)) => {}
+        }
+        let mut unreleased: Vec<String> = Vec::new();
+        for stale in &stale {
+            let Some(now) = running() else { return };
+            let held = now
+                .iter()
+                .any(|(_, f)| f.as_deref() == Some(&*stale.finalizer.name));
+            if held || !release_one(stale, &client).await {
+                unreleased.push(stale.route.clone());
+            } else if let Some(state) = &state {
+                state.forget_finalizer(&stale.route, &stale.finalizer.name);
+            }
+        }
+        // A route no longer configured whose every finalizer went needs its records no more.
+        let (Some(state), Some(now)) = (&state, running()) else {
+            return;
+        };
+        for stale in &stale {
+            let configured = now.iter().any(|(route, _)| *route == stale.route);
+            if !configured && !unreleased.contains(&stale.route) {
+                state.drop_route(&stale.route);
             }
         }
     });

@@ -429,15 +429,18 @@ impl Topology {
                     state.drop_route(&old.spec.name);
                 }
             }
-            // What the routes replaced delivered is on disk before it is read, unless the
-            // store cannot commit now: a reload (and a shutdown behind it) does not wait
-            // for the disk, and what was not committed yet may be delivered again.
-            let replaced = config.routes.iter().any(|r| {
-                !kept.contains_key(r.name.as_str())
-                    && self.routes.iter().any(|o| o.spec.name == r.name)
-            });
+            // What the routes replaced delivered, and the records of those removed, are
+            // on disk before a route starting now reads its records, unless the store
+            // cannot commit now: a reload (and a shutdown behind it) does not wait for the
+            // disk, and what was not committed yet may be delivered again. At the start
+            // nothing ran before: nothing to wait for.
+            let reading = !self.routes.is_empty()
+                && config
+                    .routes
+                    .iter()
+                    .any(|r| !kept.contains_key(r.name.as_str()));
             let flushed = tokio::time::timeout(FLUSH_WAIT, state.flush());
-            if replaced && flushed.await.is_err() {
+            if reading && flushed.await.is_err() {
                 tracing::warn!(store = %state.path().display(), "the state store has not committed for {FLUSH_WAIT:?}: the routes compare against what it holds and may deliver again what it has not committed");
             }
         }

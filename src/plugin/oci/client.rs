@@ -135,10 +135,9 @@ impl Registry {
             ));
             return text;
         }
-        let mut source: Option<&dyn std::error::Error> = std::error::Error::source(error);
-        while let Some(e) = source {
-            text.push_str(&format!(": {e}"));
-            source = e.source();
+        if let Some(source) = std::error::Error::source(error) {
+            text.push_str(": ");
+            text.push_str(&crate::util::chain_text(source));
         }
         text
     }

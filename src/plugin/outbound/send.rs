@@ -221,7 +221,7 @@ impl Outbound {
                 _ => {}
             }
         }
-        tracing::debug!(handler = %self.handler, error = %error_chain(error), "outbound request failed");
+        tracing::debug!(handler = %self.handler, error = %crate::util::chain_text(error), "outbound request failed");
         if error.is_timeout() {
             Error::ConnectionTimeout
         } else if error.is_connect() {
@@ -248,18 +248,6 @@ impl Outbound {
             .observe(took.as_secs_f64());
         self.stats.made(dest, took, failed);
     }
-}
-
-/// An error and its sources, on one line.
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(e) = source {
-        text.push_str(": ");
-        text.push_str(&e.to_string());
-        source = e.source();
-    }
-    text
 }
 
 /// An error's causes, outermost first, with the errors I/O errors wrap (an I/O error's
