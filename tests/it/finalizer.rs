@@ -4,7 +4,7 @@
 //! reload, lose it. The daemon killed with SIGKILL or down while objects are deleted misses
 //! nothing, and neither does a leader's successor or a shard's next owner.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -233,6 +233,26 @@ async fn objects_leaving_the_route_and_a_route_narrowed_or_removed_by_a_reload_l
     t.stop().await;
 }
 
+/// A simulator, a new folder with a kubeconfig for it, and its ConfigMaps in `default`.
+async fn sim_and_folder() -> (Simulator, tempfile::TempDir, PathBuf, Api<ConfigMap>) {
+    let sim = support::start_sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    sim.write_kubeconfig(&kubeconfig).unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(sim.client().unwrap(), "default");
+    (sim, dir, kubeconfig, api)
+}
+
+/// Waits until `child`'s handler has nothing queued and its store has committed all.
+async fn committed(child: &Child) {
+    eventually("the store committed", WAIT, async || {
+        let status: Value = child.status().await;
+        (status["state"]["pending_writes"] == 0 && status["handlers"][0]["queue_depth"] == 0)
+            .then_some(())
+    })
+    .await;
+}
+
 /// The daemon as a child process with `yaml`, in `dir`.
 async fn child(dir: &Path, kubeconfig: &Path, yaml: &str) -> Child {
     support::write_config(dir, yaml);
@@ -249,11 +269,7 @@ fn child_config(state: bool) -> String {
 
 #[tokio::test]
 async fn a_daemon_killed_while_the_handler_runs_on_a_deletion_leaves_the_object_held() {
-    let sim = support::start_sim().await;
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    sim.write_kubeconfig(&kubeconfig).unwrap();
-    let api: Api<ConfigMap> = Api::namespaced(sim.client().unwrap(), "default");
+    let (_sim, dir, kubeconfig, api) = sim_and_folder().await;
     let first = child(dir.path(), &kubeconfig, &child_config(false)).await;
     let slow = json!({"metadata": {"name": "d", "annotations": {"faulty/sleep-ms": "3000"}}});
     api.create(&PostParams::default(), &support::configmap(slow))
@@ -306,11 +322,7 @@ async fn a_daemon_killed_while_the_handler_runs_on_a_deletion_leaves_the_object_
 
 #[tokio::test]
 async fn a_route_gone_from_the_config_at_a_restart_with_state_dir_lets_go_of_its_objects() {
-    let sim = support::start_sim().await;
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    sim.write_kubeconfig(&kubeconfig).unwrap();
-    let api: Api<ConfigMap> = Api::namespaced(sim.client().unwrap(), "default");
+    let (_sim, dir, kubeconfig, api) = sim_and_folder().await;
     let yaml = child_config(true).replace("faulty", "log-events");
     let first = child(dir.path(), &kubeconfig, &yaml).await;
     let keep = "example.com/keep";
@@ -327,12 +339,7 @@ async fn a_route_gone_from_the_config_at_a_restart_with_state_dir_lets_go_of_its
     ] {
         wait_for_finalizers(&api, name, &finalizers).await;
     }
-    eventually("the store committed", WAIT, async || {
-        let status: Value = first.status().await;
-        (status["state"]["pending_writes"] == 0 && status["handlers"][0]["queue_depth"] == 0)
-            .then_some(())
-    })
-    .await;
+    committed(&first).await;
     first.process.kill();
     api.delete("r", &DeleteParams::default()).await.unwrap();
 
@@ -369,11 +376,7 @@ async fn a_route_gone_from_the_config_at_a_restart_with_state_dir_lets_go_of_its
 
 #[tokio::test]
 async fn a_finalizer_renamed_while_down_is_taken_off_even_when_the_first_start_could_not() {
-    let sim = support::start_sim().await;
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    sim.write_kubeconfig(&kubeconfig).unwrap();
-    let api: Api<ConfigMap> = Api::namespaced(sim.client().unwrap(), "default");
+    let (sim, dir, kubeconfig, api) = sim_and_folder().await;
     let base = child_config(true).replace("faulty", "log-events");
     let (old, new) = ("example.com/old", "example.com/new");
     let named = |name: &str| base.replace("finalizer: true", &format!("finalizer: {name}"));
@@ -385,12 +388,7 @@ async fn a_finalizer_renamed_while_down_is_taken_off_even_when_the_first_start_c
     .await
     .unwrap();
     wait_for_finalizers(&api, "p", &[old]).await;
-    eventually("the store committed", WAIT, async || {
-        let status: Value = first.status().await;
-        (status["state"]["pending_writes"] == 0 && status["handlers"][0]["queue_depth"] == 0)
-            .then_some(())
-    })
-    .await;
+    committed(&first).await;
     first.process.kill();
 
     // Renamed; the first start cannot take the old one off (every patch refused).
@@ -419,11 +417,7 @@ async fn a_finalizer_renamed_while_down_is_taken_off_even_when_the_first_start_c
 
 #[tokio::test]
 async fn a_finalizer_removed_by_hand_while_the_daemon_is_down_is_a_deletion_as_without_one() {
-    let sim = support::start_sim().await;
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    sim.write_kubeconfig(&kubeconfig).unwrap();
-    let api: Api<ConfigMap> = Api::namespaced(sim.client().unwrap(), "default");
+    let (_sim, dir, kubeconfig, api) = sim_and_folder().await;
     let yaml = child_config(true).replace("faulty", "log-events");
     let first = child(dir.path(), &kubeconfig, &yaml).await;
     api.create(
@@ -437,12 +431,7 @@ async fn a_finalizer_removed_by_hand_while_the_daemon_is_down_is_a_deletion_as_w
         .process
         .wait_for_line(WAIT, |l| l.contains("ConfigMap default/f"))
         .await;
-    eventually("the store committed", WAIT, async || {
-        let status: Value = first.status().await;
-        (status["state"]["pending_writes"] == 0 && status["handlers"][0]["queue_depth"] == 0)
-            .then_some(())
-    })
-    .await;
+    committed(&first).await;
     first.process.kill();
     api.delete("f", &DeleteParams::default()).await.unwrap();
     api.patch(

@@ -18,6 +18,11 @@ fn text(path: &Path) -> &str {
     path.to_str().unwrap()
 }
 
+/// `switchyard replay --config CONFIG --events EVENTS`: its exit code, stdout and stderr.
+fn replay(config: &Path, events: &Path) -> (i32, String, String) {
+    switchyard(&["replay", "--config", text(config), "--events", text(events)])
+}
+
 const CONFIG: &str = "
 handlers:
   label-guard:
@@ -154,13 +159,7 @@ async fn record_writes_what_routes_deliver_and_replay_shows_logs_and_captured_wr
     }
 
     // Text: the plugin's log lines exactly, and the patch label-guard asked for.
-    let (code, out, err) = switchyard(&[
-        "replay",
-        "--config",
-        text(&config),
-        "--events",
-        text(&events),
-    ]);
+    let (code, out, err) = replay(&config, &events);
     assert_eq!(code, 0, "{out}{err}");
     let rv = bare.metadata.resource_version.clone().unwrap();
     assert!(
@@ -246,13 +245,7 @@ fn replay_exits_1_showing_the_error_of_an_event_that_fails() {
         event("bad", json!({"faulty/error": "boom"})),
     ];
     std::fs::write(&events, lines.join("\n")).unwrap();
-    let (code, out, err) = switchyard(&[
-        "replay",
-        "--config",
-        text(&config),
-        "--events",
-        text(&events),
-    ]);
+    let (code, out, err) = replay(&config, &events);
     assert_eq!(code, 1, "{out}{err}");
     assert!(
         out.contains("line 1: added default/fine (route cms, handler faulty) -> done\n"),
@@ -312,13 +305,7 @@ fn replay_exits_2_naming_a_malformed_line() {
         format!("{}\n{{\"route\": \"cms\"\n", event("fine", json!({}))),
     )
     .unwrap();
-    let (code, out, err) = switchyard(&[
-        "replay",
-        "--config",
-        text(&config),
-        "--events",
-        text(&events),
-    ]);
+    let (code, out, err) = replay(&config, &events);
     assert_eq!(code, 2, "{out}{err}");
     assert!(
         err.contains(&format!("{}:2: not an event", events.display())),
@@ -336,13 +323,7 @@ fn replay_exits_2_saying_how_to_build_a_plugin_file_not_there() {
     let config = support::write_config(dir.path(), &yaml);
     let events = dir.path().join("events.jsonl");
     std::fs::write(&events, event("fine", json!({})) + "\n").unwrap();
-    let (code, out, err) = switchyard(&[
-        "replay",
-        "--config",
-        text(&config),
-        "--events",
-        text(&events),
-    ]);
+    let (code, out, err) = replay(&config, &events);
     assert_eq!(code, 2, "{out}{err}");
     let wanted = format!(
         "error: {}: handler \"faulty\": cannot read plugin {}: there is no such file; build it first (`switchyard build` in the plugin's project); nothing was replayed",
@@ -378,13 +359,7 @@ routes:
     };
     let events = dir.path().join("events.jsonl");
     std::fs::write(&events, [pod("a", "n1"), pod("b", "n2")].join("\n")).unwrap();
-    let (code, out, err) = switchyard(&[
-        "replay",
-        "--config",
-        text(&config),
-        "--events",
-        text(&events),
-    ]);
+    let (code, out, err) = replay(&config, &events);
     assert_eq!(code, 0, "{out}{err}");
     // The replay's cache is empty, so each node counts none.
     assert!(
@@ -429,13 +404,7 @@ fn replay_lets_a_handler_read_what_it_reads_in_the_daemon() {
         "object": configmap("green"), "old_object": configmap("blue")});
     let events = dir.path().join("events.jsonl");
     std::fs::write(&events, event.to_string()).unwrap();
-    let (code, out, err) = switchyard(&[
-        "replay",
-        "--config",
-        text(&config),
-        "--events",
-        text(&events),
-    ]);
+    let (code, out, err) = replay(&config, &events);
     assert_eq!(code, 0, "{out}{err}");
     assert!(
         out.contains("line 1: updated default/app-config (route reloader-configmaps, handler reloader) -> done\n"),
