@@ -77,17 +77,15 @@ fn noop_on(rt: &Runtime, options: HostOptions) -> (Arc<PluginHost>, Plugin) {
     (host, plugin)
 }
 
-/// The pooling engines compared: wasmtime's default reset (as the daemon has it), and slots
+/// The pooling engines compared: wasmtime's default reset (decommit), the daemon's resident
+/// reset (what `plugin_slots: auto` picks where the kernel's scan is exact), and slots
 /// kept resident with the initial memory mapped copy-on-write or copied in, and with less
 /// of each memory kept resident (64 KiB, 256 KiB, 1 MiB).
 const RESETS: [(&str, SlotReset); 6] = [
-    ("pooling", switchyard::plugin::host::DAEMON_SLOT_RESET),
+    ("pooling", SlotReset::Decommit),
     (
         "pooling_resident",
-        SlotReset::KeepResident {
-            bytes: 16 << 20,
-            copy_on_write: true,
-        },
+        switchyard::plugin::host::RESIDENT_SLOT_RESET,
     ),
     (
         "pooling_resident_64k",

@@ -74,7 +74,11 @@ fn pipeline(rt: &Runtime, state: Option<&State>) -> (Arc<Route>, Arc<Handler>) {
         pool: Some(PoolOptions {
             instances: 8,
             max_memory: 64 << 20,
-            reset: switchyard::plugin::host::DAEMON_SLOT_RESET,
+            reset: if switchyard::plugin::slots::decide(Default::default()).resident() {
+                switchyard::plugin::host::RESIDENT_SLOT_RESET
+            } else {
+                switchyard::plugin::host::SlotReset::Decommit
+            },
         }),
         ..HostOptions::default()
     })

@@ -1,5 +1,5 @@
 //! Where a handler's plugin may send HTTP requests: `capabilities.http`, an allow-list of
-//! destinations, and the address rules applied after DNS resolution.
+//! destinations, and the address rules the connector applies to every address it connects to.
 //!
 //! ```yaml
 //! handlers:
@@ -22,17 +22,28 @@
 //! that name an IP literal. Paths are not part of an entry: a policy on paths is easy to get
 //! around (encodings, redirects) and gives a false sense of safety.
 //!
-//! # Decision: addresses are checked after DNS, and the dangerous ones need naming
+//! # Decision: one parser reads the URL, the way the HTTP client does
 //!
-//! A name on the list may still resolve to anything. After resolution, loopback, link-local
-//! (169.254.0.0/16, where clouds serve instance metadata and credentials, and fe80::/10) and
-//! unspecified addresses are refused unless an IP or range entry of that same kind names
-//! them (`http://127.0.0.1:9000` does; `http://0.0.0.0/0:*` names no loopback); with
-//! `outbound.refuse_private`, private ranges (10/8, 172.16/12, 192.168/16, 100.64/10,
-//! fc00::/7) too.
+//! A request's destination is read with the WHATWG URL parser the client itself uses
+//! ([`Destination::of`]): `http://2130706433/`, `http://127.1/`, `http://0x7f.0.0.1/` and
+//! `http://127.0.0.1./` are all the IP literal 127.0.0.1, never a name that an entry could
+//! match by its spelling. Entries are read by the same rules, and an entry that spells an
+//! address any other way than its plain form is refused, so what `check` shows is what runs.
+//!
+//! # Decision: addresses are checked where the socket is made, and the dangerous ones need an entry
+//!
+//! A name on the list may still resolve to anything. The connector checks every address it
+//! is about to connect to, and the peer address of the socket it got: loopback,
+//! link-local (169.254.0.0/16, where clouds serve instance metadata and credentials, and
+//! fe80::/10) and, with `outbound.refuse_private`, private ranges (10/8, 172.16/12,
+//! 192.168/16, 100.64/10, fc00::/7) are refused unless an IP or range entry allows a request
+//! to that very address, scheme and port (the unlock is the entry's, port included), and
+//! its range lies wholly inside that kind (`http://0.0.0.0/0:*` holds loopback but is not
+//! inside it, so it unlocks none). Unspecified addresses (0.0.0.0/8, `::`), which Linux
+//! connects to the local host, are refused always.
 
 use std::fmt;
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// `http` or `https`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -70,6 +81,78 @@ impl HttpScheme {
     }
 }
 
+/// The host of a request, as the URL parser reads it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Host {
+    /// A DNS name: lowercase, IDNA-encoded, without a trailing dot.
+    Name(String),
+    /// An IP literal (an IPv4-mapped IPv6 address as its IPv4 form).
+    Ip(IpAddr),
+}
+
+impl Host {
+    /// Reads a host as the WHATWG URL parser does for `http` and `https` URLs: an IPv4
+    /// address in any spelling (`2130706433`, `127.1`, `0x7f.0.0.1`, `127.0.0.1.`) is an IP,
+    /// percent-escapes are decoded, names are lowercased; `[v6]` in brackets.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        match url::Host::parse(text) {
+            Ok(url::Host::Domain(name)) => Ok(Host::Name(
+                name.strip_suffix('.').unwrap_or(&name).to_string(),
+            )),
+            Ok(url::Host::Ipv4(ip)) => Ok(Host::Ip(IpAddr::V4(ip))),
+            Ok(url::Host::Ipv6(ip)) => Ok(Host::Ip(canonical(IpAddr::V6(ip)))),
+            Err(e) => Err(format!("{text:?} is not a host: {e}")),
+        }
+    }
+}
+
+impl fmt::Display for Host {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Host::Name(name) => f.write_str(name),
+            Host::Ip(IpAddr::V6(ip)) => write!(f, "[{ip}]"),
+            Host::Ip(ip) => write!(f, "{ip}"),
+        }
+    }
+}
+
+/// Where a request goes: scheme, host and port, read from its URL by the parser the HTTP
+/// client uses, so the allow-list is matched on what the client will connect to.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Destination {
+    /// `http` or `https`.
+    pub scheme: HttpScheme,
+    /// The host, a name or an IP literal.
+    pub host: Host,
+    /// The port, the scheme's default when the URL names none.
+    pub port: u16,
+}
+
+impl Destination {
+    /// The destination of `url`; an error for a scheme other than http(s) or a URL without
+    /// a host.
+    pub fn of(url: &url::Url) -> Result<Self, String> {
+        let scheme = HttpScheme::parse(url.scheme())
+            .ok_or_else(|| format!("the scheme must be http or https, not {:?}", url.scheme()))?;
+        let host = match url.host() {
+            Some(url::Host::Domain(name)) => {
+                Host::Name(name.strip_suffix('.').unwrap_or(name).to_ascii_lowercase())
+            }
+            Some(url::Host::Ipv4(ip)) => Host::Ip(IpAddr::V4(ip)),
+            Some(url::Host::Ipv6(ip)) => Host::Ip(canonical(IpAddr::V6(ip))),
+            None => return Err("the URL names no host".into()),
+        };
+        let port = url.port().unwrap_or(scheme.default_port());
+        Ok(Self { scheme, host, port })
+    }
+}
+
+impl fmt::Display for Destination {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}://{}:{}", self.scheme.as_str(), self.host, self.port)
+    }
+}
+
 /// The host part of an allow-list entry.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum HostPattern {
@@ -81,18 +164,40 @@ pub enum HostPattern {
     Range(IpRange),
 }
 
-/// An IP address range in CIDR form.
+/// An IP address range in CIDR form. An IPv4 range is always IPv4 (an IPv4-mapped IPv6
+/// range of prefix 96 or more is kept as the IPv4 range it maps).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct IpRange {
-    /// The first address of the range.
-    pub network: IpAddr,
-    /// The prefix length in bits.
-    pub prefix: u8,
+    network: IpAddr,
+    prefix: u8,
 }
 
 impl IpRange {
+    /// The range of `prefix` bits from `ip` (its host bits cleared); `None` when the prefix
+    /// is longer than the address. An IPv4-mapped IPv6 range becomes its IPv4 range.
+    pub fn new(ip: IpAddr, prefix: u8) -> Option<Self> {
+        let (ip, prefix) = match ip {
+            IpAddr::V6(v6) if prefix >= 96 => match v6.to_ipv4_mapped() {
+                Some(v4) => (IpAddr::V4(v4), prefix - 96),
+                None => (ip, prefix),
+            },
+            other => (other, prefix),
+        };
+        let network = match ip {
+            IpAddr::V4(v4) if prefix <= 32 => {
+                IpAddr::V4(Ipv4Addr::from(u32::from(v4) & v4_mask(prefix)))
+            }
+            IpAddr::V6(v6) if prefix <= 128 => {
+                IpAddr::V6(Ipv6Addr::from(u128::from(v6) & v6_mask(prefix)))
+            }
+            _ => return None,
+        };
+        Some(Self { network, prefix })
+    }
+
     /// The range holding exactly `ip`.
     pub fn single(ip: IpAddr) -> Self {
+        let ip = canonical(ip);
         let prefix = if ip.is_ipv4() { 32 } else { 128 };
         Self {
             network: ip,
@@ -100,24 +205,47 @@ impl IpRange {
         }
     }
 
+    /// The first address of the range.
+    pub fn network(&self) -> IpAddr {
+        self.network
+    }
+
+    /// The prefix length in bits.
+    pub fn prefix(&self) -> u8 {
+        self.prefix
+    }
+
     /// Whether `ip` is in the range (an IPv4-mapped IPv6 address counts as its IPv4 form).
     pub fn contains(&self, ip: IpAddr) -> bool {
         match (self.network, canonical(ip)) {
             (IpAddr::V4(net), IpAddr::V4(ip)) => {
-                let mask = u32::MAX
-                    .checked_shl(32 - u32::from(self.prefix))
-                    .unwrap_or(0);
-                u32::from(net) & mask == u32::from(ip) & mask
+                u32::from(net) == u32::from(ip) & v4_mask(self.prefix)
             }
             (IpAddr::V6(net), IpAddr::V6(ip)) => {
-                let mask = u128::MAX
-                    .checked_shl(128 - u32::from(self.prefix))
-                    .unwrap_or(0);
-                u128::from(net) & mask == u128::from(ip) & mask
+                u128::from(net) == u128::from(ip) & v6_mask(self.prefix)
             }
             _ => false,
         }
     }
+
+    /// Whether every address of this range is also in `outer`.
+    pub fn within(&self, outer: &IpRange) -> bool {
+        self.prefix >= outer.prefix && outer.contains(self.network)
+    }
+}
+
+/// The mask of an IPv4 prefix of `prefix` bits (0 to 32).
+fn v4_mask(prefix: u8) -> u32 {
+    u32::MAX
+        .checked_shl(32 - u32::from(prefix.min(32)))
+        .unwrap_or(0)
+}
+
+/// The mask of an IPv6 prefix of `prefix` bits (0 to 128).
+fn v6_mask(prefix: u8) -> u128 {
+    u128::MAX
+        .checked_shl(128 - u32::from(prefix.min(128)))
+        .unwrap_or(0)
 }
 
 impl fmt::Display for IpRange {
@@ -163,8 +291,10 @@ impl EgressRule {
         let scheme = HttpScheme::parse(scheme)
             .ok_or_else(|| format!("the scheme must be http or https, not {scheme:?}"))?;
         let rest = rest.strip_suffix('/').unwrap_or(rest);
-        if rest.contains(['?', '#', '@']) {
-            return Err("an entry is scheme, host and port: no user, query or fragment".into());
+        if rest.contains(['?', '#', '@', '%', '\\']) {
+            return Err(
+                "an entry is scheme, host and port: no user, query, fragment or escapes".into(),
+            );
         }
         let (host, port) = split_port(rest)?;
         let port = match port {
@@ -181,19 +311,16 @@ impl EgressRule {
         Ok(Self { scheme, host, port })
     }
 
-    /// Whether a request to `scheme://host:port` matches (`host` as the URL names it: a DNS
-    /// name in any case, or an IP literal, IPv6 without brackets).
-    pub fn allows(&self, scheme: HttpScheme, host: &str, port: u16) -> bool {
-        if self.scheme != scheme || self.port.is_some_and(|p| p != port) {
+    /// Whether a request to `dest` matches.
+    pub fn allows(&self, dest: &Destination) -> bool {
+        if self.scheme != dest.scheme || self.port.is_some_and(|p| p != dest.port) {
             return false;
         }
-        let literal = host.parse::<IpAddr>().ok();
-        match (&self.host, literal) {
-            (HostPattern::Range(range), Some(ip)) => range.contains(ip),
-            (HostPattern::Range(_), None) | (_, Some(_)) => false,
-            (HostPattern::Exact(name), None) => normal_name(host) == *name,
-            (HostPattern::Subdomains(suffix), None) => {
-                let host = normal_name(host);
+        match (&self.host, &dest.host) {
+            (HostPattern::Range(range), Host::Ip(ip)) => range.contains(*ip),
+            (HostPattern::Range(_), Host::Name(_)) | (_, Host::Ip(_)) => false,
+            (HostPattern::Exact(name), Host::Name(host)) => host == name,
+            (HostPattern::Subdomains(suffix), Host::Name(host)) => {
                 host.len() > suffix.len() + 1
                     && host.ends_with(suffix.as_str())
                     && host.as_bytes()[host.len() - suffix.len() - 1] == b'.'
@@ -222,11 +349,6 @@ impl fmt::Display for EgressRule {
             None => write!(f, ":*"),
         }
     }
-}
-
-/// A DNS name lowercased, without a trailing dot.
-fn normal_name(host: &str) -> String {
-    host.strip_suffix('.').unwrap_or(host).to_ascii_lowercase()
 }
 
 /// Splits `HOST[:PORT]`, where HOST may be `[v6]`, `[v6]/LEN` or `v4/LEN`.
@@ -265,55 +387,69 @@ fn split_port(rest: &str) -> Result<(&str, Option<&str>), String> {
     })
 }
 
-/// Parses the host part: `*.suffix`, a DNS name, an IP address or a CIDR range.
+/// Parses an IP address written plainly: dotted-decimal IPv4, or IPv6 in brackets.
+fn plain_ip(text: &str) -> Result<IpAddr, String> {
+    let parsed = match text.strip_prefix('[') {
+        Some(inner) => inner
+            .strip_suffix(']')
+            .and_then(|v6| v6.parse::<Ipv6Addr>().ok())
+            .map(IpAddr::V6),
+        None => text.parse::<Ipv4Addr>().ok().map(IpAddr::V4),
+    };
+    parsed.ok_or_else(|| format!("{text:?} is not an IP address (write 10.0.0.1 or [fd00::1])"))
+}
+
+/// Parses the host part: `*.suffix`, a DNS name, an IP address or a CIDR range. A host the
+/// URL parser would read as an IP address must be written as one, plainly.
 fn parse_host(host: &str) -> Result<HostPattern, String> {
     if host.is_empty() {
         return Err("name a host".into());
     }
-    let unbracket = |h: &str| h.trim_start_matches('[').replace(']', "");
     if let Some((ip, len)) = host.split_once('/') {
-        let ip: IpAddr = unbracket(ip)
-            .parse()
-            .map_err(|_| format!("{ip:?} is not an IP address (a range is written 10.0.0.0/8)"))?;
+        let ip = plain_ip(ip)?;
         let full = if ip.is_ipv4() { 32 } else { 128 };
-        let prefix = len
+        let range = len
             .parse::<u8>()
             .ok()
             .filter(|p| *p <= full)
+            .and_then(|p| IpRange::new(ip, p))
             .ok_or_else(|| format!("{len:?} is not a prefix length (0 to {full})"))?;
-        return Ok(HostPattern::Range(IpRange {
-            network: canonical(ip),
-            prefix,
-        }));
+        return Ok(HostPattern::Range(range));
     }
     if host.starts_with('[') {
-        let ip: IpAddr = unbracket(host)
-            .parse()
-            .map_err(|_| format!("{host:?} is not an IPv6 address"))?;
-        return Ok(HostPattern::Range(IpRange::single(canonical(ip))));
-    }
-    if let Ok(ip) = host.parse::<IpAddr>() {
-        return Ok(HostPattern::Range(IpRange::single(ip)));
+        return Ok(HostPattern::Range(IpRange::single(plain_ip(host)?)));
     }
     let (wild, name) = match host.strip_prefix("*.") {
         Some(rest) => (true, rest),
         None => (false, host),
-    };
-    let name = normal_name(name);
-    let label_ok = |l: &str| {
-        !l.is_empty()
-            && l.len() <= 63
-            && l.chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
     };
     if name.contains('*') {
         return Err(format!(
             "{host:?}: a wildcard is written only as the first label, *.example.com"
         ));
     }
-    if !name.split('.').all(label_ok) {
+    let label_ok = |l: &str| {
+        !l.is_empty()
+            && l.len() <= 63
+            && l.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    };
+    let bare = name.strip_suffix('.').unwrap_or(name);
+    if !bare.split('.').all(label_ok) {
         return Err(format!("{host:?} is not a host name"));
     }
+    let read = Host::parse(name)?;
+    let name = match read {
+        Host::Ip(ip) if !wild && name == ip.to_string() => {
+            return Ok(HostPattern::Range(IpRange::single(ip)));
+        }
+        Host::Ip(ip) => {
+            return Err(format!(
+                "{host:?} is the IP address {ip} spelled another way: write {ip}"
+            ));
+        }
+        Host::Name(name) => name,
+    };
     if wild && !name.contains('.') {
         return Err(format!(
             "{host:?} would allow every name under a top-level domain: name a domain, *.example.com"
@@ -326,53 +462,55 @@ fn parse_host(host: &str) -> Result<HostPattern, String> {
     })
 }
 
-/// Why an address a name resolved to (or an IP literal) is refused.
+/// Why an address the connector was about to connect to is refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AddressClass {
     /// 127.0.0.0/8, ::1.
     Loopback,
     /// 169.254.0.0/16 (cloud instance metadata), fe80::/10.
     LinkLocal,
-    /// 0.0.0.0, ::.
+    /// 0.0.0.0/8, `::`: Linux connects them to the local host; refused always.
     Unspecified,
     /// 10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7 (refused only with `refuse_private`).
     Private,
 }
 
+/// The ranges of each refused class.
+const CLASS_RANGES: &[(AddressClass, &str)] = &[
+    (AddressClass::Loopback, "127.0.0.0/8"),
+    (AddressClass::Loopback, "::1/128"),
+    (AddressClass::LinkLocal, "169.254.0.0/16"),
+    (AddressClass::LinkLocal, "fe80::/10"),
+    (AddressClass::Unspecified, "0.0.0.0/8"),
+    (AddressClass::Unspecified, "::/128"),
+    (AddressClass::Private, "10.0.0.0/8"),
+    (AddressClass::Private, "172.16.0.0/12"),
+    (AddressClass::Private, "192.168.0.0/16"),
+    (AddressClass::Private, "100.64.0.0/10"),
+    (AddressClass::Private, "fc00::/7"),
+];
+
+/// The range `text` (`ADDR/LEN`) of [`CLASS_RANGES`].
+fn class_range(text: &str) -> IpRange {
+    let (ip, len) = text.split_once('/').unwrap_or((text, ""));
+    let ip = ip.parse().unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
+    IpRange::new(ip, len.parse().unwrap_or(0)).unwrap_or(IpRange::single(ip))
+}
+
 impl AddressClass {
+    /// The class of `ip` among those refused by default or on request, with the class's
+    /// range that holds it; `None` for a public address.
+    fn find(ip: IpAddr) -> Option<(Self, IpRange)> {
+        CLASS_RANGES.iter().find_map(|(class, range)| {
+            let range = class_range(range);
+            range.contains(ip).then_some((*class, range))
+        })
+    }
+
     /// The class of `ip` among those refused by default or on request; `None` for a public
     /// address.
     pub fn of(ip: IpAddr) -> Option<Self> {
-        match canonical(ip) {
-            IpAddr::V4(v4) => {
-                let o = v4.octets();
-                if v4.is_loopback() {
-                    Some(Self::Loopback)
-                } else if v4.is_link_local() {
-                    Some(Self::LinkLocal)
-                } else if v4.is_unspecified() {
-                    Some(Self::Unspecified)
-                } else if v4.is_private() || (o[0] == 100 && (o[1] & 0xc0) == 64) {
-                    Some(Self::Private)
-                } else {
-                    None
-                }
-            }
-            IpAddr::V6(v6) => {
-                let first = v6.segments()[0];
-                if v6.is_loopback() {
-                    Some(Self::Loopback)
-                } else if v6.is_unspecified() {
-                    Some(Self::Unspecified)
-                } else if first & 0xffc0 == 0xfe80 {
-                    Some(Self::LinkLocal)
-                } else if first & 0xfe00 == 0xfc00 {
-                    Some(Self::Private)
-                } else {
-                    None
-                }
-            }
-        }
+        Self::find(ip).map(|(class, _)| class)
     }
 
     /// The class in words, for errors and metrics labels.
@@ -401,25 +539,33 @@ impl Egress {
         self.rules.is_empty()
     }
 
-    /// Whether the allow-list lets a request go to `scheme://host:port`.
-    pub fn allows(&self, scheme: HttpScheme, host: &str, port: u16) -> bool {
-        self.rules.iter().any(|r| r.allows(scheme, host, port))
+    /// Whether the allow-list lets a request go to `dest`.
+    pub fn allows(&self, dest: &Destination) -> bool {
+        self.rules.iter().any(|r| r.allows(dest))
     }
 
-    /// Whether a connection may be made to `ip`; the class that refuses it otherwise. An
-    /// address an IP or range entry names is always allowed.
-    pub fn address(&self, ip: IpAddr) -> Result<(), AddressClass> {
-        let Some(class) = AddressClass::of(ip) else {
+    /// Whether a connection for a request of `scheme` may be made to `ip` on `port`; the
+    /// class that refuses it otherwise. A loopback, link-local or (with `refuse_private`)
+    /// private address is allowed only by an IP or range entry that allows a request to
+    /// that address, scheme and port, and whose range lies inside the address's class; an
+    /// unspecified address never.
+    pub fn connect(&self, scheme: HttpScheme, ip: IpAddr, port: u16) -> Result<(), AddressClass> {
+        let Some((class, class_range)) = AddressClass::find(ip) else {
             return Ok(());
         };
-        if class == AddressClass::Private && !self.refuse_private {
-            return Ok(());
+        match class {
+            AddressClass::Unspecified => return Err(class),
+            AddressClass::Private if !self.refuse_private => return Ok(()),
+            _ => {}
         }
-        // A range unlocks an address only if it lies in the same class: `10.0.0.0/8`
-        // unlocks private 10.x, `0.0.0.0/0` unlocks no loopback or metadata address.
+        let dest = Destination {
+            scheme,
+            host: Host::Ip(canonical(ip)),
+            port,
+        };
         let named = self.rules.iter().any(|r| {
-            matches!(&r.host, HostPattern::Range(range)
-                if range.contains(ip) && AddressClass::of(range.network) == Some(class))
+            matches!(&r.host, HostPattern::Range(range) if range.within(&class_range))
+                && r.allows(&dest)
         });
         if named { Ok(()) } else { Err(class) }
     }
@@ -433,43 +579,81 @@ mod tests {
         EgressRule::parse(text).unwrap_or_else(|e| panic!("{text}: {e}"))
     }
 
+    fn dest(url: &str) -> Destination {
+        Destination::of(&url::Url::parse(url).unwrap()).unwrap()
+    }
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
     #[test]
     fn scheme_host_and_default_port_must_all_match() {
         let r = rule("https://hooks.example.com");
-        assert!(r.allows(HttpScheme::Https, "hooks.example.com", 443));
-        assert!(r.allows(HttpScheme::Https, "HOOKS.Example.com.", 443));
-        assert!(!r.allows(HttpScheme::Http, "hooks.example.com", 80));
-        assert!(!r.allows(HttpScheme::Https, "hooks.example.com", 8443));
-        assert!(!r.allows(HttpScheme::Https, "evil-hooks.example.com", 443));
-        assert!(!r.allows(HttpScheme::Https, "hooks.example.com.evil.net", 443));
+        assert!(r.allows(&dest("https://hooks.example.com/x")));
+        assert!(r.allows(&dest("HTTPS://HOOKS.Example.com./x")));
+        assert!(!r.allows(&dest("http://hooks.example.com")));
+        assert!(!r.allows(&dest("https://hooks.example.com:8443")));
+        assert!(!r.allows(&dest("https://evil-hooks.example.com")));
+        assert!(!r.allows(&dest("https://hooks.example.com.evil.net")));
         let r = rule("http://receiver.observability.svc:8080/");
-        assert!(r.allows(HttpScheme::Http, "receiver.observability.svc", 8080));
-        assert!(!r.allows(HttpScheme::Http, "receiver.observability.svc", 80));
+        assert!(r.allows(&dest("http://receiver.observability.svc:8080")));
+        assert!(!r.allows(&dest("http://receiver.observability.svc")));
     }
 
     #[test]
     fn a_wildcard_matches_subdomains_not_the_apex() {
         let r = rule("https://*.example.com:8443");
-        assert!(r.allows(HttpScheme::Https, "a.example.com", 8443));
-        assert!(r.allows(HttpScheme::Https, "a.b.example.com", 8443));
-        assert!(!r.allows(HttpScheme::Https, "example.com", 8443));
-        assert!(!r.allows(HttpScheme::Https, "badexample.com", 8443));
-        assert!(!r.allows(HttpScheme::Https, "a.example.com", 443));
-        assert!(rule("https://*.example.com:*").allows(HttpScheme::Https, "x.example.com", 1));
+        assert!(r.allows(&dest("https://a.example.com:8443")));
+        assert!(r.allows(&dest("https://a.b.example.com:8443")));
+        assert!(!r.allows(&dest("https://example.com:8443")));
+        assert!(!r.allows(&dest("https://badexample.com:8443")));
+        assert!(!r.allows(&dest("https://a.example.com")));
+        assert!(rule("https://*.example.com:*").allows(&dest("https://x.example.com:1")));
     }
 
     #[test]
     fn ip_and_range_entries_match_ip_literals_only() {
         let r = rule("http://127.0.0.1:9000");
-        assert!(r.allows(HttpScheme::Http, "127.0.0.1", 9000));
-        assert!(!r.allows(HttpScheme::Http, "localhost", 9000));
+        assert!(r.allows(&dest("http://127.0.0.1:9000")));
+        assert!(!r.allows(&dest("http://localhost:9000")));
         let r = rule("https://10.0.0.0/8:*");
-        assert!(r.allows(HttpScheme::Https, "10.1.2.3", 8443));
-        assert!(!r.allows(HttpScheme::Https, "11.0.0.1", 443));
+        assert!(r.allows(&dest("https://10.1.2.3:8443")));
+        assert!(!r.allows(&dest("https://11.0.0.1")));
         let r = rule("http://[fd00::]/8:8080");
-        assert!(r.allows(HttpScheme::Http, "fd12::1", 8080));
-        assert!(rule("http://[::1]:81").allows(HttpScheme::Http, "::1", 81));
-        assert!(!rule("https://example.com").allows(HttpScheme::Https, "93.184.216.34", 443));
+        assert!(r.allows(&dest("http://[fd12::1]:8080")));
+        assert!(rule("http://[::1]:81").allows(&dest("http://[::1]:81")));
+        assert!(!rule("https://example.com").allows(&dest("https://93.184.216.34")));
+    }
+
+    /// Regression: IPv4 addresses spelled as names (`2130706433`, `127.1`, `0x7f.0.0.1`,
+    /// `0177.0.0.1`, a trailing dot) matched a name entry spelled the same way, and the
+    /// client then connected to 127.0.0.1 with no address check.
+    #[test]
+    fn an_ipv4_address_in_any_spelling_is_an_ip_literal() {
+        for url in [
+            "http://2130706433:1/",
+            "http://127.1:1/",
+            "http://0x7f.0.0.1:1/",
+            "http://0177.0.0.1:1/",
+            "http://127.0.0.1.:1/",
+            "http://%31%32%37.0.0.1:1/",
+            "http://[::ffff:127.0.0.1]:1/",
+            "http://[::ffff:7f00:1]:1/",
+            "HTTP://user:pw@127.0.0.1:1/",
+        ] {
+            assert_eq!(dest(url).host, Host::Ip(ip("127.0.0.1")), "{url}");
+        }
+        for entry in [
+            "http://2130706433:1",
+            "http://127.1:1",
+            "http://0x7f.0.0.1:1",
+            "http://0177.0.0.1:1",
+            "http://127.0.0.1.:1",
+        ] {
+            let error = EgressRule::parse(entry).unwrap_err();
+            assert!(error.contains("spelled another way"), "{entry}: {error}");
+        }
     }
 
     #[test]
@@ -484,12 +668,28 @@ mod tests {
             ("https://a.*.example.com", "only as the first label"),
             ("https://exa mple.com", "not a host name"),
             ("https://10.0.0.0/33", "not a prefix length"),
+            ("https://[::ffff:127.0.0.1]/129", "not a prefix length"),
             ("https://user@example.com", "no user"),
+            ("https://%65xample.com", "escapes"),
+            ("https://[fe80::1%25eth0]", "escapes"),
             ("https://", "name a host"),
         ] {
             let error = EgressRule::parse(text).unwrap_err();
             assert!(error.contains(says), "{text}: {error}");
         }
+    }
+
+    /// Regression: `[::ffff:127.0.0.1]/128` was kept as IPv4 with prefix 128, and its mask
+    /// wrapped to match every IPv4 address.
+    #[test]
+    fn an_ipv4_mapped_range_is_the_ipv4_range_it_maps() {
+        let r = rule("http://[::ffff:127.0.0.1]/128:*");
+        assert_eq!(r.to_string(), "http://127.0.0.1:*");
+        assert!(r.allows(&dest("http://127.0.0.1:5")));
+        assert!(!r.allows(&dest("http://8.8.8.8:5")));
+        let r = rule("http://[::ffff:10.0.0.0]/104:*");
+        assert_eq!(r.to_string(), "http://10.0.0.0/8:*");
+        assert!(!r.allows(&dest("http://11.0.0.1:5")));
     }
 
     #[test]
@@ -498,48 +698,114 @@ mod tests {
             rules: vec![rule("https://*.example.com")],
             refuse_private: false,
         };
-        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
-        assert_eq!(egress.address(ip("127.0.0.1")), Err(AddressClass::Loopback));
+        let http = HttpScheme::Http;
         assert_eq!(
-            egress.address(ip("169.254.169.254")),
+            egress.connect(http, ip("127.0.0.1"), 80),
+            Err(AddressClass::Loopback)
+        );
+        assert_eq!(
+            egress.connect(http, ip("169.254.169.254"), 80),
             Err(AddressClass::LinkLocal)
         );
         assert_eq!(
-            egress.address(ip("::ffff:169.254.169.254")),
+            egress.connect(http, ip("::ffff:169.254.169.254"), 80),
             Err(AddressClass::LinkLocal)
         );
-        assert_eq!(egress.address(ip("fe80::1")), Err(AddressClass::LinkLocal));
         assert_eq!(
-            egress.address(ip("0.0.0.0")),
-            Err(AddressClass::Unspecified)
+            egress.connect(http, ip("fe80::1"), 80),
+            Err(AddressClass::LinkLocal)
         );
-        assert_eq!(egress.address(ip("10.0.0.1")), Ok(()));
-        assert_eq!(egress.address(ip("93.184.216.34")), Ok(()));
+        assert_eq!(egress.connect(http, ip("10.0.0.1"), 80), Ok(()));
+        assert_eq!(egress.connect(http, ip("93.184.216.34"), 80), Ok(()));
         let strict = Egress {
             refuse_private: true,
             ..egress.clone()
         };
-        assert_eq!(strict.address(ip("10.0.0.1")), Err(AddressClass::Private));
-        assert_eq!(strict.address(ip("100.64.0.1")), Err(AddressClass::Private));
+        assert_eq!(
+            strict.connect(http, ip("10.0.0.1"), 80),
+            Err(AddressClass::Private)
+        );
+        assert_eq!(
+            strict.connect(http, ip("100.64.0.1"), 80),
+            Err(AddressClass::Private)
+        );
         let named = Egress {
-            rules: vec![rule("http://127.0.0.1:9000"), rule("http://10.1.0.0/16")],
+            rules: vec![rule("http://127.0.0.1:9000"), rule("http://10.1.0.0/16:*")],
             refuse_private: true,
         };
-        assert_eq!(named.address(ip("127.0.0.1")), Ok(()));
-        assert_eq!(named.address(ip("127.0.0.2")), Err(AddressClass::Loopback));
-        assert_eq!(named.address(ip("10.1.2.3")), Ok(()));
-        assert_eq!(named.address(ip("10.2.0.1")), Err(AddressClass::Private));
+        assert_eq!(named.connect(http, ip("127.0.0.1"), 9000), Ok(()));
+        assert_eq!(
+            named.connect(http, ip("127.0.0.2"), 9000),
+            Err(AddressClass::Loopback)
+        );
+        assert_eq!(named.connect(http, ip("10.1.2.3"), 1), Ok(()));
+        assert_eq!(
+            named.connect(http, ip("10.2.0.1"), 1),
+            Err(AddressClass::Private)
+        );
+    }
+
+    /// Regression: an IP entry unlocked its address on every port and scheme, so a name
+    /// resolving to 127.0.0.1 reached any loopback port once one was allowed.
+    #[test]
+    fn an_address_is_unlocked_for_its_entrys_scheme_and_port_only() {
+        let named = Egress {
+            rules: vec![rule("http://127.0.0.1:27699")],
+            refuse_private: false,
+        };
+        let ip = ip("127.0.0.1");
+        assert_eq!(named.connect(HttpScheme::Http, ip, 27699), Ok(()));
+        assert_eq!(
+            named.connect(HttpScheme::Http, ip, 27620),
+            Err(AddressClass::Loopback)
+        );
+        assert_eq!(
+            named.connect(HttpScheme::Https, ip, 27699),
+            Err(AddressClass::Loopback)
+        );
+    }
+
+    /// Regression: `0.0.0.0/0` and `[::]/0` unlocked 0.0.0.0, `::` and `::ffff:0.0.0.0`,
+    /// which Linux connects to the local host.
+    #[test]
+    fn a_range_wider_than_a_class_unlocks_none_of_it_and_unspecified_never() {
         let everything = Egress {
-            rules: vec![rule("http://0.0.0.0/0:*")],
+            rules: vec![
+                rule("http://0.0.0.0/0:*"),
+                rule("http://[::]/0:*"),
+                rule("http://0.0.0.0:*"),
+                rule("http://[::]:*"),
+            ],
+            refuse_private: true,
+        };
+        for (address, class) in [
+            ("169.254.169.254", AddressClass::LinkLocal),
+            ("127.0.0.1", AddressClass::Loopback),
+            ("::1", AddressClass::Loopback),
+            ("0.0.0.0", AddressClass::Unspecified),
+            ("0.1.2.3", AddressClass::Unspecified),
+            ("::", AddressClass::Unspecified),
+            ("::ffff:0.0.0.0", AddressClass::Unspecified),
+            ("10.0.0.1", AddressClass::Private),
+        ] {
+            assert_eq!(
+                everything.connect(HttpScheme::Http, ip(address), 80),
+                Err(class),
+                "{address}"
+            );
+        }
+        assert_eq!(
+            everything.connect(HttpScheme::Http, ip("8.8.8.8"), 80),
+            Ok(())
+        );
+        assert!(everything.allows(&dest("http://8.8.8.8")));
+        let loopback = Egress {
+            rules: vec![rule("http://127.0.0.0/8:*")],
             refuse_private: false,
         };
         assert_eq!(
-            everything.address(ip("169.254.169.254")),
-            Err(AddressClass::LinkLocal)
-        );
-        assert_eq!(
-            everything.address(ip("127.0.0.1")),
-            Err(AddressClass::Loopback)
+            loopback.connect(HttpScheme::Http, ip("127.3.0.1"), 5),
+            Ok(())
         );
     }
 

@@ -34,6 +34,10 @@ pub struct ConfigFile {
     /// wait for it. Default [`DEFAULT_STATE_MAX_PENDING_WRITES`].
     #[serde(default)]
     pub state_max_pending_writes: Option<u64>,
+    /// How the plugin pool's slots are made ready for the next instance: `auto` (default),
+    /// `resident` or `decommit` ([`PluginSlots`]).
+    #[serde(default)]
+    pub plugin_slots: Option<PluginSlots>,
     /// The admin API.
     #[serde(default)]
     pub admin: Option<serde_json::Value>,
@@ -67,6 +71,20 @@ pub enum OnCorrupt {
     Refuse,
     /// Move the unreadable file aside and start with no state, warning loudly.
     Fresh,
+}
+
+/// `plugin_slots:` — how a pool slot is made ready for the next plugin instance.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PluginSlots {
+    /// Kept resident and reset in place where a probe at start shows the kernel's page
+    /// scan exact and the process unable to swap; decommitted otherwise.
+    #[default]
+    Auto,
+    /// Kept resident and reset in place, whatever the probe says.
+    Resident,
+    /// Given back to the kernel after each instance, whatever the probe says.
+    Decommit,
 }
 
 /// A handler's `instance:` — how many events one plugin instance sees.
@@ -317,6 +335,10 @@ pub struct OutboundFile {
     /// never sent). Default 200.
     #[serde(default)]
     pub capture_status: Option<u16>,
+    /// The most requests the handler's calls may have in flight at once; past it a request
+    /// is refused. Default 32.
+    #[serde(default)]
+    pub max_in_flight: Option<u32>,
 }
 
 /// Reads an optional value and holds it to `check`, so a value out of bounds is reported

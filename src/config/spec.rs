@@ -19,6 +19,8 @@ pub struct Config {
     pub plugins_dir: PathBuf,
     /// The durable state store; `None` keeps no state across restarts.
     pub state: Option<StateSpec>,
+    /// How the plugin pool's slots are made ready for the next instance.
+    pub plugin_slots: super::schema::PluginSlots,
     /// Where the admin API listens.
     pub admin_listen: SocketAddr,
     /// Where the admin API's bearer token comes from.
@@ -167,6 +169,8 @@ pub struct OutboundSpec {
     pub client_identity: Option<(std::path::PathBuf, std::path::PathBuf)>,
     /// The status captured requests are answered with.
     pub capture_status: u16,
+    /// The most requests the handler's calls may have in flight at once.
+    pub max_in_flight: u32,
 }
 
 impl Default for OutboundSpec {
@@ -178,6 +182,7 @@ impl Default for OutboundSpec {
             ca_bundle: None,
             client_identity: None,
             capture_status: 200,
+            max_in_flight: 32,
         }
     }
 }

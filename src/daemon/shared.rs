@@ -17,7 +17,7 @@ use crate::election::{ElectionStatus, ReplicaStatus};
 use crate::handler::{Handler, HandlerStatus};
 use crate::informer::{Informer, InformerFactory, WatchHealth};
 use crate::metrics::Metrics;
-use crate::plugin::host::{DAEMON_SLOT_RESET, default_cache_dir, pool_instances};
+use crate::plugin::host::{RESIDENT_SLOT_RESET, SlotReset, default_cache_dir, pool_instances};
 use crate::plugin::{
     HostOptions, PluginHost, PluginLogs, PluginMetrics, PluginRegistry, PluginWatcher, PoolOptions,
 };
@@ -65,6 +65,8 @@ pub struct Shared {
     pub(super) state: Option<crate::state::State>,
     /// The state store's metrics, registered when there is a store.
     pub(super) state_metrics: crate::metrics::StateFamilies,
+    /// How the plugin pool's slots are reset, decided at start.
+    pub(super) slots: crate::plugin::slots::SlotMode,
 }
 
 /// The daemon's state as /status reports it.
@@ -87,6 +89,8 @@ pub struct Status {
     pub replica: ReplicaStatus,
     /// The state store (`state_dir:`); null without one.
     pub state: Option<crate::state::StateStatus>,
+    /// How the plugin pool's slots are reset between instances, and why.
+    pub plugin_slots: crate::plugin::slots::SlotMode,
 }
 
 /// One informer in /status.
@@ -125,7 +129,9 @@ impl Shared {
         assignment: Option<sharded::AssignmentRx>,
         state: Option<&crate::state::State>,
     ) -> Result<(Arc<Self>, Option<PluginWatcher>)> {
-        let host_options = host_options(config);
+        let slots = crate::plugin::slots::decide(config.plugin_slots);
+        tracing::info!(mode = slots.mode, reason = %slots.reason, "plugin pool slots");
+        let host_options = host_options(config, &slots);
         let pool_memory = host_options
             .pool
             .as_ref()
@@ -168,6 +174,7 @@ impl Shared {
             ha: config.ha.clone(),
             state: None,
             state_metrics: Default::default(),
+            slots,
         });
         Ok((shared, watcher))
     }
@@ -314,6 +321,7 @@ impl Shared {
             waiting: self.topology().waiting.clone(),
             replica: self.replica(),
             state: self.state.as_ref().map(|s| s.status()),
+            plugin_slots: self.slots.clone(),
         }
     }
 
@@ -408,7 +416,7 @@ impl crate::admin::Backend for Shared {
 /// pooling allocator with room for every worker of every handler and headroom for reloads
 /// ([`pool_instances`]), each slot as large as the largest handler memory cap (see
 /// `plugin::host` for why).
-fn host_options(config: &Config) -> HostOptions {
+fn host_options(config: &Config, slots: &crate::plugin::slots::SlotMode) -> HostOptions {
     const WASM_PAGE: u64 = 64 << 10;
     let workers: usize = config.handlers.iter().map(|h| h.concurrency).sum();
     HostOptions {
@@ -422,7 +430,11 @@ fn host_options(config: &Config) -> HostOptions {
                 .map(|h| h.memory.div_ceil(WASM_PAGE) * WASM_PAGE)
                 .max()
                 .unwrap_or(WASM_PAGE),
-            reset: DAEMON_SLOT_RESET,
+            reset: if slots.resident() {
+                RESIDENT_SLOT_RESET
+            } else {
+                SlotReset::Decommit
+            },
         }),
     }
 }

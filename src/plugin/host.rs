@@ -198,8 +198,13 @@ pub enum SlotReset {
     },
 }
 
-/// The reset the daemon uses: see BENCHMARKS.md, "Plugin call cost", for the measurement.
-pub const DAEMON_SLOT_RESET: SlotReset = SlotReset::Decommit;
+/// The reset the daemon uses when slots are kept resident (`plugin::slots` decides when):
+/// 16 MiB of each memory and table, the initial image mapped copy-on-write. See
+/// BENCHMARKS.md, "Plugin call cost", for the measurement.
+pub const RESIDENT_SLOT_RESET: SlotReset = SlotReset::KeepResident {
+    bytes: 16 << 20,
+    copy_on_write: true,
+};
 
 /// How many finished instances' memory the pool gives back to the kernel at once (one
 /// `process_madvise` where the kernel has it, and one TLB flush, for the batch).

@@ -18,6 +18,7 @@ pub mod logs;
 pub mod oci;
 pub mod outbound;
 pub mod registry;
+pub mod slots;
 mod ticker;
 pub mod watcher;
 

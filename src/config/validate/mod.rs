@@ -179,6 +179,7 @@ fn build(file: &Path, top: ConfigFile, errors: &mut Errors) -> Config {
     handlers::check_shadows(&handlers, &plugins_dir, errors);
     Config {
         state,
+        plugin_slots: top.plugin_slots.unwrap_or_default(),
         source: file.to_path_buf(),
         admin_token: admin.token,
         kubeconfig,

@@ -84,6 +84,17 @@ pub(super) fn build(
         ca_bundle,
         client_identity,
         capture_status,
+        max_in_flight: match file.max_in_flight {
+            Some(0) => {
+                errors.at(
+                    at("max_in_flight"),
+                    "0 would refuse every request: at least 1",
+                );
+                default.max_in_flight
+            }
+            Some(n) => n,
+            None => default.max_in_flight,
+        },
     }
 }
 
@@ -92,6 +103,7 @@ mod tests {
     use std::path::Path;
 
     use crate::config::HttpScheme;
+    use crate::config::egress::{Destination, Host};
 
     #[test]
     fn the_allow_list_is_read_and_mistakes_are_located() {
@@ -131,10 +143,12 @@ routes:
         let config = crate::config::validate(Path::new("c.yaml"), &good).unwrap();
         let out = &config.handlers[0].outbound;
         assert_eq!(out.egress.rules.len(), 2);
-        assert!(
-            out.egress
-                .allows(HttpScheme::Https, "hooks.example.com", 443)
-        );
+        let hooks = Destination {
+            scheme: HttpScheme::Https,
+            host: Host::Name("hooks.example.com".into()),
+            port: 443,
+        };
+        assert!(out.egress.allows(&hooks));
         assert!(out.egress.refuse_private);
         assert_eq!(out.max_response_body, 64 << 10);
         assert_eq!(out.max_request_body, 1 << 20);

@@ -1,26 +1,35 @@
-//! The pooled HTTP clients behind plugins' requests, and the DNS resolver that holds every
-//! connection to the address rules.
+//! The pooled HTTP clients behind plugins' requests, each connecting through the guarded
+//! [`connector`](super::connector).
 //!
 //! # Decision: one client per distinct connection policy, shared
 //!
 //! A client's pool keeps connections by scheme and authority, and the checks that decide
-//! whether a connection may be made (the addresses a name resolves to, the CA bundle and
-//! client certificate) belong to the client, not the request. Handlers whose address rules
-//! and TLS settings are the same (almost always all of them) share one client and so one
-//! pool of keep-alive connections (HTTP/1.1, or HTTP/2 where ALPN picks it); a handler with
-//! its own CA bundle or address rules gets its own. A connection is never reused across
-//! policies, so a handler never reaches an address through a connection another handler
-//! was allowed to open.
+//! whether a connection may be made (the address rules, the CA bundle and client
+//! certificate) belong to the client, not the request. Handlers whose address rules and TLS
+//! settings are the same (almost always all of them) share one client and so one pool of
+//! keep-alive connections (HTTP/1.1, or HTTP/2 where ALPN picks it); a handler with its own
+//! CA bundle or address rules gets its own. A connection is never reused across policies,
+//! so a handler never reaches an address through a connection another handler was allowed
+//! to open.
 //!
-//! `HTTPS_PROXY`, `HTTP_PROXY` and `NO_PROXY` are honoured. Through a proxy the proxy
-//! resolves the destination's name, so the address rules apply to the proxy's address
-//! (which is always allowed); the allow-list still applies to every request.
+//! `HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY` and `NO_PROXY` (and their lowercase forms) are
+//! read when a client is built; the connector decides per request whether a proxy carries
+//! it.
 
 use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper_util::client::legacy::Client as HyperClient;
+use hyper_util::client::proxy::matcher::Matcher;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+use super::connector::Guarded;
+use crate::config::egress::HostPattern;
 use crate::config::{Egress, OutboundSpec};
 use crate::util::lock;
 
@@ -29,6 +38,8 @@ use crate::util::lock;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long an idle pooled connection is kept.
 const POOL_IDLE: Duration = Duration::from_secs(90);
+/// Idle connections kept per destination.
+const POOL_IDLE_PER_HOST: usize = 16;
 
 /// What a client's connections depend on: the address rules and the TLS settings.
 #[derive(Clone, PartialEq, Eq, Hash)]
@@ -38,10 +49,33 @@ struct ClientKey {
     identity: Option<(std::path::PathBuf, std::path::PathBuf)>,
 }
 
+/// A pooled client and the connector it opens connections with.
+#[derive(Clone)]
+pub struct Client {
+    http: HyperClient<hyper_rustls::HttpsConnector<Guarded>, Full<Bytes>>,
+    connector: Guarded,
+}
+
+impl Client {
+    /// Sends `request` (its URI canonical, as the allow-list read it), adding the proxy's
+    /// credentials when a plain-HTTP proxy forwards it.
+    pub(super) async fn send(
+        &self,
+        mut request: http::Request<Full<Bytes>>,
+    ) -> Result<http::Response<hyper::body::Incoming>, hyper_util::client::legacy::Error> {
+        if let Some(auth) = self.connector.proxy_authorization(request.uri()) {
+            request
+                .headers_mut()
+                .insert(http::header::PROXY_AUTHORIZATION, auth);
+        }
+        self.http.request(request).await
+    }
+}
+
 /// The daemon's outbound clients, one per connection policy (see the module docs).
 #[derive(Default)]
 pub struct Clients {
-    clients: Mutex<HashMap<ClientKey, reqwest::Client>>,
+    clients: Mutex<HashMap<ClientKey, Client>>,
 }
 
 impl std::fmt::Debug for Clients {
@@ -55,15 +89,16 @@ impl std::fmt::Debug for Clients {
 impl Clients {
     /// The client for `spec`'s policy, built on first use. Fails when a TLS file cannot be
     /// read or holds no usable PEM.
-    pub fn client(&self, spec: &OutboundSpec) -> Result<reqwest::Client, String> {
+    pub fn client(&self, spec: &OutboundSpec) -> Result<Client, String> {
         let key = ClientKey {
-            // Only what decides a connection; the names on the list are checked per request.
+            // Only what decides a connection: the IP and range entries (names are matched
+            // per request, before the connector is asked).
             egress: Egress {
                 rules: spec
                     .egress
                     .rules
                     .iter()
-                    .filter(|r| matches!(r.host, crate::config::egress::HostPattern::Range(_)))
+                    .filter(|r| matches!(r.host, HostPattern::Range(_)))
                     .cloned()
                     .collect(),
                 refuse_private: spec.egress.refuse_private,
@@ -81,138 +116,64 @@ impl Clients {
 }
 
 /// Builds a client for `key`: system roots plus the CA bundle, the client identity, the
-/// guarded resolver, no redirects.
-fn build(key: &ClientKey) -> Result<reqwest::Client, String> {
-    let mut builder = reqwest::Client::builder()
-        .dns_resolver(Arc::new(GuardedResolver {
-            egress: key.egress.clone(),
-            proxies: proxy_hosts(),
-        }))
-        .redirect(reqwest::redirect::Policy::none())
-        .connect_timeout(CONNECT_TIMEOUT)
+/// guarded connector, the environment's proxies.
+fn build(key: &ClientKey) -> Result<Client, String> {
+    let tls = tls_config(key)?;
+    let connector = Guarded::new(key.egress.clone(), Matcher::from_env(), CONNECT_TIMEOUT);
+    let https = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls)
+        .https_or_http()
+        .enable_http1()
+        .enable_http2()
+        .wrap_connector(connector.clone());
+    let http = HyperClient::builder(TokioExecutor::new())
         .pool_idle_timeout(POOL_IDLE)
-        .tls_built_in_webpki_certs(false)
-        .tls_built_in_native_certs(true)
-        .user_agent(concat!("switchyard/", env!("CARGO_PKG_VERSION")));
+        .pool_max_idle_per_host(POOL_IDLE_PER_HOST)
+        .pool_timer(TokioTimer::new())
+        .build(https);
+    Ok(Client { http, connector })
+}
+
+/// The TLS settings of `key`: the system's roots and the CA bundle, and the client
+/// identity if any.
+fn tls_config(key: &ClientKey) -> Result<rustls::ClientConfig, String> {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls_native_certs::load_native_certs().certs {
+        let _ = roots.add(cert);
+    }
     if let Some(path) = &key.ca_bundle {
         let pem = read(path)?;
-        let certs = reqwest::Certificate::from_pem_bundle(&pem)
+        let certs = CertificateDer::pem_slice_iter(&pem)
+            .collect::<Result<Vec<_>, _>>()
             .map_err(|e| format!("{}: not a PEM CA bundle: {e}", path.display()))?;
         if certs.is_empty() {
             return Err(format!("{}: holds no certificate", path.display()));
         }
         for cert in certs {
-            builder = builder.add_root_certificate(cert);
+            roots
+                .add(cert)
+                .map_err(|e| format!("{}: not a usable CA certificate: {e}", path.display()))?;
         }
     }
-    if let Some((cert, key)) = &key.identity {
-        let mut pem = read(cert)?;
-        pem.push(b'\n');
-        pem.extend(read(key)?);
-        let identity = reqwest::Identity::from_pem(&pem).map_err(|e| {
-            format!(
-                "{} and {}: not a PEM certificate and private key: {e}",
-                cert.display(),
-                key.display()
-            )
-        })?;
-        builder = builder.identity(identity);
-    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("cannot set up TLS: {e}"))?
+        .with_root_certificates(roots);
+    let Some((cert, private)) = &key.identity else {
+        return Ok(builder.with_no_client_auth());
+    };
+    let pair = || format!("{} and {}", cert.display(), private.display());
+    let chain = CertificateDer::pem_slice_iter(&read(cert)?)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("{}: not a PEM certificate and private key: {e}", pair()))?;
+    let secret = PrivateKeyDer::from_pem_slice(&read(private)?)
+        .map_err(|e| format!("{}: not a PEM certificate and private key: {e}", pair()))?;
     builder
-        .build()
-        .map_err(|e| format!("cannot build the HTTP client: {e}"))
+        .with_client_auth_cert(chain, secret)
+        .map_err(|e| format!("{}: not a PEM certificate and private key: {e}", pair()))
 }
 
 fn read(path: &std::path::Path) -> Result<Vec<u8>, String> {
     std::fs::read(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))
-}
-
-/// The host names of the proxies the environment names: their addresses are always allowed.
-fn proxy_hosts() -> Vec<String> {
-    [
-        "HTTPS_PROXY",
-        "https_proxy",
-        "HTTP_PROXY",
-        "http_proxy",
-        "ALL_PROXY",
-        "all_proxy",
-    ]
-    .iter()
-    .filter_map(|var| std::env::var(var).ok())
-    .filter_map(|url| {
-        let url = if url.contains("://") {
-            url
-        } else {
-            format!("http://{url}")
-        };
-        reqwest::Url::parse(&url)
-            .ok()?
-            .host_str()
-            .map(str::to_ascii_lowercase)
-    })
-    .collect()
-}
-
-/// Resolves names with the system resolver and drops the addresses the rules refuse; a
-/// name left with none fails with [`AddressRefused`].
-struct GuardedResolver {
-    egress: Egress,
-    proxies: Vec<String>,
-}
-
-/// A name resolved only to addresses the rules refuse.
-#[derive(Debug)]
-pub(super) struct AddressRefused {
-    pub(super) host: String,
-    pub(super) address: IpAddr,
-    pub(super) class: crate::config::egress::AddressClass,
-}
-
-impl std::fmt::Display for AddressRefused {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{} resolves to {} ({}), which is refused",
-            self.host,
-            self.address,
-            self.class.as_str()
-        )
-    }
-}
-
-impl std::error::Error for AddressRefused {}
-
-impl reqwest::dns::Resolve for GuardedResolver {
-    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
-        let host = name.as_str().to_string();
-        let egress = self.egress.clone();
-        let proxy = self.proxies.iter().any(|p| *p == host.to_ascii_lowercase());
-        Box::pin(async move {
-            let found: Vec<SocketAddr> =
-                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
-            if proxy {
-                return Ok(Box::new(found.into_iter()) as reqwest::dns::Addrs);
-            }
-            let mut refused = None;
-            let allowed: Vec<SocketAddr> = found
-                .into_iter()
-                .filter(|a| match egress.address(a.ip()) {
-                    Ok(()) => true,
-                    Err(class) => {
-                        refused.get_or_insert((a.ip(), class));
-                        false
-                    }
-                })
-                .collect();
-            match (allowed.is_empty(), refused) {
-                (true, Some((address, class))) => Err(Box::new(AddressRefused {
-                    host,
-                    address,
-                    class,
-                })
-                    as Box<dyn std::error::Error + Send + Sync>),
-                _ => Ok(Box::new(allowed.into_iter()) as reqwest::dns::Addrs),
-            }
-        })
-    }
 }

@@ -30,6 +30,7 @@
 //! apply exactly as to any failure, which is what makes outbound delivery lose nothing.
 
 mod client;
+mod connector;
 mod send;
 mod stats;
 pub mod trace;
@@ -37,13 +38,18 @@ pub mod trace;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
-pub use client::Clients;
+pub use client::{Client, Clients};
 pub use send::send;
 pub use stats::HostStatus;
+
+use tokio::sync::Semaphore;
 
 use crate::config::OutboundSpec;
 use crate::metrics::OutboundFamilies;
 use crate::util::lock;
+
+/// The most requests one call may have in flight at once; past it a request is refused.
+pub const MAX_IN_FLIGHT_PER_CALL: usize = 8;
 
 /// One handler's outbound HTTP: its policy, the pooled client for it, its metrics and
 /// statistics. Built when the handler starts, shared by all its calls.
@@ -52,7 +58,9 @@ pub struct Outbound {
     spec: OutboundSpec,
     clients: Arc<Clients>,
     /// Built on the first request sent (a shadow run or a replay never needs one).
-    client: std::sync::OnceLock<reqwest::Client>,
+    client: std::sync::OnceLock<client::Client>,
+    /// Bounds the requests the handler's calls have in flight (`outbound.max_in_flight`).
+    in_flight: Arc<Semaphore>,
     families: OutboundFamilies,
     stats: stats::Stats,
     /// Hosts whose refusal has been logged (once each).
@@ -79,6 +87,7 @@ impl Outbound {
     ) -> Self {
         Self {
             handler,
+            in_flight: Arc::new(Semaphore::new(spec.max_in_flight as usize)),
             spec,
             clients,
             client: std::sync::OnceLock::new(),
@@ -90,7 +99,7 @@ impl Outbound {
 
     /// The client requests go through, built on first use; the error says which TLS file
     /// could not be used.
-    pub fn client(&self) -> Result<&reqwest::Client, String> {
+    pub fn client(&self) -> Result<&client::Client, String> {
         if let Some(client) = self.client.get() {
             return Ok(client);
         }
@@ -132,6 +141,8 @@ pub struct CallHooks {
     pub deadline: std::time::Instant,
     /// The trace of the event being handled, set as each call starts.
     pub trace: Option<trace::Trace>,
+    /// Bounds the requests this call has in flight.
+    in_flight: Arc<Semaphore>,
 }
 
 impl CallHooks {
@@ -144,6 +155,7 @@ impl CallHooks {
             context,
             deadline,
             trace: None,
+            in_flight: Arc::new(Semaphore::new(MAX_IN_FLIGHT_PER_CALL)),
         }
     }
 }
@@ -162,6 +174,7 @@ impl wasmtime_wasi_http::WasiHttpHooks for CallHooks {
             request,
             options,
             traceparent,
+            self.in_flight.clone(),
         ))
     }
 }

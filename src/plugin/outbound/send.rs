@@ -1,17 +1,17 @@
 //! One outbound request, from the plugin's `wasi:http` request to its response: the policy
 //! checks, the caps, the deadline, capture, metrics (see the module docs of `outbound`).
 
-use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http_body_util::BodyExt;
+use http_body_util::{BodyExt, Full};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody};
 
-use super::Outbound;
-use super::client::AddressRefused;
-use crate::config::HttpScheme;
+use super::connector::ConnectError;
+use super::{MAX_IN_FLIGHT_PER_CALL, Outbound};
+use crate::config::egress::Destination;
 use crate::metrics::{OutboundLabel, OutboundRefusedLabel};
 use crate::plugin::imports::HostContext;
 use crate::plugin::imports::capture::CapturedRequest;
@@ -24,33 +24,34 @@ pub type Sent = (
 );
 
 /// Sends a plugin's request for the handler of `context`, within `deadline` (see the
-/// module docs of `outbound` for the checks), with `traceparent` unless the plugin set one.
+/// module docs of `outbound` for the checks), with `traceparent` unless the plugin set one;
+/// `call` bounds the requests the call has in flight.
 pub async fn send(
     context: Arc<HostContext>,
     deadline: Instant,
     request: http::Request<WasiBody>,
     options: Option<RequestOptions>,
     traceparent: Option<String>,
+    call: Arc<Semaphore>,
 ) -> Result<Sent, Error> {
-    let uri = request.uri().clone();
-    let scheme = uri
-        .scheme_str()
-        .and_then(HttpScheme::parse)
-        .ok_or(Error::HttpProtocolError)?;
-    let host = uri
-        .host()
-        .ok_or(Error::HttpRequestUriInvalid)?
-        .trim_start_matches('[')
-        .trim_end_matches(']')
-        .to_string();
-    let port = uri.port_u16().unwrap_or(scheme.default_port());
-    let dest = destination(scheme, &host, port);
+    // One reading of the URL, by the parser the connector uses: the allow-list is matched
+    // on what will be connected to, and the request goes out with that URL.
+    let url =
+        url::Url::parse(&request.uri().to_string()).map_err(|_| Error::HttpRequestUriInvalid)?;
+    let dest = Destination::of(&url).map_err(|_| Error::HttpRequestUriInvalid)?;
+    let canonical: http::Uri = url
+        .as_str()
+        .parse()
+        .map_err(|_| Error::HttpRequestUriInvalid)?;
     let Some(outbound) = context.outbound().cloned() else {
-        tracing::warn!(handler = %context.handler(), host = %dest, "outbound request refused: the handler has no capabilities.http");
+        let host = crate::util::redact::redact_owned(dest.to_string());
+        tracing::warn!(handler = %context.handler(), host, "outbound request refused: the handler has no capabilities.http");
         return Err(Error::HttpRequestDenied);
     };
-    outbound.check(scheme, &host, port, &dest)?;
+    let entry = outbound.check(&dest)?;
+    let permits = outbound.admit(&call, &entry)?;
     let (mut parts, body) = request.into_parts();
+    parts.uri = canonical;
     let body = read_body(&outbound, body, deadline).await?;
     if let Some(capture) = context.capture() {
         capture.record_request(CapturedRequest::new(&parts, &body));
@@ -71,22 +72,19 @@ pub async fn send(
     let failed = result
         .as_ref()
         .map_or(true, |r| r.status().is_server_error());
-    outbound.made(&dest, &code, started.elapsed(), failed);
+    outbound.made(&entry, &code, started.elapsed(), failed);
     let response = result?;
     let between = clamp(options.and_then(|o| o.between_bytes_timeout), deadline);
+    let reading = Reading {
+        outbound: outbound.clone(),
+        between,
+        deadline,
+        _permits: permits,
+    };
     Ok((
-        response.map(|body| capped(outbound.clone(), body, between, deadline)),
+        response.map(|body| capped(body, reading)),
         Box::new(async { Ok(()) }),
     ))
-}
-
-/// `scheme://host:port`, IPv6 hosts in brackets.
-fn destination(scheme: HttpScheme, host: &str, port: u16) -> String {
-    if host.contains(':') {
-        format!("{}://[{host}]:{port}", scheme.as_str())
-    } else {
-        format!("{}://{host}:{port}", scheme.as_str())
-    }
 }
 
 /// The shorter of `wanted` and what is left until `deadline`.
@@ -113,40 +111,62 @@ fn error_code(error: &Error) -> &'static str {
         }
         Error::DestinationIpProhibited => "refused",
         Error::TlsCertificateError | Error::TlsProtocolError => "tls",
-        Error::DnsError { .. } => "dns",
+        Error::DnsError { .. } | Error::DestinationNotFound => "dns",
         Error::ConnectionRefused | Error::ConnectionTerminated => "connection",
+        Error::InternalError(_) => "resources",
         _ => "error",
     }
 }
 
+/// The permits a request holds while it is in flight: one of its call's and one of its
+/// handler's. Dropped when its response body is read to the end or dropped.
+pub(super) struct Permits {
+    _call: OwnedSemaphorePermit,
+    _handler: OwnedSemaphorePermit,
+}
+
 impl Outbound {
-    /// The policy checks before anything is sent: the allow-list, and an IP literal's
-    /// address class.
-    fn check(&self, scheme: HttpScheme, host: &str, port: u16, dest: &str) -> Result<(), Error> {
-        if !self.spec.egress.allows(scheme, host, port) {
-            self.stats.refused(dest);
-            self.refuse(dest, "not_allowed", || {
+    /// The policy check before anything is sent: the allow-list. Returns the entry that
+    /// allows the request, as written in short: requests are counted under it, never under
+    /// a host that may have come from a Secret.
+    fn check(&self, dest: &Destination) -> Result<String, Error> {
+        if let Some(rule) = self.spec.egress.rules.iter().find(|r| r.allows(dest)) {
+            return Ok(rule.to_string());
+        }
+        self.stats.refused(NOT_ALLOWED);
+        self.refuse(&dest.to_string(), "not_allowed", || {
+            format!(
+                "outbound request to {dest} refused: it is not on the allow-list; add it to handlers.{}.capabilities.http",
+                self.handler
+            )
+        });
+        Err(Error::HttpRequestDenied)
+    }
+
+    /// Admits a request within the call's and the handler's bounds on requests in flight;
+    /// past either the request is refused (`too_many_requests`), never queued.
+    fn admit(&self, call: &Arc<Semaphore>, entry: &str) -> Result<Permits, Error> {
+        let permits = call
+            .clone()
+            .try_acquire_owned()
+            .ok()
+            .zip(self.in_flight.clone().try_acquire_owned().ok());
+        let Some((call, handler)) = permits else {
+            self.stats.refused(entry);
+            self.refuse(entry, "too_many_requests", || {
                 format!(
-                    "outbound request to {dest} refused: it is not on the allow-list; add it to handlers.{}.capabilities.http",
-                    self.handler
+                    "outbound request to {entry} refused: more than {MAX_IN_FLIGHT_PER_CALL} requests of one call or {} of handler {} in flight",
+                    self.spec.max_in_flight, self.handler
                 )
             });
-            return Err(Error::HttpRequestDenied);
-        }
-        if let Ok(ip) = host.parse::<IpAddr>()
-            && let Err(class) = self.spec.egress.address(ip)
-        {
-            self.stats.refused(dest);
-            self.refuse(dest, class.as_str(), || {
-                format!(
-                    "outbound request to {dest} refused: {ip} is a {} address; name it in handlers.{}.capabilities.http to allow it",
-                    class.as_str(),
-                    self.handler
-                )
-            });
-            return Err(Error::DestinationIpProhibited);
-        }
-        Ok(())
+            return Err(Error::InternalError(Some(
+                "too many outbound requests in flight".into(),
+            )));
+        };
+        Ok(Permits {
+            _call: call,
+            _handler: handler,
+        })
     }
 
     /// Sends the request and waits for the response's head, within the first-byte timeout
@@ -157,39 +177,25 @@ impl Outbound {
         body: Bytes,
         options: Option<RequestOptions>,
         deadline: Instant,
-    ) -> Result<http::Response<reqwest::Body>, Error> {
+    ) -> Result<http::Response<hyper::body::Incoming>, Error> {
         parts.headers.remove(http::header::HOST);
-        let url = reqwest::Url::parse(&parts.uri.to_string())
-            .map_err(|_| Error::HttpRequestUriInvalid)?;
-        let mut request = reqwest::Request::new(parts.method, url);
-        *request.headers_mut() = parts.headers;
-        *request.body_mut() = Some(body.into());
+        let request = http::Request::from_parts(parts, Full::new(body));
         let client = self.client().map_err(|e| {
             tracing::error!(handler = %self.handler, error = %e, "outbound request failed: the HTTP client cannot be built");
             Error::ConfigurationError
         })?;
         let wait = clamp(options.and_then(|o| o.first_byte_timeout), deadline);
-        let response = tokio::time::timeout(wait, client.execute(request))
+        tokio::time::timeout(wait, client.send(request))
             .await
             .map_err(|_| Error::ConnectionReadTimeout)?
-            .map_err(|e| self.failed(&e))?;
-        Ok(response.into())
+            .map_err(|e| self.failed(&e))
     }
 
     /// The `wasi:http` error for a failed request, counting a refused address.
-    fn failed(&self, error: &reqwest::Error) -> Error {
+    fn failed(&self, error: &(dyn std::error::Error + 'static)) -> Error {
         let causes = causes(error);
-        if let Some(refused) = causes
-            .iter()
-            .find_map(|e| e.downcast_ref::<AddressRefused>())
-        {
-            self.refuse(&refused.host, refused.class.as_str(), || {
-                format!(
-                    "outbound request refused: {refused}; name the address in handlers.{}.capabilities.http to allow it",
-                    self.handler
-                )
-            });
-            return Error::DestinationIpProhibited;
+        if let Some(connect) = causes.iter().find_map(|e| e.downcast_ref::<ConnectError>()) {
+            return self.connect_failed(connect);
         }
         if let Some(tls) = causes
             .iter()
@@ -207,35 +213,50 @@ impl Outbound {
         {
             return Error::ConnectionTerminated;
         }
-        let kinds = causes
+        if let Some(kind) = causes
             .iter()
             .filter_map(|e| e.downcast_ref::<std::io::Error>())
-            .map(std::io::Error::kind);
-        for kind in kinds {
-            match kind {
-                std::io::ErrorKind::ConnectionRefused => return Error::ConnectionRefused,
-                std::io::ErrorKind::ConnectionReset
-                | std::io::ErrorKind::ConnectionAborted
-                | std::io::ErrorKind::BrokenPipe
-                | std::io::ErrorKind::UnexpectedEof => return Error::ConnectionTerminated,
-                _ => {}
-            }
+            .find_map(|e| io_error(e))
+        {
+            return kind;
         }
-        tracing::debug!(handler = %self.handler, error = %crate::util::chain_text(error), "outbound request failed");
-        if error.is_timeout() {
-            Error::ConnectionTimeout
-        } else if error.is_connect() {
-            Error::ConnectionRefused
-        } else {
-            Error::HttpProtocolError
+        let text = crate::util::redact::redact_owned(crate::util::chain_text(error));
+        tracing::debug!(handler = %self.handler, error = %text, "outbound request failed");
+        Error::HttpProtocolError
+    }
+
+    /// The `wasi:http` error for a connection the connector did not open.
+    fn connect_failed(&self, error: &ConnectError) -> Error {
+        match error {
+            ConnectError::Refused { host, class, .. } => {
+                self.refuse(host, class.as_str(), || {
+                    format!(
+                        "outbound request refused: {error}; name the address (with its port) in handlers.{}.capabilities.http to allow it",
+                        self.handler
+                    )
+                });
+                Error::DestinationIpProhibited
+            }
+            ConnectError::Dns { source, .. } => {
+                let unknown = source.kind() == std::io::ErrorKind::NotFound
+                    || source.to_string().contains("not known");
+                Error::DnsError {
+                    rcode: unknown.then(|| "NXDOMAIN".to_string()),
+                    info_code: None,
+                }
+            }
+            ConnectError::Timeout(_) => Error::ConnectionTimeout,
+            ConnectError::Io { source, .. } => io_error(source).unwrap_or(Error::ConnectionRefused),
+            ConnectError::Uri(_) => Error::HttpRequestUriInvalid,
+            ConnectError::Tunnel(_) => Error::ConnectionRefused,
         }
     }
 
-    /// Counts a request made.
-    fn made(&self, dest: &str, code: &str, took: Duration, failed: bool) {
+    /// Counts a request made, under the allow-list entry that let it through.
+    fn made(&self, entry: &str, code: &str, took: Duration, failed: bool) {
         let label = OutboundLabel {
             handler: self.handler.to_string(),
-            host: dest.to_string(),
+            host: entry.to_string(),
             code: code.to_string(),
         };
         self.families.requests.get_or_create(&label).inc();
@@ -246,7 +267,28 @@ impl Outbound {
                 host: label.host,
             })
             .observe(took.as_secs_f64());
-        self.stats.made(dest, took, failed);
+        self.stats.made(entry, took, failed);
+    }
+}
+
+/// What requests refused as not on the allow-list are counted under in `/status`.
+const NOT_ALLOWED: &str = "(not on the allow-list)";
+
+/// The `wasi:http` error an I/O error stands for, if it says something specific.
+fn io_error(error: &std::io::Error) -> Option<Error> {
+    if error.raw_os_error() == Some(libc::EMFILE) || error.raw_os_error() == Some(libc::ENFILE) {
+        return Some(Error::InternalError(Some(
+            "the daemon has no file descriptors left".into(),
+        )));
+    }
+    match error.kind() {
+        std::io::ErrorKind::ConnectionRefused => Some(Error::ConnectionRefused),
+        std::io::ErrorKind::ConnectionReset
+        | std::io::ErrorKind::ConnectionAborted
+        | std::io::ErrorKind::BrokenPipe
+        | std::io::ErrorKind::UnexpectedEof => Some(Error::ConnectionTerminated),
+        std::io::ErrorKind::TimedOut => Some(Error::ConnectionTimeout),
+        _ => None,
     }
 }
 
@@ -296,33 +338,23 @@ async fn read_body(outbound: &Outbound, body: WasiBody, deadline: Instant) -> Re
     }
 }
 
+/// What reading a response body needs: the handler's caps, the waits, and the permits the
+/// request holds until its body is done.
+struct Reading {
+    outbound: Arc<Outbound>,
+    between: Duration,
+    deadline: Instant,
+    _permits: Permits,
+}
+
 /// The response body as the plugin reads it: at most the handler's cap (past it the read
 /// fails with `HTTP-response-body-size`), each chunk within `between` of the last and all
 /// within the deadline.
-fn capped(
-    outbound: Arc<Outbound>,
-    body: reqwest::Body,
-    between: Duration,
-    deadline: Instant,
-) -> WasiBody {
-    struct Reading {
-        body: reqwest::Body,
-        read: u64,
-        between: Duration,
-        deadline: Instant,
-        outbound: Arc<Outbound>,
-    }
-    let start = Reading {
-        body,
-        read: 0,
-        between,
-        deadline,
-        outbound,
-    };
-    let frames = futures::stream::unfold(Some(start), |state| async move {
-        let mut s = state?;
+fn capped(body: hyper::body::Incoming, reading: Reading) -> WasiBody {
+    let frames = futures::stream::unfold(Some((body, reading, 0u64)), |state| async move {
+        let (mut body, s, mut read) = state?;
         let until = (Instant::now() + s.between).min(s.deadline);
-        let next = tokio::time::timeout_at(until.into(), s.body.frame()).await;
+        let next = tokio::time::timeout_at(until.into(), body.frame()).await;
         let frame = match next {
             Err(_) => return Some((Err(Error::ConnectionReadTimeout), None)),
             Ok(None) => return None,
@@ -331,8 +363,8 @@ fn capped(
         };
         let max = s.outbound.spec.max_response_body;
         if let Some(data) = frame.data_ref() {
-            s.read += data.len() as u64;
-            if s.read > max {
+            read += data.len() as u64;
+            if read > max {
                 s.outbound
                     .families
                     .refused
@@ -344,7 +376,7 @@ fn capped(
                 return Some((Err(Error::HttpResponseBodySize(Some(max))), None));
             }
         }
-        Some((Ok(frame), Some(s)))
+        Some((Ok(frame), Some((body, s, read))))
     });
     http_body_util::StreamBody::new(frames).boxed_unsync()
 }
