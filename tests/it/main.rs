@@ -20,6 +20,7 @@ mod deploy;
 mod deploy_layout;
 mod deploy_manifests;
 mod docs;
+mod egress;
 mod faults_handlers;
 mod finalizer;
 mod fuzz;

@@ -173,7 +173,12 @@ impl Inner {
         let url = url::Url::parse(&uri.to_string())
             .map_err(|e| ConnectError::Uri(format!("{uri}: {e}")))?;
         let dest = Destination::of(&url).map_err(ConnectError::Uri)?;
-        let intercept = self.proxies.intercept(&uri);
+        // NO_PROXY is matched on the host as the allow-list read it (`LOCALHOST.` is
+        // `localhost`), so a spelling cannot send a direct request to the proxy.
+        let plain: Uri = format!("{}://{}:{}/", dest.scheme.as_str(), dest.host, dest.port)
+            .parse()
+            .map_err(|_| ConnectError::Uri(format!("{uri}: not a URL")))?;
+        let intercept = self.proxies.intercept(&plain);
         let Some(intercept) = intercept else {
             let io = self.direct(&dest).await?;
             return Ok(Conn {
