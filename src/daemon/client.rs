@@ -44,11 +44,38 @@ pub enum InClusterError {
 }
 
 /// The client config for `kubeconfig` (a file given on the command line or in the config)
-/// and `context`, else what the environment offers; see the module doc for the order.
+/// and `context`, else what the environment offers; see the module doc for the order. The
+/// API server is reached through the proxy `HTTPS_PROXY` (or `HTTP_PROXY` for a plain-HTTP
+/// server) names unless `NO_PROXY` covers it ([`proxy_for`]).
 pub async fn client_config(
     kubeconfig: Option<&Path>,
     context: Option<&str>,
 ) -> Result<kube::Config> {
+    let mut config = load(kubeconfig, context).await?;
+    config.proxy_url = proxy_for(&config);
+    Ok(config)
+}
+
+/// The proxy the API server is reached through: a kubeconfig's own `proxy-url` as it is;
+/// else the environment's, as curl reads `HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY` and
+/// `NO_PROXY`, matched against the API server's URL.
+///
+/// kube-rs takes `HTTPS_PROXY` and matches `NO_PROXY` against the proxy's own address, so a
+/// `NO_PROXY` naming the API server would not keep its requests off the proxy.
+pub fn proxy_for(config: &kube::Config) -> Option<http::Uri> {
+    let from_env = ["HTTPS_PROXY", "https_proxy"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok().filter(|s| !s.is_empty()))
+        .and_then(|p| p.parse::<http::Uri>().ok());
+    match &config.proxy_url {
+        Some(own) if Some(own) != from_env.as_ref() => Some(own.clone()),
+        _ => hyper_util::client::proxy::matcher::Matcher::from_env()
+            .intercept(&config.cluster_url)
+            .map(|i| i.uri().clone()),
+    }
+}
+
+async fn load(kubeconfig: Option<&Path>, context: Option<&str>) -> Result<kube::Config> {
     let options = KubeConfigOptions {
         context: context.map(String::from),
         ..KubeConfigOptions::default()

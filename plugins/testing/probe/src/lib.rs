@@ -1,9 +1,10 @@
-//! Sends a GET to each URL of its config's `"urls"`, in one call, then posts what each met
+//! Sends a GET to each URL (each waiting 2 s at most) of its config's `"urls"`, in one call, then posts what each met
 //! (`"status 200"`, or the request's error) as JSON to `"report"`:
 //! `{"results": [{"url": URL, "result": TEXT}, ...]}`. The egress tests' probe: one call
 //! tries every spelling of a destination against the handler's allow-list.
 
 use std::cell::RefCell;
+use std::time::Duration;
 
 use serde_json::{Value, json};
 use switchyard_sdk::http::Request;
@@ -31,7 +32,7 @@ impl Handler for Probe {
             .flatten()
             .filter_map(Value::as_str)
             .map(|url| {
-                let result = match Request::get(url).send() {
+                let result = match Request::get(url).timeout(Duration::from_secs(2)).send() {
                     Ok(response) => format!("status {}", response.status),
                     Err(e) => e.to_string(),
                 };
