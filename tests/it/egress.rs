@@ -216,3 +216,67 @@ async fn with_a_proxy_at_localhost_a_direct_request_to_localhost_is_still_checke
     )
     .await;
 }
+
+/// Regression: one call started 4,000 requests to a silent receiver, and the daemon ran out
+/// of descriptors. A call has at most 8 requests in flight; the rest are refused at once,
+/// counted, and never connect.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_requests_is_bounded_per_call_and_the_rest_refused() {
+    use crate::support::TestDaemon;
+    use crate::support::receiver::Mode;
+    let silent = Receiver::start().await;
+    silent.set(Mode::Stall);
+    let report = Receiver::start().await;
+    let config = json!({
+        "urls": [],
+        "burst": {"url": format!("http://127.0.0.1:{}/burst", silent.port()), "count": 200},
+        "report": format!("http://127.0.0.1:{}/report", report.port()),
+    });
+    let allow = [
+        format!("http://127.0.0.1:{}", silent.port()),
+        format!("http://127.0.0.1:{}", report.port()),
+    ];
+    let t = TestDaemon::builder(&format!(
+        "
+handlers:
+  probe:
+    plugin: probe
+    timeout: 20s
+    max_retries: 0
+    config: {config}
+    capabilities:
+      http: {allow:?}
+routes:
+  - name: cms
+    resource: configmaps
+    handler: probe
+"
+    ))
+    .plugin_file("probe", "probe")
+    .start()
+    .await;
+    t.create_configmap(json!({"metadata": {"name": "a"}})).await;
+    let reported = support::eventually_sync("the probe's report", WAIT, || {
+        report.delivered().first().map(|r| r.body.clone())
+    })
+    .await;
+    let burst = reported["burst"].as_object().expect("burst counts");
+    let count = |what: &str| {
+        burst
+            .iter()
+            .filter(|(text, _)| text.contains(what))
+            .map(|(_, n)| n.as_u64().unwrap_or(0))
+            .sum::<u64>()
+    };
+    assert_eq!(count("in flight"), 192, "{burst:?}");
+    assert_eq!(count("ConnectionReadTimeout"), 8, "{burst:?}");
+    assert!(silent.connections() <= 8, "{} connections", silent.connections());
+    let metrics = t.metrics_text().await;
+    assert!(
+        metrics.lines().any(|l| l.starts_with("switchyard_outbound_refused_total")
+            && l.contains("reason=\"too_many_requests\"")
+            && l.ends_with(" 192")),
+        "{metrics}"
+    );
+    t.stop().await;
+}

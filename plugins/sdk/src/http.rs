@@ -99,6 +99,21 @@ impl Request {
     }
 }
 
+/// Sends every request of `requests` at once (all in flight before any response is read)
+/// and returns each one's response or error, in order. The daemon bounds how many requests
+/// a call and a handler may have in flight (`outbound.max_in_flight`); past that a request
+/// is refused with [`Error::Other`]. Natively (`cargo test`), they are sent one by one to the
+/// [`crate::testing::TestHost`].
+pub fn send_all(requests: Vec<Request>) -> Vec<Result<Response, Error>> {
+    #[cfg(target_arch = "wasm32")]
+    return wasm::send_all(&requests);
+    #[cfg(not(target_arch = "wasm32"))]
+    return requests
+        .into_iter()
+        .map(crate::testing::host::http_send)
+        .collect();
+}
+
 /// A response, read whole.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Response {
@@ -295,7 +310,24 @@ mod wasm {
         }
     }
 
+    /// A request sent, its response not read yet.
+    pub(super) struct Started {
+        pending: crate::bindings::wasi::http::types::FutureIncomingResponse,
+        finished: Result<(), Error>,
+    }
+
     pub(super) fn send(request: &Request) -> Result<Response, Error> {
+        finish(start(request)?)
+    }
+
+    /// Sends every request before reading any response: they are in flight together.
+    pub(super) fn send_all(requests: &[Request]) -> Vec<Result<Response, Error>> {
+        let started: Vec<Result<Started, Error>> = requests.iter().map(start).collect();
+        started.into_iter().map(|s| s.and_then(finish)).collect()
+    }
+
+    /// Sends `request` and writes its body; the response is read by [`finish`].
+    fn start(request: &Request) -> Result<Started, Error> {
         let (scheme, authority, path) = split_url(&request.url)?;
         let scheme = match scheme.to_ascii_lowercase().as_str() {
             "http" => Scheme::Http,
@@ -343,6 +375,12 @@ mod wasm {
             Ok(()) => OutgoingBody::finish(body, None).map_err(error),
             Err(e) => Err(Error::Connection(format!("writing the body: {e:?}"))),
         };
+        Ok(Started { pending, finished })
+    }
+
+    /// Waits for a started request's response and reads it whole.
+    fn finish(started: Started) -> Result<Response, Error> {
+        let Started { pending, finished } = started;
         pending.subscribe().block();
         let response = pending
             .get()

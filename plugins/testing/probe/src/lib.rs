@@ -1,7 +1,9 @@
-//! Sends a GET to each URL (each waiting 2 s at most) of its config's `"urls"`, in one call, then posts what each met
-//! (`"status 200"`, or the request's error) as JSON to `"report"`:
-//! `{"results": [{"url": URL, "result": TEXT}, ...]}`. The egress tests' probe: one call
-//! tries every spelling of a destination against the handler's allow-list.
+//! Sends a GET (waiting 2 s at most) to each URL of its config's `"urls"`, in one call;
+//! with `"burst": {"url": URL, "count": N}` it also sends N requests to URL all at once.
+//! Then it posts what each met (`"status 200"`, or the request's error) as JSON to
+//! `"report"`: `{"results": [{"url": URL, "result": TEXT}, ...], "burst": {TEXT: COUNT}}`.
+//! The egress tests' probe: one call tries every spelling of a destination against the
+//! handler's allow-list, or many requests against its bounds.
 
 use std::cell::RefCell;
 use std::time::Duration;
@@ -39,8 +41,25 @@ impl Handler for Probe {
                 json!({"url": url, "result": result})
             })
             .collect();
+        // `"burst": {"url": URL, "count": N}`: N requests in flight at once, each result
+        // counted by its text.
+        let mut burst = serde_json::Map::new();
+        if let Some(url) = config["burst"]["url"].as_str() {
+            let count = config["burst"]["count"].as_u64().unwrap_or(0) as usize;
+            let requests = (0..count)
+                .map(|_| Request::get(url).timeout(Duration::from_secs(2)))
+                .collect();
+            for result in switchyard_sdk::http::send_all(requests) {
+                let text = match result {
+                    Ok(response) => format!("status {}", response.status),
+                    Err(e) => e.to_string(),
+                };
+                let seen = burst.entry(text).or_insert(json!(0));
+                *seen = json!(seen.as_u64().unwrap_or(0) + 1);
+            }
+        }
         Request::post(report)
-            .json(&json!({"results": results}))
+            .json(&json!({"results": results, "burst": burst}))
             .send()?
             .error_for_status()?;
         Ok(Outcome::Done)
