@@ -148,7 +148,10 @@ routes:
         }
         if tokio::time::Instant::now() > deadline {
             let lines = daemon.kill();
-            panic!("no report from the probe in {WAIT:?}; the daemon said:\n{}", lines.join("\n"));
+            panic!(
+                "no report from the probe in {WAIT:?}; the daemon said:\n{}",
+                lines.join("\n")
+            );
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
@@ -270,12 +273,18 @@ routes:
     };
     assert_eq!(count("in flight"), 192, "{burst:?}");
     assert_eq!(count("ConnectionReadTimeout"), 8, "{burst:?}");
-    assert!(silent.connections() <= 8, "{} connections", silent.connections());
+    assert!(
+        silent.connections() <= 8,
+        "{} connections",
+        silent.connections()
+    );
     let metrics = t.metrics_text().await;
     assert!(
-        metrics.lines().any(|l| l.starts_with("switchyard_outbound_refused_total")
-            && l.contains("reason=\"too_many_requests\"")
-            && l.ends_with(" 192")),
+        metrics
+            .lines()
+            .any(|l| l.starts_with("switchyard_outbound_refused_total")
+                && l.contains("reason=\"too_many_requests\"")
+                && l.ends_with(" 192")),
         "{metrics}"
     );
     t.stop().await;

@@ -60,6 +60,7 @@ mod plugin {
     mod capabilities;
     mod files;
     mod hot_swap;
+    mod isolation;
     mod js;
     mod limits;
     mod python;
