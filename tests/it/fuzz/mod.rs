@@ -1,5 +1,6 @@
 //! Fuzz targets for every parser that reads outside input, run as property tests: the
-//! config file and the small parsers it uses ([`config`]), a watch stream's frames as the
+//! config file and the small parsers it uses ([`config`]), the egress allow-list with the
+//! connector's reading of URLs ([`egress`]), a watch stream's frames as the
 //! informer reads them over real HTTP ([`watch`]), the simulator's request parsing
 //! ([`sim_requests`]), and the plugins folder's file names and contents ([`plugins`]).
 //!
@@ -10,6 +11,7 @@
 //! each failure found so far is kept as a named regression test next to its target.
 
 mod config;
+mod egress;
 mod plugins;
 mod sim_requests;
 mod watch;
