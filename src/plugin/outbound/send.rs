@@ -43,16 +43,25 @@ pub async fn send(
         .as_str()
         .parse()
         .map_err(|_| Error::HttpRequestUriInvalid)?;
+    let (mut parts, body) = request.into_parts();
+    parts.uri = canonical;
     let Some(outbound) = context.outbound().cloned() else {
+        // The body is read before the refusal, as below.
+        let _ = tokio::time::timeout(
+            clamp(None, deadline),
+            http_body_util::Limited::new(body, 1 << 20).collect(),
+        )
+        .await;
         let host = crate::util::redact::redact_owned(dest.to_string());
         tracing::warn!(handler = %context.handler(), host, "outbound request refused: the handler has no capabilities.http");
         return Err(Error::HttpRequestDenied);
     };
+    // The body is read (up to its cap) before any refusal: a guest still writing it would
+    // otherwise see its write fail before the refusal, which some languages' runtimes
+    // (JavaScript's `fetch`) turn into a trap instead of the error value.
+    let body = read_body(&outbound, body, deadline).await?;
     let entry = outbound.check(&dest)?;
     let permits = outbound.admit(&call, &entry)?;
-    let (mut parts, body) = request.into_parts();
-    parts.uri = canonical;
-    let body = read_body(&outbound, body, deadline).await?;
     if let Some(capture) = context.capture() {
         capture.record_request(CapturedRequest::new(&parts, &body));
         if context.capturing().is_some() {
