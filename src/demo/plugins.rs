@@ -299,10 +299,12 @@ fn find_componentize_py(root: &Path, say: &impl Fn(&str)) -> Result<PathBuf> {
     if version(&on_path).as_deref() == Some(wanted.as_str()) {
         return Ok(on_path);
     }
-    let venv = root
-        .parent()
-        .unwrap_or(root)
-        .join(format!("python-venv-{COMPONENTIZE_PY}"));
+    // Where `switchyard build` finds it too.
+    let venv = crate::scaffold::cache::python_venv().unwrap_or_else(|| {
+        root.parent()
+            .unwrap_or(root)
+            .join(format!("python-venv-{COMPONENTIZE_PY}"))
+    });
     let installed = venv.join("bin/componentize-py");
     if version(&installed).as_deref() == Some(wanted.as_str()) {
         return Ok(installed);

@@ -139,25 +139,60 @@ fn run(mut command: Command, dir: &Path, what: &str, hint: &str) -> Result<(), B
     }
 }
 
-/// `cargo build --release --target wasm32-wasip2`, then the cdylib copied to `out`.
+/// `cargo build --release --target wasm32-wasip2`, then the cdylib copied to `out`. Where the
+/// component is comes from cargo itself (its `compiler-artifact` message): a project inside
+/// a workspace builds into the workspace's target folder, not its own.
 fn build_rust(dir: &Path, name: &str, out: &Path) -> Result<(), BuildError> {
     check_wasm_target(dir)?;
     let mut cargo = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
-    cargo.args(["build", "--release", "--target", "wasm32-wasip2"]);
-    run(
-        cargo,
-        dir,
-        "cargo build",
-        "install Rust from https://rustup.rs",
-    )?;
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .map(|t| if t.is_relative() { dir.join(t) } else { t })
-        .unwrap_or_else(|| dir.join("target"));
-    let built = target
-        .join("wasm32-wasip2/release")
-        .join(format!("{}.wasm", name.replace('-', "_")));
+    cargo.args([
+        "build",
+        "--release",
+        "--target",
+        "wasm32-wasip2",
+        "--message-format=json-render-diagnostics",
+    ]);
+    let output = cargo
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => BuildError::Missing {
+                tool: "cargo".into(),
+                hint: "install Rust from https://rustup.rs".into(),
+            },
+            _ => BuildError::Failed(format!("cargo build: {e}")),
+        })?;
+    if !output.status.success() {
+        return Err(BuildError::Failed("cargo build".into()));
+    }
+    let wanted = format!("{}.wasm", name.replace('-', "_"));
+    let built =
+        built_component(&String::from_utf8_lossy(&output.stdout), &wanted).ok_or_else(|| {
+            BuildError::Failed(format!(
+                "cargo build: cargo named no {wanted} among what it built (is the crate a cdylib?)"
+            ))
+        })?;
     move_into_place(&built, out, true)
+}
+
+/// The file named `wanted` among the artifacts cargo's JSON messages (`stdout`) report.
+fn built_component(stdout: &str, wanted: &str) -> Option<PathBuf> {
+    stdout
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|m| m["reason"] == "compiler-artifact")
+        .flat_map(|m| {
+            m["filenames"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .into_iter()
+                .filter_map(|f| f.as_str().map(PathBuf::from))
+        })
+        .filter(|f| f.file_name().and_then(|n| n.to_str()) == Some(wanted))
+        .last()
 }
 
 /// Refuses at once, rather than after cargo has built the project's dependencies, when
@@ -252,10 +287,10 @@ fn componentize_py() -> String {
     if found(&on_path) {
         return on_path;
     }
-    let venv = cache::folder().and_then(|builds| {
-        let switchyard = builds.parent()?;
-        let program = switchyard.join(format!("python-venv-{COMPONENTIZE_PY}/bin/componentize-py"));
-        program.to_str().map(str::to_string)
+    let venv = cache::python_venv().and_then(|venv| {
+        venv.join("bin/componentize-py")
+            .to_str()
+            .map(str::to_string)
     });
     venv.filter(|program| found(program)).unwrap_or(on_path)
 }

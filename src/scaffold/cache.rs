@@ -32,6 +32,14 @@ pub fn folder() -> Option<PathBuf> {
     Some(base.join("switchyard").join("builds"))
 }
 
+/// The virtual environment `switchyard demo` installs componentize-py into, and where
+/// `switchyard build` looks for it when none is on the `PATH`:
+/// `$XDG_CACHE_HOME/switchyard/python-venv-VERSION` (or under `~/.cache`).
+pub fn python_venv() -> Option<PathBuf> {
+    let switchyard = folder()?.parent()?.to_path_buf();
+    Some(switchyard.join(format!("python-venv-{}", super::templates::COMPONENTIZE_PY)))
+}
+
 /// The key of project `dir` built with `tools` (each tool's name and version): a hex
 /// SHA-256 of the tools and of every file that can reach the component.
 pub fn key(dir: &Path, tools: &[(&str, &str)]) -> std::io::Result<String> {

@@ -376,3 +376,26 @@ fn an_unknown_recipe_or_another_language_writes_nothing_and_says_why() {
         assert!(!parent.path().join("p").exists());
     }
 }
+
+/// Regression: `switchyard build plugins/sinks/webhook` in a checkout looked for the
+/// component in the project's own `target/`, while cargo built it into the workspace's.
+#[test]
+fn a_rust_plugin_inside_a_workspace_is_taken_from_where_cargo_built_it() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("plugins/testing/noop");
+    let out = dir.join("noop.wasm");
+    let _ = std::fs::remove_file(&out);
+    let output = run(&dir, SWITCHYARD, &["build"], &[]);
+    let built = std::fs::read(&out);
+    let _ = std::fs::remove_file(&out);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        built.is_ok_and(|b| b.starts_with(b"\0asm")),
+        "no component at {}: {stderr}",
+        out.display()
+    );
+    assert!(
+        !dir.join("target").exists(),
+        "cargo built into the project's own folder"
+    );
+}
