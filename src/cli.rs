@@ -80,6 +80,10 @@ pub(crate) enum Command {
         /// Print the report as one JSON object on standard output.
         #[arg(long)]
         json: bool,
+        /// Look for the plugins in this folder instead of the config's `plugins_dir` (a
+        /// config written for a cluster, checked against a local build).
+        #[arg(long)]
+        plugins_dir: Option<PathBuf>,
     },
     /// Print, as YAML for `kubectl apply -f -`, a ServiceAccount and the least-privilege
     /// (Cluster)Roles and bindings a routing config needs; exits 2 listing the config's

@@ -88,9 +88,10 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
             kubeconfig,
             context,
             json,
+            plugins_dir,
         } => {
             let cluster = cluster.then_some((kubeconfig, context));
-            check(&config, cluster, json).await
+            check(&config, cluster, json, plugins_dir.as_deref()).await
         }
         Command::Rbac {
             config,
@@ -295,6 +296,7 @@ async fn check(
     path: &Path,
     cluster: Option<(Option<PathBuf>, Option<String>)>,
     json: bool,
+    plugins_dir: Option<&Path>,
 ) -> Result<ExitCode> {
     let client = match cluster {
         Some((kubeconfig, context)) => {
@@ -306,7 +308,7 @@ async fn check(
         }
         None => None,
     };
-    let report = switchyard::check::check(path, client).await?;
+    let report = switchyard::check::check(path, client, plugins_dir).await?;
     let errors = report.count(Severity::Error);
     let warnings = report.count(Severity::Warning);
     if json {

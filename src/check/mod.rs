@@ -98,9 +98,15 @@ impl Report {
 
 /// Checks the config at `path`; with `cluster`, also asks its API server whether each
 /// resource is served.
-pub async fn check(path: &Path, cluster: Option<kube::Client>) -> anyhow::Result<Report> {
+pub async fn check(
+    path: &Path,
+    cluster: Option<kube::Client>,
+    plugins_dir: Option<&Path>,
+) -> anyhow::Result<Report> {
     let owned = path.to_path_buf();
-    let checked = tokio::task::spawn_blocking(move || config::check(&owned)).await?;
+    let dir = plugins_dir.map(Path::to_path_buf);
+    let checked =
+        tokio::task::spawn_blocking(move || config::check_in(&owned, dir.as_deref())).await?;
     let errors = checked.errors.iter().map(|e| (Severity::Error, e));
     let warnings = checked.warnings.iter().map(|e| (Severity::Warning, e));
     let mut findings: Vec<Finding> = errors

@@ -27,9 +27,16 @@ pub struct Checked {
 /// Reads and checks the config at `path`, keeping what could be built. Blocking, like
 /// [`super::load`].
 pub fn check(path: &Path) -> Checked {
+    check_in(path, None)
+}
+
+/// [`check`], with plugins looked for in `plugins_dir` instead of the config's own folder
+/// when it is given: a config written for a cluster (`plugins_dir: /plugins`) checked
+/// against a local folder.
+pub fn check_in(path: &Path, plugins_dir: Option<&Path>) -> Checked {
     let (document, config, errors, warnings) = match super::read_bounded(path) {
         Ok(text) => {
-            let v = super::validate::validate_all(path, &text);
+            let v = super::validate::validate_all_in(path, &text, plugins_dir);
             (v.document, v.config, v.errors, v.warnings)
         }
         Err(e) => (

@@ -31,7 +31,7 @@ use std::path::Path;
 use error::SourceError;
 
 pub use capabilities::{Capabilities, Verb};
-pub use checked::{Checked, check};
+pub use checked::{Checked, check, check_in};
 pub use egress::{Egress, EgressRule, HttpScheme};
 pub use error::{ConfigError, ConfigErrors};
 pub use field_path::FieldPath;

@@ -517,3 +517,36 @@ async fn run_works_on_the_threads_it_is_given() {
         "{err}"
     );
 }
+
+/// Regression: a config written for a cluster (`plugins_dir: /plugins`) could not be checked
+/// against a local build of its plugins.
+#[test]
+fn check_looks_for_the_plugins_in_the_folder_it_is_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cluster.yaml");
+    std::fs::write(
+        &path,
+        "plugins_dir: /nonexistent-plugins
+handlers:
+  noop: {}
+routes:
+  - name: cms
+    resource: configmaps
+    handler: noop
+",
+    )
+    .unwrap();
+    let config = path.to_str().unwrap();
+    let (code, _, err) = switchyard(&["check", "--config", config]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("/nonexistent-plugins"), "{err}");
+    let local = support::plugins_dir();
+    let (code, out, err) = switchyard(&[
+        "check",
+        "--config",
+        config,
+        "--plugins-dir",
+        local.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+}

@@ -80,6 +80,12 @@ impl Validated {
 
 /// Parses and checks the config in `text`, finding every mistake in one pass.
 pub(super) fn validate_all(file: &Path, text: &str) -> Validated {
+    validate_all_in(file, text, None)
+}
+
+/// [`validate_all`], with the plugins looked for in `plugins_dir` instead of the config's
+/// `plugins_dir` when it is given (`switchyard check --plugins-dir`).
+pub(super) fn validate_all_in(file: &Path, text: &str, plugins_dir: Option<&Path>) -> Validated {
     if text.len() > limits::MAX_CONFIG_BYTES {
         let error = ConfigError::whole_file(file, SourceError::TooLarge);
         return Validated::failed(None, error);
@@ -100,7 +106,7 @@ pub(super) fn validate_all(file: &Path, text: &str) -> Validated {
     let mut errors = Errors::new(file.to_path_buf(), &document);
     let config = errors
         .read::<ConfigFile>("", &document.root)
-        .map(|top| build(file, top, &mut errors));
+        .map(|top| build(file, top, plugins_dir, &mut errors));
     let (errors, warnings) = errors.into_sorted();
     Validated {
         document: Some(document),
@@ -146,7 +152,8 @@ fn read_section<T: DeserializeOwned>(
 }
 
 /// Builds the config from its top level, each section in turn, then the cross-checks.
-fn build(file: &Path, top: ConfigFile, errors: &mut Errors) -> Config {
+fn build(file: &Path, top: ConfigFile, plugins_dir: Option<&Path>, errors: &mut Errors) -> Config {
+    let given = plugins_dir;
     let base = file.parent().unwrap_or(Path::new("."));
     let admin_file = admin::read_admin(top.admin.as_ref(), errors);
     let ha = ha::build_ha(top.ha.as_ref(), errors);
@@ -174,8 +181,11 @@ fn build(file: &Path, top: ConfigFile, errors: &mut Errors) -> Config {
             "state_max_pending_writes must be at least 1 (the changes the state store may hold uncommitted)",
         );
     }
-    let plugins_dir = expand_at(&plugins_dir, "plugins_dir", base, errors)
-        .unwrap_or_else(|| base.join(plugins_dir));
+    let plugins_dir = match given {
+        Some(dir) => dir.to_path_buf(),
+        None => expand_at(&plugins_dir, "plugins_dir", base, errors)
+            .unwrap_or_else(|| base.join(plugins_dir)),
+    };
     handlers::check_shadows(&handlers, &plugins_dir, errors);
     Config {
         state,
