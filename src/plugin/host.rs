@@ -635,7 +635,7 @@ impl PluginInstance {
         if self.calls > 0 {
             let state = self.store.data_mut();
             state.deadline = Instant::now() + self.timeout;
-            state.hooks.deadline = state.deadline;
+            state.hooks.next_call(state.deadline);
             state.timed_out = false;
             state.log = CallLog::new(state.context.log_limits());
             self.store.set_epoch_deadline(1);

@@ -141,8 +141,9 @@ pub struct CallHooks {
     pub deadline: std::time::Instant,
     /// The trace of the event being handled, set as each call starts.
     pub trace: Option<trace::Trace>,
-    /// Bounds the requests this call has in flight.
-    in_flight: Arc<Semaphore>,
+    /// Bounds the requests this call has in flight; made at its first request (most calls
+    /// make none).
+    in_flight: Option<Arc<Semaphore>>,
 }
 
 impl CallHooks {
@@ -155,8 +156,17 @@ impl CallHooks {
             context,
             deadline,
             trace: None,
-            in_flight: Arc::new(Semaphore::new(MAX_IN_FLIGHT_PER_CALL)),
+            in_flight: None,
         }
+    }
+}
+
+impl CallHooks {
+    /// Starts the next call of a reused instance: its deadline, and its own bound on
+    /// requests in flight.
+    pub fn next_call(&mut self, deadline: std::time::Instant) {
+        self.deadline = deadline;
+        self.in_flight = None;
     }
 }
 
@@ -174,7 +184,9 @@ impl wasmtime_wasi_http::WasiHttpHooks for CallHooks {
             request,
             options,
             traceparent,
-            self.in_flight.clone(),
+            self.in_flight
+                .get_or_insert_with(|| Arc::new(Semaphore::new(MAX_IN_FLIGHT_PER_CALL)))
+                .clone(),
         ))
     }
 }
