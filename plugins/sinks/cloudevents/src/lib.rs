@@ -87,7 +87,14 @@ impl Config {
         if value.is_null() {
             return Err("config: needs at least `url` (see the cloudevents sink's docs)".into());
         }
-        let config: Config = serde_json::from_value(value).map_err(|e| format!("config: {e}"))?;
+        let mut config: Config =
+            serde_json::from_value(value).map_err(|e| format!("config: {e}"))?;
+        // A value from a Secret made with `--from-file` ends in a newline: surrounding
+        // whitespace is never part of a URL or a header value (RFC 9110, 5.5).
+        config.url = config.url.trim().to_string();
+        for value in config.headers.values_mut() {
+            *value = value.trim().to_string();
+        }
         if !(config.url.starts_with("http://") || config.url.starts_with("https://")) {
             return Err(format!(
                 "config.url: {:?} is not an http:// or https:// URL",

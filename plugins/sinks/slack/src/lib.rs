@@ -68,7 +68,10 @@ impl Config {
         if value.is_null() {
             return Err("config: needs at least `url` (see the slack sink's docs)".into());
         }
-        let config: Config = serde_json::from_value(value).map_err(|e| format!("config: {e}"))?;
+        let mut config: Config =
+            serde_json::from_value(value).map_err(|e| format!("config: {e}"))?;
+        // A URL from a Secret made with `--from-file` ends in a newline.
+        config.url = config.url.trim().to_string();
         if !(config.url.starts_with("https://") || config.url.starts_with("http://")) {
             // Not the URL itself in the message: it is the webhook's secret.
             return Err("config.url: not an http:// or https:// URL".into());

@@ -67,6 +67,12 @@ impl Config {
         }
         let mut config: Config =
             serde_json::from_value(value).map_err(|e| format!("config: {e}"))?;
+        // A value from a Secret made with `--from-file` ends in a newline: surrounding
+        // whitespace is never part of a URL or a header value (RFC 9110, 5.5).
+        config.url = config.url.trim().to_string();
+        for value in config.headers.values_mut() {
+            *value = value.trim().to_string();
+        }
         if !(config.url.starts_with("http://") || config.url.starts_with("https://")) {
             return Err(format!(
                 "config.url: {:?} is not an http:// or https:// URL",
@@ -364,6 +370,16 @@ mod tests {
                 .outcome;
             assert_eq!(outcome, Err(error.to_string()));
         }
+    }
+
+    #[test]
+    fn a_url_and_headers_from_a_file_lose_their_final_newline() {
+        let config =
+            json!({"url": format!("{URL}\n"), "headers": {"authorization": " Bearer t\n"}});
+        let report = host(config).handle::<Webhook>(event(EventKind::Added, cm("a", "1")));
+        assert_eq!(report.outcome, Ok(Outcome::Done));
+        assert_eq!(report.requests[0].url, URL);
+        assert_eq!(report.requests[0].headers[0].1, "Bearer t");
     }
 
     #[test]
