@@ -25,6 +25,8 @@ pub enum Mode {
     Reset,
     /// Reads the request and never answers.
     Stall,
+    /// Answers 429 with `Retry-After: 1`, as a rate-limited API does.
+    RateLimited,
     /// Answers 400 with a body that echoes the request: its target and headers.
     EchoReject,
     /// Answers 503 (without `Retry-After`) with a body that echoes the request likewise.
@@ -42,6 +44,8 @@ pub struct Received {
     pub body: Value,
     /// What the receiver did with it.
     pub mode: Mode,
+    /// When it was read.
+    pub at: std::time::Instant,
 }
 
 struct Shared {
@@ -173,6 +177,7 @@ async fn serve(mut stream: impl AsyncRead + AsyncWrite + Unpin, shared: Arc<Shar
             headers,
             body: serde_json::from_slice(&body).unwrap_or(Value::Null),
             mode,
+            at: std::time::Instant::now(),
         });
         let echoed = |status: &str| {
             format!(
@@ -191,6 +196,9 @@ async fn serve(mut stream: impl AsyncRead + AsyncWrite + Unpin, shared: Arc<Shar
             Mode::Ok => b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok",
             Mode::Unavailable => {
                 b"HTTP/1.1 503 Service Unavailable\r\nretry-after: 1\r\ncontent-length: 11\r\n\r\nmaintenance"
+            }
+            Mode::RateLimited => {
+                b"HTTP/1.1 429 Too Many Requests\r\nretry-after: 1\r\ncontent-length: 12\r\n\r\nrate_limited"
             }
             Mode::Reject => {
                 b"HTTP/1.1 400 Bad Request\r\ncontent-length: 15\r\n\r\ninvalid_payload"
