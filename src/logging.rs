@@ -179,6 +179,17 @@ mod tests {
     }
 
     #[test]
+    fn the_writer_redacts_secret_values_a_dependency_logs() {
+        crate::util::redact::remember("logged-by-a-dependency-s3cret");
+        let mut out = Vec::new();
+        let mut writer = OneLineWriter(&mut out);
+        writer
+            .write_all(b"TRACE hyper: GET /hooks/logged-by-a-dependency-s3cret\n")
+            .unwrap();
+        assert_eq!(out, b"TRACE hyper: GET /hooks/<redacted>\n");
+    }
+
+    #[test]
     fn the_format_comes_from_the_flag_then_the_environment() {
         assert_eq!("JSON".parse::<LogFormat>(), Ok(LogFormat::Json));
         assert_eq!(
