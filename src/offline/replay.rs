@@ -282,9 +282,18 @@ pub fn placeholder_config(spec: &HandlerSpec) -> (serde_json::Value, Vec<String>
                 ValueSource::Env(var) => format!("env/{var}"),
             }
             .chars()
-            .map(|c| if c.is_ascii_alphanumeric() || "-._/".contains(c) { c } else { '_' })
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || "-._/".contains(c) {
+                    c
+                } else {
+                    '_'
+                }
+            })
             .collect();
-            let url = format!("{}/switchyard-replay-placeholder/{slug}", placeholder_base(spec));
+            let url = format!(
+                "{}/switchyard-replay-placeholder/{slug}",
+                placeholder_base(spec)
+            );
             notes.push(format!(
                 "config.{}: the URL {url} stands in for the value of {}, which replay never reads",
                 r.path, r.source
@@ -298,13 +307,13 @@ pub fn placeholder_config(spec: &HandlerSpec) -> (serde_json::Value, Vec<String>
             ));
             text
         };
-        config = substitute(&config, std::slice::from_ref(r), |_| Some(value.clone()))
-            .unwrap_or(config);
+        config =
+            substitute(&config, std::slice::from_ref(r), |_| Some(value.clone())).unwrap_or(config);
     }
     (config, notes)
 }
 
-/// `scheme://host:port` of a destination the handler's allow-list allows: its first entry
+/// `scheme://host[:port]` of a destination the handler's allow-list allows: its first entry
 /// that names a host (a subdomain entry gets `replay.` before its suffix), else its first
 /// address; `https://placeholder.invalid` when it has none.
 fn placeholder_base(spec: &HandlerSpec) -> String {
@@ -317,18 +326,18 @@ fn placeholder_base(spec: &HandlerSpec) -> String {
     });
     let any = || {
         rules.iter().find_map(|rule| match &rule.host {
-            HostPattern::Range(range) if range.network.is_ipv6() => {
-                Some((rule, format!("[{}]", range.network)))
+            HostPattern::Range(range) if range.network().is_ipv6() => {
+                Some((rule, format!("[{}]", range.network())))
             }
-            HostPattern::Range(range) => Some((rule, range.network.to_string())),
+            HostPattern::Range(range) => Some((rule, range.network().to_string())),
             _ => None,
         })
     };
     match named.or_else(any) {
-        Some((rule, host)) => {
-            let port = rule.port.unwrap_or(rule.scheme.default_port());
-            format!("{}://{host}:{port}", rule.scheme.as_str())
-        }
+        Some((rule, host)) => match rule.port.filter(|p| *p != rule.scheme.default_port()) {
+            Some(port) => format!("{}://{host}:{port}", rule.scheme.as_str()),
+            None => format!("{}://{host}", rule.scheme.as_str()),
+        },
         None => "https://placeholder.invalid".to_string(),
     }
 }

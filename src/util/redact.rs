@@ -63,7 +63,8 @@ impl Hasher for WindowHasher {
 
     fn write(&mut self, bytes: &[u8]) {
         for b in bytes {
-            self.0 = (self.0.rotate_left(5) ^ u64::from(*b)).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+            self.0 =
+                (self.0.rotate_left(5) ^ u64::from(*b)).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
         }
     }
 
@@ -306,7 +307,9 @@ mod tests {
         remember("ab");
         remember("k3y!");
         assert_eq!(
-            redact("a s3cr3t-value-for-redact-test-longer and s3cr3t-value-for-redact-test, ab k3y!"),
+            redact(
+                "a s3cr3t-value-for-redact-test-longer and s3cr3t-value-for-redact-test, ab k3y!"
+            ),
             "a <redacted> and <redacted>, ab <redacted>"
         );
         assert!(matches!(redact("nothing here"), Cow::Borrowed(_)));

@@ -441,7 +441,7 @@ routes:
     std::fs::write(&events, format!("{event}\n{event}\n")).unwrap();
     let (code, out, err) = replay(&config, &events);
     assert_eq!(code, 0, "{out}{err}");
-    let url = "https://hooks.slack.com:443/switchyard-replay-placeholder/secret/slack/url";
+    let url = "https://hooks.slack.com/switchyard-replay-placeholder/secret/slack/url";
     assert!(
         out.contains("line 1: added shop/web.1 (route warnings, handler to-slack) -> done\n"),
         "{out}"
@@ -510,5 +510,8 @@ routes:
         out.contains("line 2: added default/a (route cms-allowed, handler js-allowed) -> done"),
         "{out}{err}"
     );
-    assert!(out.contains("  request POST http://127.0.0.1:1/js "), "{out}");
+    assert!(
+        out.contains("  request POST http://127.0.0.1:1/js "),
+        "{out}"
+    );
 }

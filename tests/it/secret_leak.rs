@@ -153,11 +153,18 @@ async fn no_fragment_of_a_secret_value_reaches_any_output() {
     sim.write_kubeconfig(&kubeconfig).unwrap();
     let admin = support::free_port();
     let config_path = support::write_config(dir.path(), &config(&receiver, admin));
-    let (config_arg, kubeconfig_arg) = (config_path.to_str().unwrap(), kubeconfig.to_str().unwrap());
+    let (config_arg, kubeconfig_arg) =
+        (config_path.to_str().unwrap(), kubeconfig.to_str().unwrap());
     let filter = "trace,cranelift_codegen=info,cranelift_frontend=info,regalloc2=info,\
                   wasmtime_cranelift=info,wasmtime::runtime=info";
     let daemon = Process::start(
-        &["run", "--config", config_arg, "--kubeconfig", kubeconfig_arg],
+        &[
+            "run",
+            "--config",
+            config_arg,
+            "--kubeconfig",
+            kubeconfig_arg,
+        ],
         &[("RUST_LOG", filter)],
         &[],
     );
@@ -239,8 +246,14 @@ async fn no_fragment_of_a_secret_value_reaches_any_output() {
     // What the outputs are expected to hold, redacted: the errors the echoes made and the
     // plugin's log of its config.
     let all = outputs.join("\n");
-    assert!(all.contains("the receiver answered 400: path=<redacted>"), "{all}");
-    assert!(all.contains("the receiver answered 503: path=<redacted>"), "{all}");
+    assert!(
+        all.contains("the receiver answered 400: path=<redacted>"),
+        "{all}"
+    );
+    assert!(
+        all.contains("the receiver answered 503: path=<redacted>"),
+        "{all}"
+    );
     assert!(
         lines
             .iter()

@@ -307,7 +307,8 @@ async fn webhook_waits_as_a_429_asks_and_never_dead_letters_for_it() {
     let receiver = Receiver::start().await;
     receiver.set(Mode::RateLimited);
     let sink = json!({"url": format!("{}/hooks", receiver.url("http"))});
-    let yaml = config("webhook", sink, &receiver, CONFIGMAPS).replace("max_retries: 1000", "max_retries: 1");
+    let yaml = config("webhook", sink, &receiver, CONFIGMAPS)
+        .replace("max_retries: 1000", "max_retries: 1");
     let t = start("webhook", &yaml).await;
     t.create_configmap(json!({"metadata": {"name": "a"}})).await;
     let asked = support::eventually_sync("three 429s", WAIT, || {
@@ -317,7 +318,10 @@ async fn webhook_waits_as_a_429_asks_and_never_dead_letters_for_it() {
     .await;
     for pair in asked.windows(2) {
         let gap = pair[1].at - pair[0].at;
-        assert!(gap >= Duration::from_millis(950), "sent again after {gap:?}, not the 1 s asked");
+        assert!(
+            gap >= Duration::from_millis(950),
+            "sent again after {gap:?}, not the 1 s asked"
+        );
     }
     let (_, letters) = t.get("/handlers/sink/dead-letters").await;
     assert_eq!(letters["dead_letters"], json!([]), "{letters}");
@@ -360,7 +364,10 @@ async fn webhook_dead_letters_a_request_too_large_at_once_saying_what_to_change(
     .await;
     assert_eq!(letters[0]["attempts"], 1, "{letters:#?}");
     let error = letters[0]["last_error"].as_str().unwrap();
-    assert!(error.starts_with("permanent: too large: HttpRequestBodySize"), "{error}");
+    assert!(
+        error.starts_with("permanent: too large: HttpRequestBodySize"),
+        "{error}"
+    );
     assert!(error.contains("outbound.max_request_body"), "{error}");
     assert!(error.contains("`body:` template"), "{error}");
     assert_eq!(receiver.received().len(), 1);
