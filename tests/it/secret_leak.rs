@@ -243,6 +243,19 @@ async fn no_fragment_of_a_secret_value_reaches_any_output() {
     assert!(out.contains("handler hook"), "{out}{err}");
     outputs.push(format!("replay: {out}{err}"));
     let lines = daemon.kill();
+    outputs.push(format!("log: {}", lines.join("\n")));
+    let mut leaked = Vec::new();
+    for output in &outputs {
+        let found = leaks(output);
+        if !found.is_empty() {
+            let start: String = output.chars().take(80).collect();
+            leaked.push(format!("{found:?} in {start}…"));
+            for line in output.lines().filter(|l| !leaks(l).is_empty()).take(5) {
+                leaked.push(format!("    {line}"));
+            }
+        }
+    }
+    assert!(leaked.is_empty(), "values leaked:\n{}", leaked.join("\n"));
     // What the outputs are expected to hold, redacted: the errors the echoes made and the
     // plugin's log of its config.
     let all = outputs.join("\n");
@@ -264,17 +277,4 @@ async fn no_fragment_of_a_secret_value_reaches_any_output() {
         lines.iter().any(|l| l.contains("TRACE")),
         "the log is at TRACE"
     );
-    outputs.push(format!("log: {}", lines.join("\n")));
-    let mut leaked = Vec::new();
-    for output in &outputs {
-        let found = leaks(output);
-        if !found.is_empty() {
-            let start: String = output.chars().take(80).collect();
-            leaked.push(format!("{found:?} in {start}…"));
-            for line in output.lines().filter(|l| !leaks(l).is_empty()).take(5) {
-                leaked.push(format!("    {line}"));
-            }
-        }
-    }
-    assert!(leaked.is_empty(), "values leaked:\n{}", leaked.join("\n"));
 }
