@@ -373,3 +373,37 @@ async fn webhook_dead_letters_a_request_too_large_at_once_saying_what_to_change(
     assert_eq!(receiver.received().len(), 1);
     t.stop().await;
 }
+
+/// Issue 43, item 13: an Event with a 5,000-character `reason` or a 4,000-character
+/// `source.component` made a Block Kit text element longer than Slack's 3,000 characters
+/// (answered `invalid_blocks`, a dead letter at once); every element now fits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slack_cuts_long_event_fields_to_block_kit_s_limits() {
+    let receiver = Receiver::start().await;
+    let sink = json!({"url": format!("{}/services/T0/B0/secret", receiver.url("http")),
+                      "cluster": "c".repeat(4000)});
+    let route = "    resource: v1/events\n    events: [added, updated]";
+    let t = start("slack", &config("slack", sink, &receiver, route)).await;
+    let events: Api<CoreEvent> = Api::namespaced(t.client(), "default");
+    let mut event = core_event("web-1.3", "Warning", &"R".repeat(5000), &"m".repeat(5000));
+    event.source.as_mut().unwrap().component = Some("k".repeat(4000));
+    events.create(&PostParams::default(), &event).await.unwrap();
+    let posted = delivered(&receiver, 1).await.remove(0);
+    let mut texts = Vec::new();
+    for block in posted.body["blocks"].as_array().unwrap() {
+        texts.extend(block["text"]["text"].as_str());
+        for element in block["elements"].as_array().into_iter().flatten() {
+            texts.extend(element["text"].as_str());
+        }
+    }
+    assert_eq!(texts.len(), 3, "{:#}", posted.body);
+    for text in texts {
+        assert!(
+            text.chars().count() <= 3000,
+            "{} characters: {text}",
+            text.chars().count()
+        );
+    }
+    assert!(posted.body["text"].as_str().unwrap().chars().count() <= 4000);
+    t.stop().await;
+}
