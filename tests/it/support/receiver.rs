@@ -25,6 +25,9 @@ pub enum Mode {
     Reset,
     /// Reads the request and never answers.
     Stall,
+    /// Answers 503 without `Retry-After`, as a receiver that is down does (one that sends
+    /// the header is waited for by the shipped sinks, and no failure).
+    Down,
     /// Answers 429 with `Retry-After: 1`, as a rate-limited API does.
     RateLimited,
     /// Answers 400 with a body that echoes the request: its target and headers.
@@ -196,6 +199,9 @@ async fn serve(mut stream: impl AsyncRead + AsyncWrite + Unpin, shared: Arc<Shar
             Mode::Ok => b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok",
             Mode::Unavailable => {
                 b"HTTP/1.1 503 Service Unavailable\r\nretry-after: 1\r\ncontent-length: 11\r\n\r\nmaintenance"
+            }
+            Mode::Down => {
+                b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 4\r\n\r\ndown"
             }
             Mode::RateLimited => {
                 b"HTTP/1.1 429 Too Many Requests\r\nretry-after: 1\r\ncontent-length: 12\r\n\r\nrate_limited"
