@@ -26,7 +26,8 @@
 //! some form of some value: no fragment of [`FRAGMENT`] or more characters of a value
 //! survives, wherever a cut fell, on either side. The price is that ordinary text sharing
 //! 8 consecutive characters with a value is removed too (with a Secret that holds a URL,
-//! its `https://` and host name in what the plugin writes); that errs on the safe side.
+//! its `https://` and host name, in what the plugin writes and in every log line); that
+//! errs on the safe side.
 //! The host's own cuts (a log line over `log_line_max`) come after redaction.
 //!
 //! Values shorter than [`FRAGMENT`] (down to [`MIN_LEN`]) are removed only where they
