@@ -463,11 +463,10 @@ routes:
 
 /// Issue 43, item 15: a JavaScript plugin whose `fetch` is refused trapped under `replay`
 /// where the daemon gives it a catchable `TypeError`; replay refuses as the daemon does.
-/// The refusal drops the request's body before the plugin has written it, and
-/// StarlingMonkey aborts on the failed write ("event loop error, but no exception is
-/// pending"): the outbound send path must read the body before it answers a refusal.
+/// A refusal that dropped the request's body before the plugin had written it made
+/// StarlingMonkey abort on the failed write ("event loop error, but no exception is
+/// pending"); the send path now reads the body before it answers a refusal.
 #[test]
-#[ignore = "needs the outbound send path to read the request body before a refusal"]
 fn replay_refuses_a_javascript_fetch_as_the_daemon_does() {
     let dir = tempfile::tempdir().unwrap();
     let config = support::write_config(
