@@ -7,6 +7,11 @@
 //! events (and a plugin could forge lines). Rather than remembering to flatten every message
 //! where it is logged, the writer does it for every event: inner line breaks become ` | `
 //! ([`OneLine`]). JSON escapes them already; the writer makes text do the same.
+//!
+//! The same writer removes secret values ([`crate::util::redact`]) from every line: what
+//! the daemon's own code logs is redacted where it is made, but a dependency's line (the
+//! HTTP stack's at TRACE, naming a request's path and authority) is not, and a line that
+//! misses redaction once would keep the value in the log for good.
 
 use std::io::{self, IsTerminal, Write};
 use std::str::FromStr;
@@ -104,7 +109,9 @@ pub struct OneLineWriter<W>(W);
 
 impl<W: Write> Write for OneLineWriter<W> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.0.write_all(&one_line(buf))?;
+        let text = String::from_utf8_lossy(buf);
+        let redacted = crate::util::redact::redact(&text);
+        self.0.write_all(&one_line(redacted.as_bytes()))?;
         Ok(buf.len())
     }
 
@@ -169,6 +176,17 @@ mod tests {
         writer.write_all(b"a\nb\n").unwrap();
         writer.write_all(b"c\n").unwrap();
         assert_eq!(out, b"a | b\nc\n");
+    }
+
+    #[test]
+    fn the_writer_redacts_secret_values_a_dependency_logs() {
+        crate::util::redact::remember("logged-by-a-dependency-s3cret");
+        let mut out = Vec::new();
+        let mut writer = OneLineWriter(&mut out);
+        writer
+            .write_all(b"TRACE hyper: GET /hooks/logged-by-a-dependency-s3cret\n")
+            .unwrap();
+        assert_eq!(out, b"TRACE hyper: GET /hooks/<redacted>\n");
     }
 
     #[test]

@@ -179,7 +179,7 @@ async fn script(
     tokio::time::sleep(Duration::from_secs(3)).await;
     if daemon.handler(ALERTS_HANDLER).is_some() {
         step(&format!(
-            "a Warning Event about Pod default/web-1: handler {ALERTS_HANDLER} (the slack sink) posts it to the receiver, which fails the first try; the daemon retries it with backoff"
+            "a Warning Event about Pod default/web-1: handler {ALERTS_HANDLER} (the slack sink) posts it to the receiver, which answers the first try 503 with Retry-After: 1; the sink asks to handle it again after that second, and it arrives"
         ));
         if let Err(e) = warning_event(&cluster) {
             step(&format!("could not create the Event: {e}"));

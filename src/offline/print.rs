@@ -25,6 +25,9 @@ pub fn text(report: &EventReport) -> String {
         "line {}: {kind} {} (route {}, handler {}) -> {outcome}\n",
         report.line, report.object, report.route, report.handler
     );
+    for note in &report.placeholders {
+        out.push_str(&format!("  note: {note}\n"));
+    }
     for log in &report.logs {
         out.push_str(&format!("  log {}: {}\n", log.level, log.message));
     }

@@ -62,6 +62,10 @@ pub struct EventReport {
     /// The outbound HTTP requests it made, captured (credentials redacted), answered by a
     /// stub and not sent.
     pub requests: Vec<CapturedRequest>,
+    /// What replay put in the plugin's config instead of a value it never reads (see
+    /// [`placeholder_config`]), said with the first event of each handler.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub placeholders: Vec<String>,
 }
 
 /// An event that does not fit the config: the line and why.
@@ -127,6 +131,7 @@ pub async fn replay(
         calls.push((line, event, spec));
     }
     let mut reports = Vec::new();
+    let mut told = std::collections::HashSet::new();
     for (line, event, spec) in calls {
         let plugin = &plugins[&spec.plugin];
         let names = resource_names(config, event);
@@ -135,7 +140,11 @@ pub async fn replay(
             spec,
             metrics: metrics.clone(),
         };
-        reports.push(call.replay_one(*line, event, names).await);
+        let mut report = call.replay_one(*line, event, names).await;
+        if !told.insert(spec.name.clone()) {
+            report.placeholders.clear();
+        }
+        reports.push(report);
     }
     Ok(reports)
 }
@@ -212,8 +221,8 @@ impl Call<'_> {
             final_state_unknown: event.final_state_unknown,
         };
         // A value from a Secret or the environment is never read: the plugin gets a
-        // placeholder naming where it would come from.
-        let config = crate::config::value_from::placeholders(&spec.config, &spec.value_refs);
+        // placeholder of its shape naming where it would come from.
+        let (config, placeholders) = placeholder_config(spec);
         let result = plugin
             .call_in(&context, &limits, &config.to_string(), &call)
             .await;
@@ -239,7 +248,97 @@ impl Call<'_> {
             writes: capture.writes(),
             metrics: capture.metrics(),
             requests: capture.requests(),
+            placeholders,
         }
+    }
+}
+
+/// The handler's config with each `valueFrom:` replaced by a placeholder of the value's
+/// likely shape, and a line per placeholder saying what stands where.
+///
+/// A value is never read, so its shape is told from its key: one whose name ends in `url`
+/// or `uri` (`url`, `webhookUrl`, `icon_url`) is a URL, which a sink checks as one before
+/// sending anything, so it gets a URL on the first host of the handler's
+/// `capabilities.http` (its requests are then captured as any other), with a path naming
+/// the source. Any other value gets `<Secret NAME key "KEY">`.
+pub fn placeholder_config(spec: &HandlerSpec) -> (serde_json::Value, Vec<String>) {
+    use crate::config::value_from::{ValueSource, substitute};
+    let mut notes = Vec::new();
+    let url_keys: std::collections::HashSet<&str> = spec
+        .value_refs
+        .iter()
+        .filter(|r| {
+            let key = r.pointer.rsplit('/').next().unwrap_or_default();
+            let key = key.to_ascii_lowercase();
+            key.ends_with("url") || key.ends_with("uri")
+        })
+        .map(|r| r.pointer.as_str())
+        .collect();
+    let mut config = spec.config.clone();
+    for r in &spec.value_refs {
+        let value = if url_keys.contains(r.pointer.as_str()) {
+            let slug: String = match &r.source {
+                ValueSource::Secret(s) => format!("secret/{}/{}", s.name, s.key),
+                ValueSource::Env(var) => format!("env/{var}"),
+            }
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || "-._/".contains(c) {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+            let url = format!(
+                "{}/switchyard-replay-placeholder/{slug}",
+                placeholder_base(spec)
+            );
+            notes.push(format!(
+                "config.{}: the URL {url} stands in for the value of {}, which replay never reads",
+                r.path, r.source
+            ));
+            url
+        } else {
+            let text = format!("<{}>", r.source);
+            notes.push(format!(
+                "config.{}: {text} stands in for the value of {}, which replay never reads",
+                r.path, r.source
+            ));
+            text
+        };
+        config =
+            substitute(&config, std::slice::from_ref(r), |_| Some(value.clone())).unwrap_or(config);
+    }
+    (config, notes)
+}
+
+/// `scheme://host[:port]` of a destination the handler's allow-list allows: its first entry
+/// that names a host (a subdomain entry gets `replay.` before its suffix), else its first
+/// address; `https://placeholder.invalid` when it has none.
+fn placeholder_base(spec: &HandlerSpec) -> String {
+    use crate::config::egress::HostPattern;
+    let rules = &spec.outbound.egress.rules;
+    let named = rules.iter().find_map(|rule| match &rule.host {
+        HostPattern::Exact(name) => Some((rule, name.clone())),
+        HostPattern::Subdomains(suffix) => Some((rule, format!("replay.{suffix}"))),
+        HostPattern::Range(_) => None,
+    });
+    let any = || {
+        rules.iter().find_map(|rule| match &rule.host {
+            HostPattern::Range(range) if range.network().is_ipv6() => {
+                Some((rule, format!("[{}]", range.network())))
+            }
+            HostPattern::Range(range) => Some((rule, range.network().to_string())),
+            _ => None,
+        })
+    };
+    match named.or_else(any) {
+        Some((rule, host)) => match rule.port.filter(|p| *p != rule.scheme.default_port()) {
+            Some(port) => format!("{}://{host}:{port}", rule.scheme.as_str()),
+            None => format!("{}://{host}", rule.scheme.as_str()),
+        },
+        None => "https://placeholder.invalid".to_string(),
     }
 }
 

@@ -41,6 +41,7 @@ mod queue;
 mod recipes;
 mod replay;
 mod scaffold;
+mod secret_leak;
 mod secrets;
 mod shadow;
 mod sharded;

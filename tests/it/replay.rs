@@ -411,3 +411,112 @@ fn replay_lets_a_handler_read_what_it_reads_in_the_daemon() {
         "{out}"
     );
 }
+
+/// Issue 43, item 14: a sink whose URL comes from a Secret failed its URL check under
+/// `replay` (the placeholder was `<Secret slack key "url">`); now it gets a URL on its
+/// allow-list's host, its request is captured, and replay says what stood in.
+#[test]
+fn replay_gives_a_secret_url_a_placeholder_url_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = support::write_config(
+        dir.path(),
+        "
+handlers:
+  to-slack:
+    plugin: slack
+    config:
+      url: {valueFrom: {secretKeyRef: {name: slack, key: url}}}
+      channel: {valueFrom: {env: SLACK_CHANNEL}}
+    capabilities:
+      http: [https://hooks.slack.com]
+routes:
+  - {name: warnings, resource: v1/events, handler: to-slack}
+",
+    );
+    let events = dir.path().join("events.jsonl");
+    let event = json!({"route": "warnings", "handler": "to-slack", "kind": "added", "object": {
+        "apiVersion": "v1", "kind": "Event", "type": "Warning", "reason": "BackOff",
+        "message": "restarting", "involvedObject": {"kind": "Pod", "namespace": "shop", "name": "web"},
+        "metadata": {"name": "web.1", "namespace": "shop"}}});
+    std::fs::write(&events, format!("{event}\n{event}\n")).unwrap();
+    let (code, out, err) = replay(&config, &events);
+    assert_eq!(code, 0, "{out}{err}");
+    let url = "https://hooks.slack.com/switchyard-replay-placeholder/secret/slack/url";
+    assert!(
+        out.contains("line 1: added shop/web.1 (route warnings, handler to-slack) -> done\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!(
+            "  note: config.url: the URL {url} stands in for the value of Secret slack key \"url\", which replay never reads\n"
+        )),
+        "{out}"
+    );
+    assert!(
+        out.contains("  note: config.channel: <environment variable SLACK_CHANNEL> stands in"),
+        "{out}"
+    );
+    assert!(out.contains(&format!("  request POST {url} ")), "{out}");
+    // Said once per handler, not with every event.
+    assert_eq!(out.matches("  note: config.url").count(), 1, "{out}");
+}
+
+/// Issue 43, item 15: a JavaScript plugin whose `fetch` is refused trapped under `replay`
+/// where the daemon gives it a catchable `TypeError`; replay refuses as the daemon does.
+/// A refusal that dropped the request's body before the plugin had written it made
+/// StarlingMonkey abort on the failed write ("event loop error, but no exception is
+/// pending"); the send path now reads the body before it answers a refusal.
+#[test]
+fn replay_refuses_a_javascript_fetch_as_the_daemon_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = support::write_config(
+        dir.path(),
+        "
+handlers:
+  js:
+    plugin: notify-js
+    config: {url: \"http://127.0.0.2:9/js\"}
+    capabilities:
+      http: [\"http://127.0.0.1:1\"]
+  js-allowed:
+    plugin: notify-js
+    config: {url: \"http://127.0.0.1:1/js\"}
+    capabilities:
+      http: [\"http://127.0.0.1:1\"]
+routes:
+  - {name: cms, resource: configmaps, handler: js}
+  - {name: cms-allowed, resource: configmaps, handler: js-allowed}
+",
+    );
+    let events = dir.path().join("events.jsonl");
+    let event = |route: &str, handler: &str| {
+        json!({"route": route, "handler": handler, "kind": "added", "object": {
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "a", "namespace": "default"}}})
+        .to_string()
+    };
+    // The refusal raced the plugin's write of the request body: several calls, so a
+    // lost race shows.
+    let mut lines = vec![event("cms-allowed", "js-allowed")];
+    lines.extend((0..8).map(|_| event("cms", "js")));
+    std::fs::write(&events, lines.join("\n")).unwrap();
+    let (code, out, err) = replay(&config, &events);
+    assert_eq!(code, 1, "{out}{err}");
+    for line in 2..=9 {
+        assert!(
+            out.contains(&format!(
+                "line {line}: added default/a (route cms, handler js) -> error: TypeError: NetworkError when attempting to fetch resource\n"
+            )),
+            "line {line}: {out}{err}"
+        );
+    }
+    // An allowed request is captured and answered by the stub.
+    assert!(
+        out.contains("line 1: added default/a (route cms-allowed, handler js-allowed) -> done"),
+        "{out}{err}"
+    );
+    assert!(
+        out.contains("  request POST http://127.0.0.1:1/js "),
+        "{out}"
+    );
+}

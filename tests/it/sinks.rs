@@ -298,3 +298,112 @@ async fn slack_posts_a_warning_event_and_nothing_for_a_normal_one() {
     assert_eq!(receiver.received().len(), 1);
     t.stop().await;
 }
+
+/// Issue 43, item 12: the sinks ignored `Retry-After` (attempts at 0, 0.1, 0.3 s ... then a
+/// dead letter before the time the receiver asked for). A 429 now comes back after the
+/// wait it asks for, and does not count toward `max_retries`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhook_waits_as_a_429_asks_and_never_dead_letters_for_it() {
+    let receiver = Receiver::start().await;
+    receiver.set(Mode::RateLimited);
+    let sink = json!({"url": format!("{}/hooks", receiver.url("http"))});
+    let yaml = config("webhook", sink, &receiver, CONFIGMAPS)
+        .replace("max_retries: 1000", "max_retries: 1");
+    let t = start("webhook", &yaml).await;
+    t.create_configmap(json!({"metadata": {"name": "a"}})).await;
+    let asked = support::eventually_sync("three 429s", WAIT, || {
+        let received = receiver.received();
+        (received.len() >= 3).then_some(received)
+    })
+    .await;
+    for pair in asked.windows(2) {
+        let gap = pair[1].at - pair[0].at;
+        assert!(
+            gap >= Duration::from_millis(950),
+            "sent again after {gap:?}, not the 1 s asked"
+        );
+    }
+    let (_, letters) = t.get("/handlers/sink/dead-letters").await;
+    assert_eq!(letters["dead_letters"], json!([]), "{letters}");
+    receiver.set(Mode::Ok);
+    let request = delivered(&receiver, 1).await.remove(0);
+    assert_eq!(request.body["object"]["metadata"]["name"], "a");
+    let (_, letters) = t.get("/handlers/sink/dead-letters").await;
+    assert_eq!(letters["dead_letters"], json!([]), "{letters}");
+    t.stop().await;
+}
+
+/// Issue 43, item 17: the default body of an update (object and old object) over
+/// `outbound.max_request_body` was retried until dead-lettered though no retry could send
+/// it; now it is a dead letter at once that names the limit and the template.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhook_dead_letters_a_request_too_large_at_once_saying_what_to_change() {
+    let receiver = Receiver::start().await;
+    let sink = json!({"url": format!("{}/hooks", receiver.url("http"))});
+    let yaml = config("webhook", sink, &receiver, CONFIGMAPS).replace(
+        "    capabilities:",
+        "    outbound: {max_request_body: 4Ki}\n    capabilities:",
+    );
+    let t = start("webhook", &yaml).await;
+    t.create_configmap(json!({"metadata": {"name": "big"}, "data": {"v": "x".repeat(3000)}}))
+        .await;
+    delivered(&receiver, 1).await;
+    t.configmaps("default")
+        .patch(
+            "big",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"v": "y".repeat(3000)}})),
+        )
+        .await
+        .unwrap();
+    let letters = support::eventually("a dead letter", WAIT, async || {
+        let (_, body) = t.get("/handlers/sink/dead-letters").await;
+        let letters = body["dead_letters"].as_array().cloned().unwrap_or_default();
+        (!letters.is_empty()).then_some(letters)
+    })
+    .await;
+    assert_eq!(letters[0]["attempts"], 1, "{letters:#?}");
+    let error = letters[0]["last_error"].as_str().unwrap();
+    assert!(
+        error.starts_with("permanent: too large: HttpRequestBodySize"),
+        "{error}"
+    );
+    assert!(error.contains("outbound.max_request_body"), "{error}");
+    assert!(error.contains("`body:` template"), "{error}");
+    assert_eq!(receiver.received().len(), 1);
+    t.stop().await;
+}
+
+/// Issue 43, item 13: an Event with a 5,000-character `reason` or a 4,000-character
+/// `source.component` made a Block Kit text element longer than Slack's 3,000 characters
+/// (answered `invalid_blocks`, a dead letter at once); every element now fits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slack_cuts_long_event_fields_to_block_kit_s_limits() {
+    let receiver = Receiver::start().await;
+    let sink = json!({"url": format!("{}/services/T0/B0/secret", receiver.url("http")),
+                      "cluster": "c".repeat(4000)});
+    let route = "    resource: v1/events\n    events: [added, updated]";
+    let t = start("slack", &config("slack", sink, &receiver, route)).await;
+    let events: Api<CoreEvent> = Api::namespaced(t.client(), "default");
+    let mut event = core_event("web-1.3", "Warning", &"R".repeat(5000), &"m".repeat(5000));
+    event.source.as_mut().unwrap().component = Some("k".repeat(4000));
+    events.create(&PostParams::default(), &event).await.unwrap();
+    let posted = delivered(&receiver, 1).await.remove(0);
+    let mut texts = Vec::new();
+    for block in posted.body["blocks"].as_array().unwrap() {
+        texts.extend(block["text"]["text"].as_str());
+        for element in block["elements"].as_array().into_iter().flatten() {
+            texts.extend(element["text"].as_str());
+        }
+    }
+    assert_eq!(texts.len(), 3, "{:#}", posted.body);
+    for text in texts {
+        assert!(
+            text.chars().count() <= 3000,
+            "{} characters: {text}",
+            text.chars().count()
+        );
+    }
+    assert!(posted.body["text"].as_str().unwrap().chars().count() <= 4000);
+    t.stop().await;
+}

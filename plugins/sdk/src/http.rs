@@ -195,14 +195,78 @@ impl Response {
         Err(message)
     }
 
-    /// The `Retry-After` header in seconds, when it is a number.
+    /// The `Retry-After` header as a wait from now: a number of seconds, or an HTTP date
+    /// (`Wed, 21 Oct 2015 07:28:00 GMT`; one in the past is no wait).
     pub fn retry_after(&self) -> Option<Duration> {
-        self.header_value("retry-after")?
-            .trim()
-            .parse::<u64>()
-            .ok()
-            .map(Duration::from_secs)
+        let value = self.header_value("retry-after")?.trim();
+        if let Ok(seconds) = value.parse::<u64>() {
+            return Some(Duration::from_secs(seconds));
+        }
+        let at = http_date(value)?;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .ok()?
+            .as_secs();
+        Some(Duration::from_secs(at.saturating_sub(now)))
     }
+
+    /// How long to wait before sending the event again when the receiver asked to be left
+    /// alone for a while: a 429 (after its `Retry-After`, or [`DEFAULT_RETRY_AFTER`]
+    /// without one) and a 503 with a `Retry-After`; at most [`MAX_RETRY_AFTER`]. `None` for
+    /// any other answer.
+    ///
+    /// Return it as `Outcome::RequeueAfter` rather than an error: the daemon then calls the
+    /// plugin again after that wait, and the wait does not count toward the handler's
+    /// `max_retries` (a receiver busy for a minute does not turn events into dead letters).
+    pub fn retry_later(&self) -> Option<Duration> {
+        let after = self.retry_after();
+        let wait = match self.status {
+            429 => after.unwrap_or(DEFAULT_RETRY_AFTER),
+            503 => after?,
+            _ => return None,
+        };
+        Some(wait.min(MAX_RETRY_AFTER))
+    }
+}
+
+/// The wait after a 429 that has no `Retry-After` header.
+pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
+
+/// The longest wait a `Retry-After` header gets: a receiver that asks for an hour is asked
+/// again after this.
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(300);
+
+/// Seconds since the Unix epoch of an HTTP date in the preferred format (RFC 9110's
+/// IMF-fixdate, `Sun, 06 Nov 1994 08:49:37 GMT`).
+fn http_date(text: &str) -> Option<u64> {
+    let (_, rest) = text.split_once(", ")?;
+    let parts: Vec<&str> = rest.split(' ').collect();
+    let [day, month, year, time, "GMT"] = parts.as_slice() else {
+        return None;
+    };
+    let month = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ]
+    .iter()
+    .position(|m| m == month)? as i64
+        + 1;
+    let (day, year): (i64, i64) = (day.parse().ok()?, year.parse().ok()?);
+    let hms: Vec<u64> = time
+        .split(':')
+        .map(|p| p.parse().ok())
+        .collect::<Option<_>>()?;
+    let [h, m, sec] = hms.as_slice() else {
+        return None;
+    };
+    // Days from the civil date (Howard Hinnant's algorithm).
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = u64::try_from(era * 146_097 + doe - 719_468).ok()?;
+    Some(days * 86_400 + h * 3600 + m * 60 + sec)
 }
 
 /// Why a request got no response.
@@ -236,8 +300,24 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
+impl Error {
+    /// Whether the request's own body was too large for the handler's
+    /// `outbound.max_request_body`: no retry can help that.
+    pub fn is_request_too_large(&self) -> bool {
+        matches!(self, Error::TooLarge(m) if m.starts_with("HttpRequestBodySize"))
+    }
+}
+
+/// The error `handle` returns: [`Error`]'s text, made [`crate::permanent`] for a request
+/// too large (saying which limit to raise), which no retry can send.
 impl From<Error> for String {
     fn from(error: Error) -> Self {
+        if error.is_request_too_large() {
+            return crate::permanent(&format!(
+                "{error}: the request body is larger than the handler's \
+                 outbound.max_request_body; raise that limit, or send less"
+            ));
+        }
         error.to_string()
     }
 }
@@ -451,6 +531,35 @@ mod tests {
     fn retry_after_and_excerpts_read_from_the_response() {
         let r = Response::new(503, "x".repeat(300)).header("Retry-After", "7");
         assert_eq!(r.retry_after(), Some(Duration::from_secs(7)));
+        assert_eq!(r.retry_later(), Some(Duration::from_secs(7)));
+        let dated = |date: &str| Response::new(429, "").header("retry-after", date);
+        assert_eq!(
+            dated("Sun, 06 Nov 1994 08:49:37 GMT").retry_after(),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(
+            http_date("Sun, 06 Nov 1994 08:49:37 GMT"),
+            Some(784_111_777)
+        );
+        assert_eq!(http_date("Thu, 01 Jan 1970 00:00:00 GMT"), Some(0));
+        assert_eq!(
+            http_date("Tue, 29 Feb 2028 23:59:59 GMT"),
+            Some(1_835_481_599)
+        );
+        assert_eq!(http_date("Sunday, 06-Nov-94 08:49:37 GMT"), None);
+        let future = dated("Fri, 01 Jan 2100 00:00:00 GMT");
+        assert_eq!(future.retry_later(), Some(MAX_RETRY_AFTER));
+        assert_eq!(
+            Response::new(429, "").retry_later(),
+            Some(DEFAULT_RETRY_AFTER)
+        );
+        assert_eq!(Response::new(503, "").retry_later(), None);
+        assert_eq!(
+            Response::new(500, "")
+                .header("retry-after", "3")
+                .retry_later(),
+            None
+        );
         assert_eq!(r.excerpt(5), "xxxxx…");
         assert!(!r.is_success());
     }
@@ -479,5 +588,17 @@ mod tests {
             format!("permanent: the receiver answered 400: {}…", "y".repeat(200))
         );
         assert!(Response::new(302, "").error_for_status().is_err());
+    }
+
+    #[test]
+    fn a_request_too_large_is_permanent_and_names_the_limit() {
+        let error = String::from(Error::TooLarge("HttpRequestBodySize(Some(1048576))".into()));
+        assert!(
+            error.starts_with("permanent: too large: HttpRequestBodySize"),
+            "{error}"
+        );
+        assert!(error.contains("outbound.max_request_body"), "{error}");
+        let response = String::from(Error::TooLarge("HttpResponseBodySize(Some(9))".into()));
+        assert_eq!(response, "too large: HttpResponseBodySize(Some(9))");
     }
 }

@@ -221,7 +221,7 @@ async fn create_update_delete_become_three_cloudevents_and_an_outage_loses_none(
     // The outage: the sink answers 503 while a ConfigMap is made and changed and a
     // Deployment made. Both objects fail, the handler goes into quarantine, and its first
     // try from there fails too.
-    sink.set(Mode::Unavailable);
+    sink.set(Mode::Down);
     create_in_shop(&t, "flags", "a").await;
     set_value(&t, "flags", "b").await;
     create_deployment(&t, "api").await;
@@ -254,7 +254,7 @@ async fn create_update_delete_become_three_cloudevents_and_an_outage_loses_none(
     let refused: Vec<Received> = sink
         .received()
         .into_iter()
-        .filter(|r| r.mode == Mode::Unavailable)
+        .filter(|r| r.mode == Mode::Down)
         .collect();
     assert!(refused.len() >= 2, "{} refused attempts", refused.len());
     let delivered_ids: Vec<String> = after.iter().map(id).collect();

@@ -226,7 +226,7 @@ async fn warnings_arrive_and_normal_events_do_not(
 /// quarantine's backoff doubled from 5 s to 10 s): longer than the default `max_retries`
 /// (5 retries, 3.1 s) would have kept them. Returns the port Slack listened on.
 async fn go_down_for_a_while(t: &TestDaemon, webhook: &Receiver, slack: Receiver) -> u16 {
-    webhook.set(Mode::Unavailable);
+    webhook.set(Mode::Down);
     slack.set(Mode::Reset);
     let slack_port = slack.port();
     drop(slack);

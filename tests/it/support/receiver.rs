@@ -1,6 +1,6 @@
 //! An HTTP receiver on loopback for outbound tests: speaks HTTP/1.1 (keep-alive) over a real
-//! socket, optionally TLS, and does what the test sets: answer 200, answer 503, answer 400,
-//! reset the connection, or stall without answering. It counts every connection it accepts, so a test
+//! socket, optionally TLS, and does what the test sets: answer 200, answer 503, answer 400
+//! (or either echoing the request), reset the connection, or stall without answering. It counts every connection it accepts, so a test
 //! can show that a refused destination was never reached.
 
 use std::net::SocketAddr;
@@ -25,6 +25,15 @@ pub enum Mode {
     Reset,
     /// Reads the request and never answers.
     Stall,
+    /// Answers 503 without `Retry-After`, as a receiver that is down does (one that sends
+    /// the header is waited for by the shipped sinks, and no failure).
+    Down,
+    /// Answers 429 with `Retry-After: 1`, as a rate-limited API does.
+    RateLimited,
+    /// Answers 400 with a body that echoes the request: its target and headers.
+    EchoReject,
+    /// Answers 503 (without `Retry-After`) with a body that echoes the request likewise.
+    EchoUnavailable,
 }
 
 /// One request the receiver read.
@@ -38,6 +47,8 @@ pub struct Received {
     pub body: Value,
     /// What the receiver did with it.
     pub mode: Mode,
+    /// When it was read.
+    pub at: std::time::Instant,
 }
 
 struct Shared {
@@ -163,16 +174,37 @@ async fn serve(mut stream: impl AsyncRead + AsyncWrite + Unpin, shared: Arc<Shar
             return;
         };
         let mode = *shared.mode.lock().unwrap();
+        let echo = echo(&path, &headers);
         shared.received.lock().unwrap().push(Received {
             path,
             headers,
             body: serde_json::from_slice(&body).unwrap_or(Value::Null),
             mode,
+            at: std::time::Instant::now(),
         });
+        let echoed = |status: &str| {
+            format!(
+                "HTTP/1.1 {status}\r\ncontent-length: {}\r\n\r\n{echo}",
+                echo.len()
+            )
+            .into_bytes()
+        };
+        let answer: &[u8] = &match mode {
+            Mode::EchoReject => echoed("400 Bad Request"),
+            Mode::EchoUnavailable => echoed("503 Service Unavailable"),
+            _ => Vec::new(),
+        };
         let answer: &[u8] = match mode {
+            Mode::EchoReject | Mode::EchoUnavailable => answer,
             Mode::Ok => b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok",
             Mode::Unavailable => {
                 b"HTTP/1.1 503 Service Unavailable\r\nretry-after: 1\r\ncontent-length: 11\r\n\r\nmaintenance"
+            }
+            Mode::Down => {
+                b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 4\r\n\r\ndown"
+            }
+            Mode::RateLimited => {
+                b"HTTP/1.1 429 Too Many Requests\r\nretry-after: 1\r\ncontent-length: 12\r\n\r\nrate_limited"
             }
             Mode::Reject => {
                 b"HTTP/1.1 400 Bad Request\r\ncontent-length: 15\r\n\r\ninvalid_payload"
@@ -187,6 +219,18 @@ async fn serve(mut stream: impl AsyncRead + AsyncWrite + Unpin, shared: Arc<Shar
             return;
         }
     }
+}
+
+/// What an echoing answer's body says: the request's target, then each header but the
+/// ones about the body, as a receiver's error page quoting the request would.
+fn echo(path: &str, headers: &[(String, String)]) -> String {
+    let mut text = format!("path={path}");
+    for (name, value) in headers {
+        if !matches!(name.as_str(), "content-length" | "content-type" | "host") {
+            text.push_str(&format!(" {name}={value}"));
+        }
+    }
+    text
 }
 
 /// Reads one request (head and a `content-length` body); `None` at the end of the stream.

@@ -19,7 +19,12 @@
 //!
 //! Anything but a 2xx answer, and a timeout or a failed connection, is an error: the daemon
 //! retries the event with backoff and then keeps it as a dead letter, whose error names the
-//! status and the start of the answer's body. A retry carries the same `id`.
+//! status and the start of the answer's body. A retry carries the same `id`. A 4xx other
+//! than 429 is permanent (a dead letter at once), and so is a body larger than the
+//! handler's `outbound.max_request_body`. A 429, and a 503 with `Retry-After`, are not
+//! failures: the event is sent again after the wait the receiver asks for (at most 5
+//! minutes; 1 s for a 429 without `Retry-After`), and the wait does not count toward
+//! `max_retries`.
 
 mod event;
 
@@ -82,7 +87,14 @@ impl Config {
         if value.is_null() {
             return Err("config: needs at least `url` (see the cloudevents sink's docs)".into());
         }
-        let config: Config = serde_json::from_value(value).map_err(|e| format!("config: {e}"))?;
+        let mut config: Config =
+            serde_json::from_value(value).map_err(|e| format!("config: {e}"))?;
+        // A value from a Secret made with `--from-file` ends in a newline: surrounding
+        // whitespace is never part of a URL or a header value (RFC 9110, 5.5).
+        config.url = config.url.trim().to_string();
+        for value in config.headers.values_mut() {
+            *value = value.trim().to_string();
+        }
         if !(config.url.starts_with("http://") || config.url.starts_with("https://")) {
             return Err(format!(
                 "config.url: {:?} is not an http:// or https:// URL",
@@ -157,7 +169,31 @@ impl Handler for CloudEvents {
                 .map_err(|e| format!("the event's object: {e}"))?;
             let cloud_event = event::build(event.kind, &object, &config.source, config.data);
             let id = cloud_event.attributes[1].1.clone();
-            let response = request(config, cloud_event).send()?.error_for_status()?;
+            let response = request(config, cloud_event).send().map_err(|e| {
+                let too_large = e.is_request_too_large();
+                let message = String::from(e);
+                if too_large && config.data == Data::Resource {
+                    format!(
+                        "{message}: or `data: reference`, which sends a reference, not the object"
+                    )
+                } else {
+                    message
+                }
+            })?;
+            if let Some(wait) = response.retry_later() {
+                log(
+                    Level::Warn,
+                    &format!(
+                        "the receiver answered {}: sending {id} again in {} ms, as it asked",
+                        response.status,
+                        wait.as_millis()
+                    ),
+                );
+                return Ok(Outcome::RequeueAfter(
+                    u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+                ));
+            }
+            let response = response.error_for_status()?;
             log(
                 Level::Debug,
                 &format!("delivered {id}: {}", response.status),
@@ -283,6 +319,42 @@ mod tests {
         let id = |r: &Report| header(&r.requests[0].headers, "ce-id").map(str::to_string);
         assert_eq!(id(&first), id(&retry));
         assert_eq!(id(&first).as_deref(), Some("u-1.7.update"));
+    }
+
+    #[test]
+    fn a_429_comes_back_after_its_retry_after_with_the_same_id() {
+        let report = TestHost::new()
+            .config(json!({"url": URL}))
+            .http(
+                "http://broker-ingress",
+                Response::new(429, "").header("Retry-After", "2"),
+            )
+            .handle::<CloudEvents>(event(EventKind::Updated, cm()));
+        assert_eq!(report.outcome, Ok(Outcome::RequeueAfter(2000)));
+        let busy = TestHost::new()
+            .config(json!({"url": URL}))
+            .http(
+                "http://broker-ingress",
+                Response::new(503, "").header("Retry-After", "5"),
+            )
+            .handle::<CloudEvents>(event(EventKind::Updated, cm()));
+        assert_eq!(busy.outcome, Ok(Outcome::RequeueAfter(5000)));
+    }
+
+    #[test]
+    fn a_request_too_large_is_permanent_and_suggests_a_reference() {
+        let error = TestHost::new()
+            .config(json!({"url": URL}))
+            .http_error(
+                "http://broker-ingress",
+                switchyard_sdk::http::Error::TooLarge("HttpRequestBodySize(Some(10))".into()),
+            )
+            .handle::<CloudEvents>(event(EventKind::Added, cm()))
+            .outcome
+            .unwrap_err();
+        assert!(error.starts_with("permanent: too large:"), "{error}");
+        assert!(error.contains("outbound.max_request_body"), "{error}");
+        assert!(error.contains("`data: reference`"), "{error}");
     }
 
     #[test]

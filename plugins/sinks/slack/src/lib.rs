@@ -23,8 +23,11 @@
 //!
 //! Anything but a 2xx answer, and a timeout or a failed connection, is an error: the daemon
 //! retries the event with backoff and then keeps it as a dead letter, whose error names the
-//! status and Slack's answer (`invalid_payload`, `no_service`, ...). The webhook's URL is
-//! never logged: it is the credential.
+//! status and Slack's answer (`invalid_payload`, `no_service`, ...). A 4xx other than 429
+//! is permanent (a dead letter at once). A 429 (Slack's rate limit), and a 503 with
+//! `Retry-After`, are not failures: the event is sent again after the wait Slack asks for
+//! (at most 5 minutes; 1 s for a 429 without `Retry-After`), and the wait does not count
+//! toward `max_retries`. The webhook's URL is never logged: it is the credential.
 
 mod message;
 
@@ -65,7 +68,10 @@ impl Config {
         if value.is_null() {
             return Err("config: needs at least `url` (see the slack sink's docs)".into());
         }
-        let config: Config = serde_json::from_value(value).map_err(|e| format!("config: {e}"))?;
+        let mut config: Config =
+            serde_json::from_value(value).map_err(|e| format!("config: {e}"))?;
+        // A URL from a Secret made with `--from-file` ends in a newline.
+        config.url = config.url.trim().to_string();
         if !(config.url.starts_with("https://") || config.url.starts_with("http://")) {
             // Not the URL itself in the message: it is the webhook's secret.
             return Err("config.url: not an http:// or https:// URL".into());
@@ -108,10 +114,21 @@ impl Handler for Slack {
                     body[key] = value.as_str().into();
                 }
             }
-            Request::post(&config.url)
-                .json(&body)
-                .send()?
-                .error_for_status()?;
+            let response = Request::post(&config.url).json(&body).send()?;
+            if let Some(wait) = response.retry_later() {
+                log(
+                    Level::Warn,
+                    &format!(
+                        "slack answered {}: posting again in {} ms, as it asked",
+                        response.status,
+                        wait.as_millis()
+                    ),
+                );
+                return Ok(Outcome::RequeueAfter(
+                    u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+                ));
+            }
+            response.error_for_status()?;
             Ok(Outcome::Done)
         })
     }
@@ -189,7 +206,11 @@ mod tests {
         );
         assert_eq!(
             outcome(Response::new(429, "rate_limited").header("Retry-After", "30")),
-            Err("the receiver answered 429 (Retry-After: 30): rate_limited".into())
+            Ok(Outcome::RequeueAfter(30_000))
+        );
+        assert_eq!(
+            outcome(Response::new(503, "down")),
+            Err("the receiver answered 503: down".into())
         );
         let timeout = TestHost::new()
             .config(json!({"url": URL}))

@@ -6,8 +6,19 @@
 use serde_json::{Value, json};
 use switchyard_sdk::EventKind;
 
-/// Longest message text put in a section block (Slack allows 3000 characters).
+/// Longest message text put in a section block (Slack allows 3000 characters per text
+/// element, and refuses a message with a longer one as `invalid_blocks`).
 const MAX_SECTION: usize = 2900;
+
+/// Longest top-level `text` (what notifications show; Slack recommends at most 4000).
+const MAX_TEXT: usize = 3999;
+
+/// Longest text taken from any other field (type, reason, the object's kind, namespace and
+/// name, the source, the cluster, the time), escaped. Kubernetes bounds none of them where
+/// it matters here (an Event's `reason` and `source.component` may be thousands of
+/// characters), and each text element holds several: five of them with the words around
+/// them stay under 3000.
+const MAX_FIELD: usize = 500;
 
 /// What to post about `object`, or `None` for a change not worth a message: a resync,
 /// and an Event's deletion (Events expire; that is not news).
@@ -71,9 +82,15 @@ fn describe(kind: &str, namespace: &str, name: &str) -> String {
     }
 }
 
+/// `text` escaped and cut to [`MAX_FIELD`].
+fn field(text: &str) -> String {
+    escape_cut(text, MAX_FIELD)
+}
+
 fn event_message(event: &Value, cluster: Option<&str>) -> Value {
-    let event_type = text(event, &["/type"]);
-    let reason = text(event, &["/reason"]);
+    let raw_type = text(event, &["/type"]);
+    let event_type = field(raw_type);
+    let reason = field(text(event, &["/reason"]));
     let message = text(event, &["/message", "/note"]);
     let regarding = if event["involvedObject"].is_object() {
         &event["involvedObject"]
@@ -81,11 +98,11 @@ fn event_message(event: &Value, cluster: Option<&str>) -> Value {
         &event["regarding"]
     };
     let about = describe(
-        text(regarding, &["/kind"]),
-        text(regarding, &["/namespace"]),
-        text(regarding, &["/name"]),
+        &field(text(regarding, &["/kind"])),
+        &field(text(regarding, &["/namespace"])),
+        &field(text(regarding, &["/name"])),
     );
-    let icon = if event_type == "Warning" {
+    let icon = if raw_type == "Warning" {
         ":warning:"
     } else {
         ":information_source:"
@@ -93,7 +110,7 @@ fn event_message(event: &Value, cluster: Option<&str>) -> Value {
     let summary = format!("{event_type} {reason} on {about}");
     let mut details = Vec::new();
     if let Some(cluster) = cluster {
-        details.push(format!("cluster *{}*", escape(cluster)));
+        details.push(format!("cluster *{}*", field(cluster)));
     }
     let count = ["/count", "/series/count", "/deprecatedCount"]
         .iter()
@@ -110,7 +127,7 @@ fn event_message(event: &Value, cluster: Option<&str>) -> Value {
         ],
     );
     if !from.is_empty() {
-        details.push(format!("from {}", escape(from)));
+        details.push(format!("from {}", field(from)));
     }
     let last = text(
         event,
@@ -122,13 +139,10 @@ fn event_message(event: &Value, cluster: Option<&str>) -> Value {
         ],
     );
     if !last.is_empty() {
-        details.push(format!("last seen {last}"));
+        details.push(format!("last seen {}", field(last)));
     }
     let mut blocks = vec![section(&format!(
-        "{icon} *{}* `{}` on *{}*",
-        escape(event_type),
-        escape(reason),
-        escape(&about)
+        "{icon} *{event_type}* `{reason}` on *{about}*"
     ))];
     if !message.is_empty() {
         blocks.push(section(&escape_cut(message, MAX_SECTION)));
@@ -137,9 +151,10 @@ fn event_message(event: &Value, cluster: Option<&str>) -> Value {
         blocks.push(context(&details.join(" · ")));
     }
     let text = if message.is_empty() {
-        escape(&summary)
+        summary
     } else {
-        format!("{}: {}", escape(&summary), escape_cut(message, MAX_SECTION))
+        let room = MAX_TEXT.saturating_sub(summary.chars().count() + 2);
+        format!("{summary}: {}", escape_cut(message, room.min(MAX_SECTION)))
     };
     json!({"text": text, "blocks": blocks})
 }
@@ -151,15 +166,15 @@ fn change_message(kind: EventKind, object: &Value, cluster: Option<&str>) -> Val
         EventKind::Deleted | EventKind::Sync => "deleted",
     };
     let about = describe(
-        text(object, &["/kind"]),
-        text(object, &["/metadata/namespace"]),
-        text(object, &["/metadata/name"]),
+        &field(text(object, &["/kind"])),
+        &field(text(object, &["/metadata/namespace"])),
+        &field(text(object, &["/metadata/name"])),
     );
-    let mut blocks = vec![section(&format!("*{}* {what}", escape(&about)))];
+    let mut blocks = vec![section(&format!("*{about}* {what}"))];
     if let Some(cluster) = cluster {
-        blocks.push(context(&format!("cluster *{}*", escape(cluster))));
+        blocks.push(context(&format!("cluster *{}*", field(cluster))));
     }
-    json!({"text": escape(&format!("{about} {what}")), "blocks": blocks})
+    json!({"text": format!("{about} {what}"), "blocks": blocks})
 }
 
 fn section(text: &str) -> Value {
@@ -248,5 +263,52 @@ mod tests {
         assert!(text.ends_with('…'));
         assert_eq!(escape_cut("a<b", 5), "a&lt;…");
         assert_eq!(escape_cut("a<b", 6), "a&lt;b");
+    }
+
+    /// Every text element of a message: the sections' and the context's.
+    fn texts(message: &Value) -> Vec<&str> {
+        let mut texts = Vec::new();
+        for block in message["blocks"].as_array().unwrap() {
+            texts.extend(block["text"]["text"].as_str());
+            for element in block["elements"].as_array().into_iter().flatten() {
+                texts.extend(element["text"].as_str());
+            }
+        }
+        texts
+    }
+
+    #[test]
+    fn long_fields_are_cut_so_no_text_element_passes_slack_s_limit() {
+        let long = |c: &str, n: usize| c.repeat(n);
+        let mut event = warning();
+        event["reason"] = json!(long("r", 5000));
+        event["source"]["component"] = json!(long("<", 4000));
+        event["involvedObject"]["kind"] = json!(long("k", 3000));
+        event["involvedObject"]["name"] = json!(long("n", 3000));
+        event["involvedObject"]["namespace"] = json!(long("s", 3000));
+        event["lastTimestamp"] = json!(long("t", 4000));
+        event["message"] = json!(long("&", 4000));
+        let cluster = long("c", 4000);
+        let message = build(EventKind::Added, &event, Some(&cluster)).unwrap();
+        let elements = texts(&message);
+        assert_eq!(elements.len(), 3);
+        for text in elements {
+            assert!(
+                text.chars().count() <= 3000,
+                "{} chars",
+                text.chars().count()
+            );
+        }
+        assert!(message["text"].as_str().unwrap().chars().count() <= 4000);
+        let pod = json!({"kind": long("k", 4000), "metadata": {"name": long("n", 4000),
+                         "namespace": long("s", 4000)}});
+        let message = build(EventKind::Added, &pod, Some(&cluster)).unwrap();
+        for text in texts(&message) {
+            assert!(
+                text.chars().count() <= 3000,
+                "{} chars",
+                text.chars().count()
+            );
+        }
     }
 }

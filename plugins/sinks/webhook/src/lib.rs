@@ -21,7 +21,11 @@
 //!
 //! Anything but a 2xx answer, and a timeout or a failed connection, is an error: the daemon
 //! retries the event with backoff and then keeps it as a dead letter, whose error names the
-//! status and the start of the answer's body.
+//! status and the start of the answer's body. A 4xx other than 429 is permanent (a dead
+//! letter at once), and so is a body larger than the handler's
+//! `outbound.max_request_body`. A 429, and a 503 with `Retry-After`, are not failures: the
+//! event is sent again after the wait the receiver asks for (at most 5 minutes; 1 s for a
+//! 429 without `Retry-After`), and the wait does not count toward `max_retries`.
 
 mod template;
 
@@ -63,6 +67,12 @@ impl Config {
         }
         let mut config: Config =
             serde_json::from_value(value).map_err(|e| format!("config: {e}"))?;
+        // A value from a Secret made with `--from-file` ends in a newline: surrounding
+        // whitespace is never part of a URL or a header value (RFC 9110, 5.5).
+        config.url = config.url.trim().to_string();
+        for value in config.headers.values_mut() {
+            *value = value.trim().to_string();
+        }
         if !(config.url.starts_with("http://") || config.url.starts_with("https://")) {
             return Err(format!(
                 "config.url: {:?} is not an http:// or https:// URL",
@@ -131,6 +141,34 @@ fn event_json(event: &Event) -> Result<Value, String> {
     }))
 }
 
+/// The error for a request that failed; one too large also names `hint`, what else helps.
+fn too_large_hint(error: switchyard_sdk::http::Error, hint: &str) -> String {
+    let too_large = error.is_request_too_large();
+    let message = String::from(error);
+    if too_large {
+        format!("{message}: {hint}")
+    } else {
+        message
+    }
+}
+
+/// `requeue-after` for an answer that asks to come back later (see
+/// `Response::retry_later`), logged.
+fn retry_later(response: &switchyard_sdk::http::Response) -> Option<Outcome> {
+    let wait = response.retry_later()?;
+    log(
+        Level::Warn,
+        &format!(
+            "the receiver answered {}: sending again in {} ms, as it asked",
+            response.status,
+            wait.as_millis()
+        ),
+    );
+    Some(Outcome::RequeueAfter(
+        u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+    ))
+}
+
 struct Webhook;
 
 impl Handler for Webhook {
@@ -162,7 +200,17 @@ impl Handler for Webhook {
             } else {
                 request.json(&body)
             };
-            let response = request.send()?.error_for_status()?;
+            let response = request.send().map_err(|e| {
+                too_large_hint(
+                    e,
+                    "or a `body:` template that sends only what the receiver needs (the \
+                     default body is the whole event, object and old object)",
+                )
+            })?;
+            if let Some(later) = retry_later(&response) {
+                return Ok(later);
+            }
+            let response = response.error_for_status()?;
             log(Level::Debug, &format!("delivered: {}", response.status));
             Ok(Outcome::Done)
         })
@@ -248,6 +296,52 @@ mod tests {
     }
 
     #[test]
+    fn a_429_and_a_503_with_retry_after_come_back_when_asked_capped() {
+        let answer = |response: Response| {
+            TestHost::new()
+                .config(json!({"url": URL}))
+                .http("https://hooks.example.com/", response)
+                .handle::<Webhook>(event(EventKind::Added, cm("a", "1")))
+        };
+        let report = answer(Response::new(503, "busy").header("retry-after", "7"));
+        assert_eq!(report.outcome, Ok(Outcome::RequeueAfter(7000)));
+        assert!(
+            report
+                .logs
+                .iter()
+                .any(|(_, l)| l.contains("sending again in 7000 ms"))
+        );
+        assert_eq!(
+            answer(Response::new(429, "slow down").header("Retry-After", "2")).outcome,
+            Ok(Outcome::RequeueAfter(2000))
+        );
+        assert_eq!(
+            answer(Response::new(429, "")).outcome,
+            Ok(Outcome::RequeueAfter(1000))
+        );
+        assert_eq!(
+            answer(Response::new(429, "").header("Retry-After", "86400")).outcome,
+            Ok(Outcome::RequeueAfter(300_000))
+        );
+    }
+
+    #[test]
+    fn a_request_too_large_is_permanent_and_says_what_to_change() {
+        let outcome = TestHost::new()
+            .config(json!({"url": URL}))
+            .http_error(
+                "https://hooks.example.com/",
+                Error::TooLarge("HttpRequestBodySize(Some(1048576))".into()),
+            )
+            .handle::<Webhook>(event(EventKind::Added, cm("a", "1")))
+            .outcome
+            .unwrap_err();
+        assert!(outcome.starts_with("permanent: too large:"), "{outcome}");
+        assert!(outcome.contains("outbound.max_request_body"), "{outcome}");
+        assert!(outcome.contains("`body:` template"), "{outcome}");
+    }
+
+    #[test]
     fn a_5xx_a_4xx_a_timeout_and_a_refused_connection_are_errors() {
         let config = json!({"url": URL});
         let answer = |response: Response| {
@@ -258,8 +352,8 @@ mod tests {
                 .outcome
         };
         assert_eq!(
-            answer(Response::new(503, "busy").header("retry-after", "7")),
-            Err("the receiver answered 503 (Retry-After: 7): busy".into())
+            answer(Response::new(503, "busy")),
+            Err("the receiver answered 503: busy".into())
         );
         assert_eq!(
             answer(Response::new(400, r#"{"error": "unknown field x"}"#)),
@@ -276,6 +370,16 @@ mod tests {
                 .outcome;
             assert_eq!(outcome, Err(error.to_string()));
         }
+    }
+
+    #[test]
+    fn a_url_and_headers_from_a_file_lose_their_final_newline() {
+        let config =
+            json!({"url": format!("{URL}\n"), "headers": {"authorization": " Bearer t\n"}});
+        let report = host(config).handle::<Webhook>(event(EventKind::Added, cm("a", "1")));
+        assert_eq!(report.outcome, Ok(Outcome::Done));
+        assert_eq!(report.requests[0].url, URL);
+        assert_eq!(report.requests[0].headers[0].1, "Bearer t");
     }
 
     #[test]
