@@ -191,8 +191,7 @@ fn built_component(stdout: &str, wanted: &str) -> Option<PathBuf> {
                 .into_iter()
                 .filter_map(|f| f.as_str().map(PathBuf::from))
         })
-        .filter(|f| f.file_name().and_then(|n| n.to_str()) == Some(wanted))
-        .last()
+        .rfind(|f| f.file_name().and_then(|n| n.to_str()) == Some(wanted))
 }
 
 /// Refuses at once, rather than after cargo has built the project's dependencies, when

@@ -225,7 +225,7 @@ impl Outbound {
         if let Some(kind) = causes
             .iter()
             .filter_map(|e| e.downcast_ref::<std::io::Error>())
-            .find_map(|e| io_error(e))
+            .find_map(io_error)
         {
             return kind;
         }
