@@ -13,7 +13,9 @@
 //! the value already there is skipped, so a retried event restarts nothing twice.
 
 use serde_json::{Value, json};
-use switchyard_sdk::{Event, EventKind, Handler, Outcome, cache, export_handler, kube};
+use switchyard_sdk::{
+    Event, EventKind, Handler, Level, Outcome, cache, export_handler, kube, log, metrics,
+};
 
 /// The workload resources followed (each an informer under the handler's `reads:`).
 const WORKLOADS: [&str; 3] = ["deployments", "statefulsets", "daemonsets"];
@@ -105,7 +107,8 @@ fn names(workload: &Value, kind: &str, name: &str) -> bool {
         .is_some_and(|list| list.split(',').any(|n| n.trim() == name))
 }
 
-/// Stamps the workload's pod template, unless it carries the stamp already.
+/// Stamps the workload's pod template, unless it carries the stamp already; a restart is
+/// logged (which workload, for which change) and counted (`reloader_restarts`).
 fn restart(resource: &str, workload: &Value, stamp: &str) -> Result<(), String> {
     if workload["spec"]["template"]["metadata"]["annotations"][STAMP] == stamp {
         return Ok(());
@@ -118,6 +121,15 @@ fn restart(resource: &str, workload: &Value, stamp: &str) -> Result<(), String> 
         meta["name"].as_str().unwrap_or_default(),
         &patch,
     )?;
+    log(
+        Level::Info,
+        &format!(
+            "restarted {resource} {}/{}: {stamp} changed",
+            meta["namespace"].as_str().unwrap_or_default(),
+            meta["name"].as_str().unwrap_or_default()
+        ),
+    );
+    let _ = metrics::counter("reloader_restarts", 1.0, &[("resource", resource)]);
     Ok(())
 }
 
@@ -223,6 +235,19 @@ mod tests {
             stamped,
             expected.map(|(a, b)| (a.to_string(), b.to_string()))
         );
+        let restarts: Vec<&str> = report
+            .lines()
+            .into_iter()
+            .filter(|l| l.starts_with("restarted deployments default/"))
+            .collect();
+        assert_eq!(restarts.len(), 2, "{:?}", report.logs);
+        let counted: f64 = report
+            .metrics
+            .iter()
+            .filter(|m| m.name == "reloader_restarts")
+            .map(|m| m.value)
+            .sum();
+        assert_eq!(counted, 2.0);
     }
 
     #[test]

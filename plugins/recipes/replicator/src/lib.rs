@@ -15,7 +15,9 @@
 
 use serde_json::{Value, json};
 use switchyard_sdk::kube::EventType;
-use switchyard_sdk::{Event, EventKind, Handler, Outcome, cache, export_handler, kube};
+use switchyard_sdk::{
+    Event, EventKind, Handler, Level, Outcome, cache, export_handler, kube, log, metrics,
+};
 
 const TO: &str = "replicator.v1.mittwald.de/replicate-to";
 const TO_MATCHING: &str = "replicator.v1.mittwald.de/replicate-to-matching";
@@ -95,7 +97,7 @@ fn source_changed(resource: &str, source: &Value, deleted: bool) -> Result<(), S
     for replica in cache::list_by_index(resource, REPLICAS, text(source, "/metadata/uid"))? {
         let namespace = text(&replica, "/metadata/namespace");
         if !wanted.iter().any(|w| w == namespace) {
-            kube::delete(resource, Some(namespace), text(&replica, "/metadata/name"))?;
+            delete_copy(resource, namespace, text(&replica, "/metadata/name"))?;
         }
     }
     Ok(())
@@ -112,7 +114,7 @@ fn copy_changed(resource: &str, replica: &Value, from: &str, deleted: bool) -> R
             copy(resource, &source, namespace)
         }
         _ if deleted => Ok(()),
-        _ => kube::delete(resource, Some(namespace), text(replica, "/metadata/name")),
+        _ => delete_copy(resource, namespace, text(replica, "/metadata/name")),
     }
 }
 
@@ -183,7 +185,27 @@ fn copy(resource: &str, source: &Value, namespace: &str) -> Result<(), String> {
             body[field] = source[field].clone();
         }
     }
-    kube::apply(resource, Some(namespace), name, &body).map(drop)
+    kube::apply(resource, Some(namespace), name, &body)?;
+    log(
+        Level::Info,
+        &format!(
+            "replicated {resource} {}/{name} to {namespace}",
+            text(source, "/metadata/namespace")
+        ),
+    );
+    let _ = metrics::counter("replicator_copies", 1.0, &[("resource", resource)]);
+    Ok(())
+}
+
+/// Deletes the copy `namespace/name`, logged and counted (`replicator_deletions`).
+fn delete_copy(resource: &str, namespace: &str, name: &str) -> Result<(), String> {
+    kube::delete(resource, Some(namespace), name)?;
+    log(
+        Level::Info,
+        &format!("deleted the copy {resource} {namespace}/{name}: its source no longer wants it"),
+    );
+    let _ = metrics::counter("replicator_deletions", 1.0, &[("resource", resource)]);
+    Ok(())
 }
 
 export_handler!(Replicator);
@@ -250,6 +272,18 @@ mod tests {
             body["metadata"]["annotations"][TO].is_null(),
             "a copy is no source"
         );
+        assert!(
+            report
+                .lines()
+                .contains(&"replicated secrets default/registry to team-a"),
+            "{:?}",
+            report.logs
+        );
+        let copies = report
+            .metrics
+            .iter()
+            .filter(|m| m.name == "replicator_copies");
+        assert_eq!(copies.count(), 3);
     }
 
     #[test]
@@ -272,6 +306,13 @@ mod tests {
             name: "registry".into(),
         };
         assert_eq!(report.writes, [deleted]);
+        assert!(
+            report.lines().contains(
+                &"deleted the copy secrets stage-1/registry: its source no longer wants it"
+            ),
+            "{:?}",
+            report.logs
+        );
     }
 
     #[test]
