@@ -15,6 +15,9 @@ const SDK_HTTP: &str = include_str!("../../plugins/sdk/src/http.rs");
 /// The Rust SDK's test host.
 const SDK_TESTING: &str = include_str!("../../plugins/sdk/src/testing.rs");
 /// The JavaScript build script and the pinned componentize-js.
+/// The lock file the plugins this repository tests are built with: a new Rust project starts
+/// from the same versions (cargo drops the entries it does not need and adds the project).
+const RUST_LOCK: &str = include_str!("../../plugins/Cargo.lock");
 const JS_BUILD: &str = include_str!("../../plugins/js/build.mjs");
 const JS_PACKAGE: &str = include_str!("../../plugins/js/package.json");
 const JS_LOCK: &str = include_str!("../../plugins/js/package-lock.json");
@@ -53,6 +56,7 @@ pub fn files(name: &str, lang: Lang) -> Vec<(String, String)> {
                 ("switchyard-sdk/src/lib.rs", SDK_LIB.to_string()),
                 ("switchyard-sdk/src/testing.rs", SDK_TESTING.to_string()),
                 ("switchyard-sdk/src/http.rs", SDK_HTTP.to_string()),
+                ("Cargo.lock", RUST_LOCK.to_string()),
                 (".gitignore", "/target\n*.wasm\n".to_string()),
             ]);
             (

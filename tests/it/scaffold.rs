@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use crate::support::spawned;
+use crate::support::{self, spawned};
 
 /// Runs `program` with `args` in `dir`, with `env` added.
 fn run(dir: &Path, program: &str, args: &[&str], env: &[(&str, &Path)]) -> Output {
@@ -151,6 +151,22 @@ fn a_rust_plugin_project_tests_natively_builds_and_replays() {
     assert!(
         stdout.contains("test tests::logs_the_change_and_the_object ... ok"),
         "{stdout}"
+    );
+    // Regression: a new project had no lock file, and cargo took the latest of everything.
+    let locked = |path: &Path| {
+        let text = std::fs::read_to_string(path).unwrap();
+        ["wit-bindgen", "serde_json", "serde"].map(|crate_name| {
+            let entry = format!("name = \"{crate_name}\"\nversion = ");
+            let at = text
+                .find(&entry)
+                .unwrap_or_else(|| panic!("{crate_name} in {path:?}"));
+            text[at + entry.len()..].lines().next().unwrap().to_string()
+        })
+    };
+    assert_eq!(
+        locked(&project.join("Cargo.lock")),
+        locked(&support::root().join("plugins/Cargo.lock")),
+        "the project's versions are not the ones the repository's plugins are tested with"
     );
     build_and_replay(&project, "failed-pods", &env, &[]);
 
