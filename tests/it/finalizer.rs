@@ -359,6 +359,9 @@ async fn a_route_gone_from_the_config_at_a_restart_with_state_dir_lets_go_of_its
                 && l.contains("failed=0")
         })
         .await;
+    // The release is forgotten before that line; a kill before the store commits it would
+    // only release again (harmless), but this checks the record goes.
+    committed(&second).await;
     let lines = second.process.kill();
     // Forgotten once released: a third start has nothing to take off.
     let third = child(dir.path(), &kubeconfig, &plain).await;
