@@ -169,6 +169,20 @@ async fn a_secret_is_waited_for_rotated_into_new_instances_and_never_shown() {
     })
     .await;
     assert_eq!(rotated.path, format!("/hooks/{SECOND}"));
+    // Regression: the handler rebuilt for the new value showed `outbound` requests and
+    // `latency.calls` counted from zero, while `processed` went on: all three go on.
+    let sent = receiver.received().len() as u64;
+    support::eventually("the handler's counts to go on", WAIT, async || {
+        let (_, text) = admin_get(admin, "/handlers/sink").await;
+        let detail: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let counts = (
+            detail["processed"].as_u64(),
+            detail["latency"]["calls"].as_u64(),
+            detail["outbound"][0]["requests"].as_u64(),
+        );
+        (counts == (Some(sent), Some(sent), Some(sent))).then_some(())
+    })
+    .await;
 
     // Nothing the daemon shows holds a value: its log (where the plugin logged its whole
     // config), /status, the handler's detail, the metrics.
