@@ -66,11 +66,12 @@ pub struct Secrets {
 }
 
 impl Secrets {
-    /// Secrets read through `client`; a reference without a namespace means the client's
-    /// default one: the daemon's own namespace in its pod, the kubeconfig's otherwise.
+    /// Secrets read through `client`; a reference without a namespace means the daemon's
+    /// own ([`crate::util::identity::daemon_namespace`]: the pod's, else the kubeconfig
+    /// context's, else `default`).
     pub fn new(client: kube::Client) -> Arc<Self> {
         Arc::new(Self {
-            namespace: client.default_namespace().to_string(),
+            namespace: crate::util::identity::namespace_of(&client),
             client,
             watched: Mutex::new(HashMap::new()),
             changed: watch::channel(0).0,
