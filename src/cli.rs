@@ -92,12 +92,21 @@ pub(crate) enum Command {
         /// The routing config (YAML).
         #[arg(long, short)]
         config: PathBuf,
-        /// Namespace of the ServiceAccount.
-        #[arg(long, default_value = "default", value_parser = dns_label)]
-        namespace: String,
+        /// Namespace of the ServiceAccount (and of the Leases, unless the config names
+        /// one). Default: the daemon's namespace, as `run` finds it: `POD_NAMESPACE`, else
+        /// the pod's service account namespace, else the kubeconfig context's, else
+        /// `default`.
+        #[arg(long, value_parser = dns_label)]
+        namespace: Option<String>,
         /// Name of the ServiceAccount, (Cluster)Roles and bindings.
         #[arg(long, default_value = "switchyard", value_parser = dns_label)]
         name: String,
+        /// Kubeconfig whose context's namespace is the default namespace (as for `run`).
+        #[arg(long)]
+        kubeconfig: Option<PathBuf>,
+        /// Context of the kubeconfig.
+        #[arg(long)]
+        context: Option<String>,
     },
     /// Run the daemon against the built-in simulator with steady churn, printing what the
     /// handlers log.

@@ -97,7 +97,12 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
             config,
             namespace,
             name,
-        } => rbac(&config, namespace, name),
+            kubeconfig,
+            context,
+        } => {
+            let cluster = (kubeconfig, context);
+            rbac(&config, namespace, name, cluster).await
+        }
         Command::Demo {
             config,
             seconds,
@@ -240,10 +245,31 @@ fn load_config_or(path: &Path, outcome: &str) -> Result<Config, ExitCode> {
     })
 }
 
-fn rbac(path: &Path, namespace: String, name: String) -> Result<ExitCode> {
+async fn rbac(
+    path: &Path,
+    namespace: Option<String>,
+    name: String,
+    (kubeconfig, context): (Option<PathBuf>, Option<String>),
+) -> Result<ExitCode> {
     let config = match load_config_or(path, "nothing was printed") {
         Ok(c) => c,
         Err(code) => return Ok(code),
+    };
+    let namespace = match namespace {
+        Some(namespace) => namespace,
+        None => {
+            let kubeconfig = kubeconfig.as_deref().or(config.kubeconfig.as_deref());
+            let named = kubeconfig.is_some() || context.is_some();
+            let context_namespace =
+                match daemon::client::client_config(kubeconfig, context.as_deref()).await {
+                    Ok(found) => Some(found.default_namespace),
+                    Err(e) if named => return Err(e.into()),
+                    // No kubeconfig at all is fine: the rule goes on to `default`.
+                    Err(_) => None,
+                };
+            let dir = switchyard::util::identity::service_account_dir();
+            switchyard::util::identity::daemon_namespace(&dir, context_namespace.as_deref())
+        }
     };
     let source = path.file_name().map_or_else(
         || path.display().to_string(),

@@ -14,11 +14,9 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 
 use super::{Error, Result};
 
-/// Where a pod's service account token, CA and namespace are mounted.
-pub const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
-
-/// Moves [`SERVICE_ACCOUNT_DIR`] elsewhere; meant for testing the in-cluster config.
-pub const SERVICE_ACCOUNT_DIR_ENV: &str = "SWITCHYARD_SERVICEACCOUNT_DIR";
+pub use crate::util::identity::{
+    SERVICE_ACCOUNT_DIR, SERVICE_ACCOUNT_DIR_ENV, service_account_dir,
+};
 
 /// Why the in-cluster config cannot be built.
 #[derive(Debug, thiserror::Error)]
@@ -46,13 +44,18 @@ pub enum InClusterError {
 /// The client config for `kubeconfig` (a file given on the command line or in the config)
 /// and `context`, else what the environment offers; see the module doc for the order. The
 /// API server is reached through the proxy `HTTPS_PROXY` (or `HTTP_PROXY` for a plain-HTTP
-/// server) names unless `NO_PROXY` covers it ([`proxy_for`]).
+/// server) names unless `NO_PROXY` covers it ([`proxy_for`]). Every request carries the
+/// User-Agent `switchyard/VERSION`.
 pub async fn client_config(
     kubeconfig: Option<&Path>,
     context: Option<&str>,
 ) -> Result<kube::Config> {
     let mut config = load(kubeconfig, context).await?;
     config.proxy_url = proxy_for(&config);
+    config.headers.push((
+        http::header::USER_AGENT,
+        http::HeaderValue::from_static(crate::util::identity::USER_AGENT),
+    ));
     Ok(config)
 }
 
@@ -75,6 +78,21 @@ pub fn proxy_for(config: &kube::Config) -> Option<http::Uri> {
     }
 }
 
+/// `ha` with the Lease namespace the daemon uses: the config's `ha.lease_namespace`, else
+/// the daemon's namespace ([`crate::util::identity::daemon_namespace`]: the pod's, else the
+/// kubeconfig context's, else `default`), the rule `switchyard rbac` follows too.
+pub fn with_lease_namespace(
+    ha: &crate::config::HaSpec,
+    client: &kube::Client,
+) -> crate::config::HaSpec {
+    let mut ha = ha.clone();
+    if !ha.lease_namespace_written {
+        ha.lease_namespace = crate::util::identity::namespace_of(client);
+    }
+    ha
+}
+
+/// The config [`client_config`] starts from.
 async fn load(kubeconfig: Option<&Path>, context: Option<&str>) -> Result<kube::Config> {
     let options = KubeConfigOptions {
         context: context.map(String::from),
@@ -96,9 +114,7 @@ async fn load(kubeconfig: Option<&Path>, context: Option<&str>) -> Result<kube::
         && context.is_none()
         && let Some((host, port)) = service
     {
-        let dir = std::env::var_os(SERVICE_ACCOUNT_DIR_ENV)
-            .map_or_else(|| PathBuf::from(SERVICE_ACCOUNT_DIR), PathBuf::from);
-        return in_cluster(&host, &port, &dir).map_err(Error::InCluster);
+        return in_cluster(&host, &port, &service_account_dir()).map_err(Error::InCluster);
     }
     kube::Config::from_kubeconfig(&options)
         .await

@@ -235,7 +235,7 @@ fn start_ha(
     let membership = assignment_tx.map(|tx| {
         let (stop, stopped) = watch::channel(false);
         let (membership, task) = crate::sharding::Membership::start(
-            config.ha.clone(),
+            client::with_lease_namespace(&config.ha, &shared.client),
             shared.client.clone(),
             tx,
             stopped,
@@ -248,7 +248,7 @@ fn start_ha(
     let election = (config.ha.mode == HaMode::Leader).then(|| {
         let (stop, stopped) = watch::channel(false);
         let (election, task) = Election::start(
-            config.ha.clone(),
+            client::with_lease_namespace(&config.ha, &shared.client),
             shared.client.clone(),
             shared.active.clone(),
             stopped,

@@ -147,6 +147,7 @@ impl Shared {
             }
         };
         let metrics = Arc::new(Metrics::new());
+        let ha = super::client::with_lease_namespace(&config.ha, &client);
         let shared = Arc::new(Shared {
             informers: match assignment {
                 Some(rx) => InformerFactory::new(client.clone()).sharded(rx),
@@ -171,7 +172,7 @@ impl Shared {
             election: None,
             shards: None,
             tenure: None,
-            ha: config.ha.clone(),
+            ha,
             state: None,
             state_metrics: Default::default(),
             slots,

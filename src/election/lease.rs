@@ -5,11 +5,11 @@ use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
-use kube::api::PostParams;
 use tokio::time::Instant;
 
 use super::status::ElectionStatus;
 use crate::config::HaSpec;
+use crate::util::identity::{FIELD_MANAGER, post_params};
 
 /// What an attempt came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -135,7 +135,7 @@ impl LeaseClient {
                 ..LeaseSpec::default()
             }),
         };
-        match self.api.create(&PostParams::default(), &lease).await {
+        match self.api.create(&post_params(FIELD_MANAGER), &lease).await {
             Ok(created) => self.won(created, status),
             Err(e) => self.lost(&e, status),
         }
@@ -145,7 +145,7 @@ impl LeaseClient {
     async fn replace(&mut self, lease: Lease, status: &ElectionStatus) -> Attempt {
         match self
             .api
-            .replace(&self.name, &PostParams::default(), &lease)
+            .replace(&self.name, &post_params(FIELD_MANAGER), &lease)
             .await
         {
             Ok(written) => self.won(written, status),

@@ -12,9 +12,10 @@
 
 use std::sync::Arc;
 
-use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, ApiResource, DynamicObject, Patch};
 use serde_json::{Value, json};
 
+use crate::util::identity::{FIELD_MANAGER, patch_params};
 use crate::util::{FastMap as HashMap, kube_error};
 
 /// Attempts at a write whose test keeps failing (another writer keeps changing the object).
@@ -220,7 +221,7 @@ impl RouteFinalizer {
             .api
             .patch(
                 &target.name,
-                &PatchParams::default(),
+                &patch_params(FIELD_MANAGER),
                 &Patch::<()>::Json(ops),
             )
             .await

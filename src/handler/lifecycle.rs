@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tokio::task::JoinHandle;
 
-use super::status::RECENT_ERRORS;
+use super::status::{RECENT_CALLS, RECENT_ERRORS};
 use super::{Delivery, Handler, Owed, WorkKey};
 use crate::util::lock;
 
@@ -43,8 +43,8 @@ impl Handler {
 
     /// Hands this handler's work to `successor`, which replaces it after a config change:
     /// no new call starts here, calls in flight finish (for up to `grace`), the workers
-    /// stop, and every event still owed, every dead letter and the counters move to
-    /// `successor`. Events it owes a key are delivered before those the key already owes
+    /// stop, and every event still owed, every dead letter, the counters, the recent call
+    /// durations (`latency`) and the outbound requests by host move to `successor`. Events it owes a key are delivered before those the key already owes
     /// `successor`. Retry counts start again from the first attempt. A shadow's counts and
     /// differences move too when the successor's shadow runs the same plugin.
     pub async fn hand_over(&self, successor: &Handler, grace: Duration) {
@@ -64,6 +64,7 @@ impl Handler {
         for (from, to) in self.counters.pairs(&successor.counters) {
             to.fetch_add(from.swap(0, Ordering::Relaxed), Ordering::Relaxed);
         }
+        let outbound = self.outbound_status();
         let recent = std::mem::take(&mut *lock(&self.recent));
         let mut theirs = lock(&successor.recent);
         let mut errors = recent.errors;
@@ -72,6 +73,13 @@ impl Handler {
             errors.pop_front();
         }
         theirs.errors = errors;
+        let mut durations = recent.durations;
+        durations.extend(theirs.durations.drain(..));
+        while durations.len() > RECENT_CALLS {
+            durations.pop_front();
+        }
+        theirs.durations = durations;
+        theirs.outbound_before = super::status::outbound_sum(&theirs.outbound_before, outbound);
         drop(theirs);
         if let (Some(mine), Some(theirs)) = (&self.shadow, &successor.shadow)
             && mine.plugin() == theirs.plugin()

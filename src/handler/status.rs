@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use serde::Serialize;
 
 use super::Handler;
+use crate::plugin::outbound::HostStatus;
 use crate::util::lock;
 
 /// What a handler has done since it started (moved to its successor on a reload).
@@ -72,18 +73,43 @@ pub struct HandlerStatus {
     /// The plugin's outbound HTTP requests by destination, if its `capabilities.http`
     /// allows any.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub outbound: Vec<crate::plugin::outbound::HostStatus>,
+    pub outbound: Vec<HostStatus>,
 }
 
 /// How many recent errors and call durations a handler remembers.
 pub(super) const RECENT_ERRORS: usize = 10;
 pub(super) const RECENT_CALLS: usize = 1024;
 
-/// Recent errors and call durations, for GET /handlers/{name}.
+/// Recent errors and call durations, for GET /handlers/{name}, and the outbound requests
+/// of the handlers this one replaced.
 #[derive(Debug, Default)]
 pub(super) struct Recent {
     pub(super) errors: VecDeque<RecentError>,
     pub(super) durations: VecDeque<f64>,
+    /// What the handlers this one replaced (a config change, a rotated Secret) sent, by
+    /// host: counted on with this one's own.
+    pub(super) outbound_before: Vec<HostStatus>,
+}
+
+/// The requests of `before` and `now` by host, counted together; the percentile is the
+/// newer one where there is one.
+pub(super) fn outbound_sum(before: &[HostStatus], now: Vec<HostStatus>) -> Vec<HostStatus> {
+    let mut hosts: std::collections::BTreeMap<String, HostStatus> =
+        before.iter().map(|h| (h.host.clone(), h.clone())).collect();
+    for host in now {
+        match hosts.get_mut(&host.host) {
+            Some(sum) => {
+                sum.requests += host.requests;
+                sum.errors += host.errors;
+                sum.refused += host.refused;
+                sum.p99_ms = host.p99_ms.or(sum.p99_ms);
+            }
+            None => {
+                hosts.insert(host.host.clone(), host);
+            }
+        }
+    }
+    hosts.into_values().collect()
 }
 
 /// One recent failure.
@@ -175,15 +201,23 @@ impl Handler {
             quarantines,
             undelivered: c.undelivered.load(Ordering::Relaxed),
             shadow: self.shadow.as_ref().map(|s| s.status()),
-            outbound: lock(&self.host_context)
-                .outbound()
-                .map(|o| o.status())
-                .unwrap_or_default(),
+            outbound: self.outbound_status(),
         }
+    }
+
+    /// The outbound requests by host, counting those of the handlers this one replaced.
+    pub(super) fn outbound_status(&self) -> Vec<HostStatus> {
+        let now = lock(&self.host_context)
+            .outbound()
+            .map(|o| o.status())
+            .unwrap_or_default();
+        outbound_sum(&lock(&self.recent).outbound_before, now)
     }
 
     /// Everything GET /handlers/{name} shows.
     pub fn detail(&self) -> HandlerDetail {
+        // Before `recent` is locked: the status reads it too.
+        let status = self.status();
         let recent = lock(&self.recent);
         let mut sorted: Vec<f64> = recent.durations.iter().copied().collect();
         sorted.sort_by(f64::total_cmp);
@@ -195,7 +229,7 @@ impl Handler {
             (sorted[index] * 1000.0 * 1000.0).round() / 1000.0
         };
         HandlerDetail {
-            status: self.status(),
+            status,
             concurrency: self.spec.concurrency,
             timeout_ms: self.spec.timeout.as_millis(),
             memory_bytes: self.spec.memory,

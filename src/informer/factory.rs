@@ -25,6 +25,9 @@ pub struct InformerFactory {
     assignment: Option<watch::Receiver<Option<Assignment>>>,
     /// The state store's room: informers wait on it before each event they read.
     pressure: Option<Pressure>,
+    /// Whether an informer has logged that the API server does not serve streaming lists:
+    /// said once (at INFO) for all of this factory's informers.
+    fallback_logged: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl InformerFactory {
@@ -36,6 +39,7 @@ impl InformerFactory {
             retry_delay: None,
             assignment: None,
             pressure: None,
+            fallback_logged: Arc::default(),
         }
     }
 
@@ -89,7 +93,13 @@ impl InformerFactory {
         if let Some(existing) = informers.get(&key) {
             return Ok(existing.clone());
         }
-        let informer = Informer::new(key.clone(), resource, options, self.assignment.clone());
+        let informer = Informer::new(
+            key.clone(),
+            resource,
+            options,
+            self.assignment.clone(),
+            self.fallback_logged.clone(),
+        );
         let task = tokio::spawn(reflector::run(
             informer.clone(),
             api,

@@ -17,7 +17,7 @@
 //! is not a number the check is skipped.
 //!
 //! Where the server serves them, lists are streaming lists ([`streaming`]): a watch that
-//! sends every object, then goes on as the watch. An informer whose server refuses them lists
+//! sends every object, then goes on as the watch. An informer whose server fails one lists
 //! in pages, as does one with a shard selector (whose list says whether the server applied
 //! it).
 
@@ -59,10 +59,22 @@ pub(super) enum Event {
     ListSize(usize),
     /// One object of the list in progress.
     Listed(Received),
-    /// The list is complete: every object was [`Event::Listed`].
-    ListDone,
-    /// A watch stream is open: the watch works (again).
-    Watching,
+    /// The list is complete: every object was [`Event::Listed`]; the watch goes on from
+    /// `rv`, the list's resourceVersion.
+    ListDone {
+        /// The list's resourceVersion.
+        rv: String,
+    },
+    /// A watch stream is open from `rv`: the watch works (again).
+    Watching {
+        /// The resourceVersion the watch starts after.
+        rv: String,
+    },
+    /// A bookmark: the watch is at resourceVersion `rv` (nothing changed in between).
+    Bookmark {
+        /// The bookmark's resourceVersion.
+        rv: String,
+    },
     /// The watch saw an object added or changed.
     Applied(Received),
     /// The watch saw an object deleted.
@@ -240,7 +252,7 @@ pub(super) fn list_watch(
     let with = With {
         api,
         streaming: selectors.shard.is_none(),
-        stream_ends: 0,
+        fell_back: None,
         reported: None,
         selectors,
         decoder,
@@ -266,8 +278,9 @@ struct With {
     page_text: Vec<u8>,
     /// Whether lists are streaming lists (until the server refuses one).
     streaming: bool,
-    /// Streaming lists ended before their end bookmark, in a row.
-    stream_ends: u8,
+    /// When the last streaming list failed and lists went to pages: a streaming list is
+    /// tried again at the first list [`streaming::STREAMING_RETRY`] later.
+    fell_back: Option<tokio::time::Instant>,
     /// The list mode last reported.
     reported: Option<bool>,
 }
@@ -288,6 +301,12 @@ impl With {
 
 /// Advances one step; returns what to report, if anything, and the next state.
 async fn step(with: &mut With, state: State) -> (Option<Result<Event, Error>>, State) {
+    if matches!(state, State::Empty)
+        && streaming::streams_again(with.fell_back, tokio::time::Instant::now())
+    {
+        with.streaming = true;
+        with.fell_back = None;
+    }
     let (api, selectors) = (&with.api, &with.selectors);
     match state {
         State::Empty if with.streaming => (Some(Ok(Event::ListStarted)), State::StreamStart),
@@ -340,10 +359,8 @@ async fn next_page(
     match (continue_token, rv) {
         (None, Some(rv)) => {
             with.page_text = Vec::new();
-            (
-                Some(Ok(Event::ListDone)),
-                State::Resume { rv, check: false },
-            )
+            let done = Event::ListDone { rv: rv.clone() };
+            (Some(Ok(done)), State::Resume { rv, check: false })
         }
         (token, _) => list_page(with, token).await,
     }
@@ -423,7 +440,7 @@ async fn resume(
     .await
     {
         Ok(stream) => (
-            Some(Ok(Event::Watching)),
+            Some(Ok(Event::Watching { rv: rv.clone() })),
             State::Watching {
                 rv,
                 stream: WatchStream {
@@ -535,10 +552,13 @@ async fn next_change(
     }
     match watch_event(decoder, &stream.line) {
         Ok(None) => (None, State::Watching { rv, stream }),
-        Ok(Some(WatchLine::Bookmark(mark))) => {
-            let rv = mark.version.filter(|m| !m.is_empty()).unwrap_or(rv);
-            (None, State::Watching { rv, stream })
-        }
+        Ok(Some(WatchLine::Bookmark(mark))) => match mark.version.filter(|m| !m.is_empty()) {
+            Some(rv) => (
+                Some(Ok(Event::Bookmark { rv: rv.clone() })),
+                State::Watching { rv, stream },
+            ),
+            None => (None, State::Watching { rv, stream }),
+        },
         Ok(Some(WatchLine::Object(event))) => {
             let (Event::Applied(object) | Event::Deleted(object)) = &event else {
                 unreachable!("a watch line carries an applied or deleted object")

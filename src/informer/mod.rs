@@ -126,7 +126,7 @@ pub struct CacheOptions {
 /// The health of an informer's watch, as /status shows it.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct WatchHealth {
-    /// The newest resourceVersion seen.
+    /// The newest resourceVersion seen: of the last object, list, watch start or bookmark.
     pub resource_version: Option<String>,
     /// Times the list or watch failed and was retried.
     pub restarts: u64,
@@ -144,7 +144,8 @@ pub struct WatchHealth {
     /// How the informer lists: `streaming` (a watch sending every object, KEP-3157) or
     /// `paged`; none until its first list began.
     pub list_mode: Option<&'static str>,
-    /// Why it lists in pages although it tried streaming lists: the server's refusal.
+    /// Why it lists in pages although it tried streaming lists: "this API server does not
+    /// serve streaming lists (WatchList): listing in pages" and the server's answer.
     pub list_fallback: Option<String>,
 }
 
@@ -180,6 +181,9 @@ pub struct Informer {
     next_subscription: std::sync::atomic::AtomicU64,
     /// This replica's share of the objects, in sharded mode.
     shard: Option<shard::Shard>,
+    /// Whether an informer of the same factory has logged that the API server does not
+    /// serve streaming lists.
+    fallback_logged: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Informer {
@@ -188,6 +192,7 @@ impl Informer {
         resource: ApiResource,
         options: CacheOptions,
         assignment: Option<watch::Receiver<Option<crate::sharding::Assignment>>>,
+        fallback_logged: Arc<std::sync::atomic::AtomicBool>,
     ) -> Arc<Self> {
         let shard = assignment.map(|rx| shard::Shard::new(options.shard_by, rx));
         let store = Store::watching(options.indexers, key.namespace.as_deref());
@@ -204,6 +209,7 @@ impl Informer {
             task: Mutex::new(None),
             resync_changed: tokio::sync::Notify::new(),
             next_subscription: std::sync::atomic::AtomicU64::new(1),
+            fallback_logged,
         })
     }
 

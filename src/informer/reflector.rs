@@ -63,7 +63,10 @@ async fn watch_until_ended(
     let seen = progressed.clone();
     // Runs before the backoff sees the event, so its reset knows what the event was.
     let events = listwatch::list_watch(api, selectors, informer.decoder()).inspect(move |e| {
-        let progress = matches!(e, Ok(event) if !matches!(event, Event::ListStarted));
+        let progress = matches!(
+            e,
+            Ok(event) if !matches!(event, Event::ListStarted | Event::ListMode { .. })
+        );
         seen.store(progress, Ordering::Relaxed);
     });
     let mut events = match retry_delay {
@@ -151,18 +154,7 @@ fn handle(informer: &Informer, listing: &mut Option<Listing>, event: Event) {
         Event::Listed(object) | Event::Applied(object) | Event::Deleted(object)
             if !informer.owns(&object) => {}
         Event::ShardApplied(applied) => informer.shard_applied(applied),
-        Event::ListMode { streaming, why } => {
-            let mode = if streaming { "streaming" } else { "paged" };
-            match &why {
-                Some(why) => {
-                    tracing::warn!(informer = %informer.key(), mode, why = %why, "lists in pages")
-                }
-                None => tracing::info!(informer = %informer.key(), mode, "list mode"),
-            }
-            let mut health = informer.health_mut();
-            health.list_mode = Some(mode);
-            health.list_fallback = why;
-        }
+        Event::ListMode { streaming, why } => list_mode(informer, streaming, why),
         Event::ListSize(size) => {
             if let Some(seen) = listing.as_mut().and_then(|l| l.seen.as_mut()) {
                 seen.reserve(size);
@@ -182,9 +174,10 @@ fn handle(informer: &Informer, listing: &mut Option<Listing>, event: Event) {
                 }
             }
         }
-        Event::ListDone => {
+        Event::ListDone { rv } => {
             {
                 let mut health = informer.health_mut();
+                health.resource_version = Some(rv);
                 health.listed = None;
                 health.last_error = None;
                 health.last_error_code = None;
@@ -201,11 +194,13 @@ fn handle(informer: &Informer, listing: &mut Option<Listing>, event: Event) {
             }
             informer.mark_synced();
         }
-        Event::Watching => {
+        Event::Watching { rv } => {
             let mut health = informer.health_mut();
+            health.resource_version = Some(rv);
             health.last_error = None;
             health.last_error_code = None;
         }
+        Event::Bookmark { rv } => informer.health_mut().resource_version = Some(rv),
         Event::Applied(object) => {
             informer.apply(object);
         }
@@ -220,6 +215,23 @@ fn handle(informer: &Informer, listing: &mut Option<Listing>, event: Event) {
             informer.delete(object);
         }
     }
+}
+
+/// Records how the informer lists. The first informer of a start to list in pages because
+/// the server failed its streaming list says so at INFO; the others (each resource of the
+/// same server would say the same) at DEBUG.
+fn list_mode(informer: &Informer, streaming: bool, why: Option<String>) {
+    let mode = if streaming { "streaming" } else { "paged" };
+    match &why {
+        Some(why) if !informer.fallback_logged.swap(true, Ordering::Relaxed) => {
+            tracing::info!(informer = %informer.key(), "{why}");
+        }
+        Some(why) => tracing::debug!(informer = %informer.key(), "{why}"),
+        None => tracing::debug!(informer = %informer.key(), mode, "list mode"),
+    }
+    let mut health = informer.health_mut();
+    health.list_mode = Some(mode);
+    health.list_fallback = why;
 }
 
 /// Records a failure; the loop retries after the backoff. A failure that means listing

@@ -15,8 +15,9 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
-use kube::runtime::WatchStreamExt;
-use kube::runtime::watcher::{self, Event};
+use kube::api::{ListParams, WatchEvent, WatchParams};
+use kube::runtime::utils::Backoff;
+use kube::runtime::watcher::DefaultBackoff;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -27,6 +28,9 @@ use crate::util::{kube_error, lock, redact};
 /// How long applying a config waits for the first read of a Secret it names for the first
 /// time; after that the handler waits (and `/readyz?verbose` says for what).
 const FIRST_READ: Duration = Duration::from_secs(5);
+
+/// How long the API server keeps a Secret's watch open, in seconds.
+const WATCH_TIMEOUT: u32 = 290;
 
 /// A Secret: namespace and name.
 pub type SecretName = (String, String);
@@ -62,11 +66,12 @@ pub struct Secrets {
 }
 
 impl Secrets {
-    /// Secrets read through `client`; a reference without a namespace means the client's
-    /// default one: the daemon's own namespace in its pod, the kubeconfig's otherwise.
+    /// Secrets read through `client`; a reference without a namespace means the daemon's
+    /// own ([`crate::util::identity::daemon_namespace`]: the pod's, else the kubeconfig
+    /// context's, else `default`).
     pub fn new(client: kube::Client) -> Arc<Self> {
         Arc::new(Self {
-            namespace: client.default_namespace().to_string(),
+            namespace: crate::util::identity::namespace_of(&client),
             client,
             watched: Mutex::new(HashMap::new()),
             changed: watch::channel(0).0,
@@ -194,7 +199,11 @@ impl Secrets {
 }
 
 /// Watches one Secret until aborted, keeping `known` current and bumping `changed` when
-/// it changes. Failures are retried with kube-runtime's default backoff.
+/// it changes: a list limited to it, then a watch from the list's version, again and again.
+/// Failures are retried with kube-runtime's default backoff (800 ms doubling to 30 s),
+/// reset only by progress (an event, or a watch that ran to its end): kube's watcher, whose
+/// backoff every `Init` event resets, retried a 403 about once a second. The first failure
+/// after a success is logged at WARN by the API server's message, the retries at DEBUG.
 async fn watch_one(
     client: kube::Client,
     (namespace, name): SecretName,
@@ -203,52 +212,110 @@ async fn watch_one(
 ) {
     let api: Api<Secret> = Api::namespaced(client, &namespace);
     let selector = format!("metadata.name={name}");
-    let stream =
-        watcher::watcher(api, watcher::Config::default().fields(&selector)).default_backoff();
-    let mut stream = std::pin::pin!(stream);
-    let mut listed: Option<BTreeMap<String, Vec<u8>>> = None;
+    let shown = format!("{namespace}/{name}");
     let set = |next: Known| {
         let mut current = lock(&known);
         if *current != next {
             if current.error.is_none()
                 && let Some(error) = &next.error
             {
-                tracing::warn!(secret = %format!("{namespace}/{name}"), %error, "cannot read the Secret a handler's config names");
+                tracing::warn!(secret = %shown, %error, "cannot read the Secret a handler's config names");
             }
             *current = next;
             drop(current);
             changed.send_modify(|n| *n += 1);
         }
     };
+    let mut backoff = DefaultBackoff::default();
+    loop {
+        let began = tokio::time::Instant::now();
+        let failed = match follow(&api, &selector, &set).await {
+            // A watch that ran a while and ended (its timeout): again at once.
+            Ok(()) if began.elapsed() >= Duration::from_secs(1) => {
+                backoff.reset();
+                continue;
+            }
+            // One that ends as it starts is not let spin.
+            Ok(()) => {
+                let wait = backoff.next().unwrap_or(Duration::from_secs(30));
+                tokio::time::sleep(wait).await;
+                continue;
+            }
+            Err(failed) => failed,
+        };
+        if failed.progressed {
+            backoff.reset();
+        }
+        let data = lock(&known).data.clone();
+        set(Known {
+            read: true,
+            data,
+            error: Some(failed.error.clone()),
+        });
+        let wait = backoff.next().unwrap_or(Duration::from_secs(30));
+        tracing::debug!(secret = %shown, error = %failed.error, ?wait, "reading the Secret failed; trying again");
+        tokio::time::sleep(wait).await;
+    }
+}
+
+/// Why listing or watching a Secret failed, and whether anything came before.
+struct Failed {
+    /// The failure as people read it: the API server's message and code.
+    error: String,
+    /// Whether the watch delivered an event before it failed.
+    progressed: bool,
+}
+
+/// Lists the Secret (limited to it by `selector`), then watches it from the list's version
+/// until the watch ends (`Ok`) or fails; passes each state read to `set`.
+async fn follow(
+    api: &Api<Secret>,
+    selector: &str,
+    set: &(dyn Fn(Known) + Sync),
+) -> Result<(), Failed> {
+    let failed = |error: &kube::Error, progressed| Failed {
+        error: kube_error(error),
+        progressed,
+    };
+    let list = api
+        .list(&ListParams::default().fields(selector))
+        .await
+        .map_err(|e| failed(&e, false))?;
+    let rv = list.metadata.resource_version.unwrap_or_default();
+    set(Known {
+        read: true,
+        data: list.items.into_iter().next().map(data_of),
+        error: None,
+    });
+    let params = WatchParams::default()
+        .fields(selector)
+        .timeout(WATCH_TIMEOUT);
+    let stream = api
+        .watch(&params, &rv)
+        .await
+        .map_err(|e| failed(&e, false))?;
+    let mut stream = std::pin::pin!(stream);
+    let mut progressed = false;
     while let Some(event) = stream.next().await {
-        match event {
-            Ok(Event::Init) => listed = None,
-            Ok(Event::InitApply(secret)) => listed = Some(data_of(secret)),
-            Ok(Event::InitDone) => set(Known {
-                read: true,
-                data: listed.take(),
-                error: None,
-            }),
-            Ok(Event::Apply(secret)) => set(Known {
-                read: true,
-                data: Some(data_of(secret)),
-                error: None,
-            }),
-            Ok(Event::Delete(_)) => set(Known {
-                read: true,
-                data: None,
-                error: None,
-            }),
-            Err(e) => {
-                let data = lock(&known).data.clone();
-                set(Known {
-                    read: true,
-                    data,
-                    error: Some(watch_error(&e)),
+        let data = match event.map_err(|e| failed(&e, progressed))? {
+            WatchEvent::Added(secret) | WatchEvent::Modified(secret) => Some(data_of(secret)),
+            WatchEvent::Deleted(_) => None,
+            WatchEvent::Bookmark(_) => continue,
+            WatchEvent::Error(status) => {
+                return Err(Failed {
+                    error: format!("{} ({})", status.message, status.code),
+                    progressed,
                 });
             }
-        }
+        };
+        progressed = true;
+        set(Known {
+            read: true,
+            data,
+            error: None,
+        });
     }
+    Ok(())
 }
 
 /// A Secret's keys and values (`stringData` too, which an API server folds into `data`).
@@ -263,15 +330,4 @@ fn data_of(secret: Secret) -> BTreeMap<String, Vec<u8>> {
         data.insert(k, v.into_bytes());
     }
     data
-}
-
-/// A watch failure as people read it: a Kubernetes `Status` by its message.
-fn watch_error(error: &watcher::Error) -> String {
-    match error {
-        watcher::Error::InitialListFailed(e)
-        | watcher::Error::WatchStartFailed(e)
-        | watcher::Error::WatchFailed(e) => kube_error(e),
-        watcher::Error::WatchError(status) => format!("{} ({})", status.message, status.code),
-        other => other.to_string(),
-    }
 }

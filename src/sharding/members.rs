@@ -23,7 +23,7 @@ use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
-use kube::api::{DeleteParams, ListParams, PostParams, Preconditions};
+use kube::api::{DeleteParams, ListParams, Preconditions};
 use serde::Serialize;
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -31,6 +31,7 @@ use tokio::time::Instant;
 use super::HashRange;
 use super::tenure::{Stamp, Tenure};
 use crate::config::HaSpec;
+use crate::util::identity::{FIELD_MANAGER, post_params};
 use crate::util::lock;
 
 /// The label every member Lease carries (its value: the group's `lease_name`).
@@ -306,7 +307,7 @@ impl Poller {
             let lease = self.renewed(last, &now);
             match self
                 .api
-                .replace(&self.own, &PostParams::default(), &lease)
+                .replace(&self.own, &post_params(FIELD_MANAGER), &lease)
                 .await
             {
                 Ok(written) => {
@@ -327,12 +328,12 @@ impl Poller {
                     spec: None,
                 };
                 let lease = self.renewed(lease, &now);
-                self.api.create(&PostParams::default(), &lease).await
+                self.api.create(&post_params(FIELD_MANAGER), &lease).await
             }
             Some(current) => {
                 let lease = self.renewed(current, &now);
                 self.api
-                    .replace(&self.own, &PostParams::default(), &lease)
+                    .replace(&self.own, &post_params(FIELD_MANAGER), &lease)
                     .await
             }
         };

@@ -9,6 +9,7 @@
 //! | `POST /_switchyard/faults/expire-watches` `{"count": N}` | answer the next N watches 410 Expired |
 //! | `POST /_switchyard/faults/fail-requests` `{"count": N, "code": 429, "retryAfterSeconds": 1, "verbs": ["list"], "resources": ["leases"]}` | answer the next N requests (of those verbs and resources; default all) with that code |
 //! | `POST /_switchyard/faults/delay` `{"ms": D}` | delay every API request by D ms (0 ends it) |
+//! | `POST /_switchyard/faults/watch-list-storage` `{"fail": true}` | accept streaming lists (`sendInitialEvents`), then fail them with an ERROR event, 500, as kube-apiserver over an etcd without `RequestWatchProgress` (`false` ends it) |
 //! | `POST /_switchyard/faults/compact` | drop the change history: older versions get 410 |
 //! | `POST /_switchyard/faults/restart` `{"downMs": D}` | stop the server, stay down D ms, serve again on the same port with the same state |
 //! | `POST /_switchyard/faults/restart` `{"downMs": D, "empty": true}` | the same, but the server comes back empty, its resourceVersions starting from zero again (etcd wiped or restored from an old backup) |
@@ -39,6 +40,7 @@ pub fn router() -> axum::Router<ApiState> {
         .route("/faults/expire-watches", post(expire_watches))
         .route("/faults/fail-requests", post(fail_requests))
         .route("/faults/delay", post(delay))
+        .route("/faults/watch-list-storage", post(watch_list_storage))
         .route("/faults/compact", post(compact))
         .route("/faults/restart", post(restart))
 }
@@ -123,6 +125,27 @@ async fn delay(State(state): State<ApiState>, bytes: Bytes) -> Response {
     match body::<Delay>(&bytes) {
         Ok(Delay { ms }) => {
             state.faults.set_delay(Duration::from_millis(ms));
+            current(&state)
+        }
+        Err(message) => bad_request(message),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Fail {
+    #[serde(default = "yes")]
+    fail: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+async fn watch_list_storage(State(state): State<ApiState>, bytes: Bytes) -> Response {
+    match body::<Fail>(&bytes) {
+        Ok(Fail { fail }) => {
+            state.faults.fail_watch_lists_in_storage(fail);
             current(&state)
         }
         Err(message) => bad_request(message),

@@ -1,6 +1,7 @@
 //! Faults injected into the simulator's API, to test how clients cope: the next watches
 //! answered 410 Expired, the next requests answered with an error (429 with `Retry-After`,
-//! 500, ...), and a delay before every answer. Set them from tests through
+//! 500, ...), a delay before every answer, and streaming lists accepted and then failed as
+//! kube-apiserver fails them over an etcd without `RequestWatchProgress`. Set them from tests through
 //! [`super::Simulator::faults`], or over HTTP through [`super::control`].
 
 use std::sync::{Mutex, MutexGuard};
@@ -116,6 +117,11 @@ pub struct FaultStatus {
     pub failures: Vec<RequestFailure>,
     /// Milliseconds every API request waits before it is answered.
     pub delay_ms: u64,
+    /// Whether streaming lists (watches with `sendInitialEvents=true`) are answered 200 and
+    /// then failed with an ERROR event, code 500, "the required storage feature
+    /// RequestWatchProgress is disabled", as kube-apiserver 1.36 with `WatchList` on answers
+    /// over an etcd older than 3.5.13 / 3.4.31.
+    pub watch_list_unsupported_by_storage: bool,
 }
 
 /// The faults of one simulator. Every method is safe to call concurrently.
@@ -142,6 +148,17 @@ impl Faults {
             self.lock().failures.push(failure);
         }
         Ok(())
+    }
+
+    /// Accepts streaming lists and then fails them with an ERROR event, 500, as an API
+    /// server whose storage lacks `RequestWatchProgress` does (`false` ends it).
+    pub fn fail_watch_lists_in_storage(&self, fail: bool) {
+        self.lock().watch_list_unsupported_by_storage = fail;
+    }
+
+    /// Whether streaming lists are failed as [`Faults::fail_watch_lists_in_storage`] says.
+    pub(super) fn watch_lists_fail_in_storage(&self) -> bool {
+        self.lock().watch_list_unsupported_by_storage
     }
 
     /// Delays every API request by `delay` before answering it (zero for none).

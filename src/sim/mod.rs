@@ -36,6 +36,7 @@ pub mod resources;
 pub mod table;
 pub mod tls;
 pub mod watch;
+pub mod writes_log;
 
 use std::io;
 use std::net::SocketAddr;
@@ -130,6 +131,7 @@ pub enum ServerCommand {
 pub struct Simulator {
     cluster: Arc<Cluster>,
     faults: Arc<Faults>,
+    writes: Arc<writes_log::WriteLog>,
     addr: SocketAddr,
     watches: WatchSignals,
     commands: mpsc::UnboundedSender<ServerCommand>,
@@ -154,10 +156,12 @@ impl Simulator {
         let addr = listener.local_addr()?;
         let (commands, received) = mpsc::unbounded_channel();
         let faults = Arc::new(Faults::default());
+        let writes = Arc::new(writes_log::WriteLog::default());
         let watches = WatchSignals::default();
         let state = api::ApiState {
             cluster: cluster.clone(),
             faults: faults.clone(),
+            writes: writes.clone(),
             watches: watches.clone(),
             bookmark_interval: options.bookmark_interval,
             version_wait: options.version_wait,
@@ -175,6 +179,7 @@ impl Simulator {
         Ok(Self {
             cluster,
             faults,
+            writes,
             addr,
             watches,
             commands,
@@ -208,6 +213,11 @@ impl Simulator {
     /// The faults injected into this simulator's API.
     pub fn faults(&self) -> &Arc<Faults> {
         &self.faults
+    }
+
+    /// The writes served, with each client's User-Agent and field manager.
+    pub fn writes(&self) -> &Arc<writes_log::WriteLog> {
+        &self.writes
     }
 
     /// Writes a kubeconfig that points at this simulator.

@@ -15,7 +15,9 @@
 //!   as ADDED, then a BOOKMARK annotated
 //!   `k8s.io/initial-events-end: "true"`; with an N the cluster has not reached, it waits up
 //!   to [`super::SimOptions::version_wait`] and then answers with an ERROR event, 504
-//!   "Too large resource version" (kube-apiserver's `waitUntilFreshAndBlock`).
+//!   "Too large resource version" (kube-apiserver's `waitUntilFreshAndBlock`). With the
+//!   fault [`super::faults::Faults::fail_watch_lists_in_storage`] it is answered 200 and an
+//!   ERROR event, 500 "... the required storage feature RequestWatchProgress is disabled".
 //!   `sendInitialEvents=false` starts at N, or now.
 //! - `allowWatchBookmarks=true` adds a BOOKMARK with the latest version every bookmark
 //!   interval; `timeoutSeconds` ends the stream after that long.
@@ -162,7 +164,12 @@ pub(super) async fn watch(
         Err(e) => return e.into_response(),
     };
     let (tx, rx) = mpsc::channel::<Bytes>(256);
-    let started = start(state, collection, &options).await;
+    let started = if options.initial_events && state.faults.watch_lists_fail_in_storage() {
+        // kube-apiserver's cacher: a watcher whose only event is this error.
+        Err(ApiError::internal(NO_WATCH_PROGRESS))
+    } else {
+        start(state, collection, &options).await
+    };
     match started {
         Err(error) => {
             let line = event_line("ERROR", &error.status());
@@ -198,6 +205,10 @@ pub(super) async fn watch(
         .body(body)
         .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
 }
+
+/// What kube-apiserver answers a streaming list with when its storage lacks
+/// `RequestWatchProgress` (an etcd older than 3.5.13 / 3.4.31).
+const NO_WATCH_PROGRESS: &str = "a watch stream was requested by the client but the required storage feature RequestWatchProgress is disabled";
 
 /// Where a watch starts, and the version up to which it stays quiet.
 struct Start {

@@ -1,9 +1,11 @@
 //! Small helpers every stage uses: locks that survive a poisoned mutex, RFC 3339 times,
-//! bearer tokens, which file events mean a change and errors on one line.
+//! bearer tokens, which file events mean a change, errors on one line, and how the daemon
+//! names itself to the API server ([`identity`]).
 //! Imports nothing else of the crate, so any stage may use it.
 
 mod error_chain;
 mod file_events;
+pub mod identity;
 mod kube_error;
 pub mod redact;
 mod sync;

@@ -219,3 +219,57 @@ async fn kubeconfig_and_context_flags_and_expanded_config_paths_pick_the_cluster
     drop(daemon);
     sim.stop().await;
 }
+
+/// Regression: outside a cluster the Lease went to `default` while Secrets used the
+/// kubeconfig context's namespace, and `switchyard rbac` granted the Lease in the namespace
+/// it was given (default `default`): a daemon on a context in `team` could not read its
+/// Lease. One rule now: the pod's namespace, else the context's, else `default`; the
+/// Lease lands in the context's namespace and `rbac` (with the same kubeconfig) grants it
+/// there.
+#[tokio::test]
+async fn out_of_a_cluster_the_lease_lands_in_the_contexts_namespace_and_rbac_grants_it_there() {
+    let sim = support::start_sim().await;
+    let client = sim.client().unwrap();
+    support::create_namespaces(&client, &["team"]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    let yaml = switchyard::sim::kubeconfig::kubeconfig_yaml(&sim.url())
+        .replace("namespace: default", "namespace: team");
+    assert!(yaml.contains("namespace: team"), "{yaml}");
+    std::fs::write(&kubeconfig, yaml).unwrap();
+    let config = write_config(dir.path(), "ha:\n  mode: leader\n  lease_name: router\n");
+    let no_pod = dir.path().join("no-service-account");
+    std::fs::create_dir(&no_pod).unwrap();
+    let kubeconfig = kubeconfig.to_str().unwrap();
+    let env = [("SWITCHYARD_SERVICEACCOUNT_DIR", no_pod.to_str().unwrap())];
+    let unset = ["POD_NAMESPACE", "KUBERNETES_SERVICE_HOST", "KUBECONFIG"];
+    let args = ["run", "--config", &config, "--kubeconfig", kubeconfig];
+    let daemon = Process::start(&args, &env, &unset);
+    let leases =
+        |ns: &str| Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(client.clone(), ns);
+    support::eventually("the Lease in team", WAIT, async || {
+        leases("team").get_opt("router").await.unwrap()
+    })
+    .await;
+    assert!(leases("default").get_opt("router").await.unwrap().is_none());
+    daemon.kill();
+
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_switchyard"))
+        .args(["rbac", "--config", &config, "--kubeconfig", kubeconfig])
+        .envs(env)
+        .env_remove("POD_NAMESPACE")
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{output:?}");
+    let lease_role = out
+        .split("---")
+        .find(|doc| doc.contains("\nkind: Role\n") && doc.contains("\"leases\""))
+        .unwrap_or_else(|| panic!("no Role for the Lease: {out}"));
+    assert!(lease_role.contains("namespace: \"team\""), "{lease_role}");
+    let account = out
+        .split("---")
+        .find(|doc| doc.contains("\nkind: ServiceAccount\n"))
+        .unwrap_or_else(|| panic!("no ServiceAccount: {out}"));
+    assert!(account.contains("namespace: \"team\""), "{account}");
+}

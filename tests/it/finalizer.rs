@@ -359,6 +359,9 @@ async fn a_route_gone_from_the_config_at_a_restart_with_state_dir_lets_go_of_its
                 && l.contains("failed=0")
         })
         .await;
+    // The release is forgotten before that line; a kill before the store commits it would
+    // only release again (harmless), but this checks the record goes.
+    committed(&second).await;
     let lines = second.process.kill();
     // Forgotten once released: a third start has nothing to take off.
     let third = child(dir.path(), &kubeconfig, &plain).await;
@@ -733,4 +736,64 @@ async fn deletions_left_in_a_range_are_finished_by_its_next_owner(server_filters
         "{status}"
     );
     b.stop().await;
+}
+
+/// Regression: the daemon's writes named no field manager and its requests carried no
+/// User-Agent, so kube-apiserver recorded `manager: "unknown"` in `managedFields` and no
+/// `userAgent` in its audit log. Its finalizer patches and Lease writes name the manager
+/// `switchyard`, and each of its requests carries `switchyard/VERSION`.
+#[tokio::test]
+async fn the_daemons_writes_name_their_field_manager_and_its_requests_their_user_agent() {
+    let (sim, dir, kubeconfig, api) = sim_and_folder().await;
+    let yaml = format!(
+        "ha:\n  mode: leader\n  lease_namespace: default\n{}",
+        child_config(false).replace("faulty", "log-events")
+    );
+    let daemon = child(dir.path(), &kubeconfig, &yaml).await;
+    let object = json!({"metadata": {"name": "m"}});
+    api.create(&PostParams::default(), &support::configmap(object))
+        .await
+        .unwrap();
+    wait_for_finalizers(&api, "m", &[HELD]).await;
+    let managers: Vec<(String, String)> = api
+        .get("m")
+        .await
+        .unwrap()
+        .metadata
+        .managed_fields
+        .unwrap_or_default()
+        .into_iter()
+        .map(|m| {
+            (
+                m.manager.unwrap_or_default(),
+                m.operation.unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(managers, [("switchyard".to_string(), "Update".to_string())]);
+    let agent = format!("switchyard/{}", env!("CARGO_PKG_VERSION"));
+    let writes = sim.writes().all();
+    let by_daemon: Vec<_> = writes
+        .iter()
+        .filter(|w| w.user_agent.as_deref() == Some(agent.as_str()))
+        .collect();
+    for (verb, resource) in [("patch", "configmaps"), ("create", "leases")] {
+        assert!(
+            by_daemon
+                .iter()
+                .any(|w| w.verb == verb && w.resource == resource),
+            "no {verb} of {resource} by the daemon: {writes:#?}"
+        );
+    }
+    for write in &by_daemon {
+        assert_eq!(
+            write.field_manager.as_deref(),
+            Some("switchyard"),
+            "{write:?}"
+        );
+    }
+    // The only other writer is this test, whose client sends no User-Agent.
+    let others: Vec<_> = writes.iter().filter(|w| w.user_agent.is_some()).collect();
+    assert_eq!(others.len(), by_daemon.len(), "{writes:#?}");
+    daemon.process.kill();
 }

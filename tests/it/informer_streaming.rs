@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use switchyard::informer::{CacheOptions, Informer, InformerFactory, WatchKey};
-use switchyard::sim::{Cluster, RequestFailure, SimOptions, Simulator};
+use switchyard::sim::{Cluster, ObjectRef, RequestFailure, SimOptions, Simulator};
 
 use crate::informer::Recorder;
 use crate::informer_relist::{cm_index, configmaps_everywhere, truth, watching};
@@ -257,11 +257,14 @@ async fn changes_before_the_end_bookmark_are_part_of_the_list() {
     factory.shutdown();
 }
 
+/// A server that ends a streaming list before its end bookmark (one that does not know the
+/// parameters sends the objects and never says the list is complete) is listed in pages at
+/// once, the first time.
 #[tokio::test]
-async fn a_server_that_never_ends_its_streaming_lists_is_listed_in_pages_after_three_tries() {
+async fn a_server_that_ends_a_streaming_list_before_its_end_bookmark_is_listed_in_pages_at_once() {
     let cut = vec![json!({"type": "ADDED", "object": cm("a", 1)})];
     let listed = vec![cm("a", 5), cm("b", 6)];
-    let (factory, informer, _) = scripted(vec![cut.clone(), cut.clone(), cut], listed).await;
+    let (factory, informer, _) = scripted(vec![cut], listed).await;
     informer.wait_until_synced().await;
     let cached: Vec<(String, String)> = support::cached(&informer).into_iter().collect();
     assert_eq!(
@@ -272,10 +275,109 @@ async fn a_server_that_never_ends_its_streaming_lists_is_listed_in_pages_after_t
         ]
     );
     let health = informer.health();
-    assert_eq!(health.list_mode, Some("paged"));
+    assert_eq!((health.list_mode, health.restarts), (Some("paged"), 0));
     assert_eq!(
         health.list_fallback.as_deref(),
-        Some("the API server ended the streaming list before its end bookmark, 3 times in a row")
+        Some(
+            "this API server does not serve streaming lists (WatchList): listing in pages; \
+             its answer: the stream ended before its end bookmark"
+        )
     );
     factory.shutdown();
+}
+
+/// The text kube-apiserver 1.36 fails a streaming list with over an etcd without
+/// `RequestWatchProgress`.
+const NO_WATCH_PROGRESS: &str = "Internal error occurred: a watch stream was requested by the client but the required storage feature RequestWatchProgress is disabled (500)";
+
+/// Regression: a streaming list accepted (200) and then failed with an ERROR event, 500, was
+/// retried as a streaming list forever (only a 400 or 422 made the informer list in pages):
+/// the informer never synced. It lists in pages at once, without a failure or a backoff.
+#[tokio::test]
+async fn a_streaming_list_failed_by_the_servers_storage_is_listed_in_pages_at_once() {
+    let sim = simulator(true).await;
+    for i in 0..700 {
+        create(sim.cluster(), &format!("cm-{i:04}"));
+    }
+    sim.faults().fail_watch_lists_in_storage(true);
+    let (factory, informer, _) = watching(&sim).await;
+    assert_eq!(informer.store().len(), 700);
+    let health = informer.health();
+    assert_eq!((health.list_mode, health.restarts), (Some("paged"), 0));
+    assert_eq!(
+        health.list_fallback.unwrap(),
+        format!(
+            "this API server does not serve streaming lists (WatchList): listing in pages; \
+             its answer: {NO_WATCH_PROGRESS}"
+        )
+    );
+    create(sim.cluster(), "later");
+    support::eventually("the watch to bring a new object", WAIT, async || {
+        (informer.store().len() == 701).then_some(())
+    })
+    .await;
+    factory.shutdown();
+}
+
+/// Regression: `/status`'s `resource_version` was null after a paged list of no objects,
+/// though the watch went on from the list's version; it is the list's version, and then the
+/// watch's.
+#[tokio::test]
+async fn an_informer_that_listed_no_objects_shows_the_lists_resource_version() {
+    for watch_list in [false, true] {
+        let sim = simulator(watch_list).await;
+        // A change elsewhere: the cluster's version is past zero, no ConfigMap exists.
+        create(sim.cluster(), "gone");
+        let gone = ObjectRef {
+            resource: cm_index(sim.cluster()),
+            namespace: "default".into(),
+            name: "gone".into(),
+        };
+        sim.cluster().delete(&gone).unwrap();
+        let (factory, informer, _) = watching(&sim).await;
+        assert_eq!(informer.store().len(), 0);
+        let rv = sim.cluster().resource_version().to_string();
+        assert_eq!(
+            informer.health().resource_version,
+            Some(rv),
+            "watch_list {watch_list}"
+        );
+        factory.shutdown();
+        sim.stop().await;
+    }
+}
+
+/// Regression (kube-apiserver 1.36 with `WatchList` on, over an etcd older than 3.5.13): the
+/// daemon stayed unsynced and unready, retrying streaming lists. It syncs by pages with no
+/// failure counted (no backoff), says why in `/status`, and is ready.
+#[tokio::test]
+async fn a_daemon_whose_streaming_lists_fail_in_storage_syncs_by_pages_without_a_backoff() {
+    let sim = support::start_sim().await;
+    sim.faults().fail_watch_lists_in_storage(true);
+    let t = support::TestDaemon::builder(support::CONFIGMAPS_TO_LOG_EVENTS)
+        .sim(sim)
+        .start()
+        .await;
+    let status = t.status_json().await;
+    let informer = &status["informers"][0];
+    assert_eq!(
+        (
+            &informer["synced"],
+            &informer["restarts"],
+            &informer["list_mode"]
+        ),
+        (&json!(true), &json!(0), &json!("paged")),
+        "{status:#}"
+    );
+    let why = informer["list_fallback"].as_str().unwrap();
+    assert_eq!(
+        why,
+        format!(
+            "this API server does not serve streaming lists (WatchList): listing in pages; \
+             its answer: {NO_WATCH_PROGRESS}"
+        )
+    );
+    let readyz = reqwest::get(t.probes_url("/readyz")).await.unwrap();
+    assert_eq!(readyz.status().as_u16(), 200);
+    t.stop().await;
 }

@@ -13,6 +13,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
+use switchyard::sim::RequestFailure;
 
 use crate::sinks::header;
 use crate::support::process::{Process, switchyard};
@@ -168,6 +169,20 @@ async fn a_secret_is_waited_for_rotated_into_new_instances_and_never_shown() {
     })
     .await;
     assert_eq!(rotated.path, format!("/hooks/{SECOND}"));
+    // Regression: the handler rebuilt for the new value showed `outbound` requests and
+    // `latency.calls` counted from zero, while `processed` went on: all three go on.
+    let sent = receiver.received().len() as u64;
+    support::eventually("the handler's counts to go on", WAIT, async || {
+        let (_, text) = admin_get(admin, "/handlers/sink").await;
+        let detail: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let counts = (
+            detail["processed"].as_u64(),
+            detail["latency"]["calls"].as_u64(),
+            detail["outbound"][0]["requests"].as_u64(),
+        );
+        (counts == (Some(sent), Some(sent), Some(sent))).then_some(())
+    })
+    .await;
 
     // Nothing the daemon shows holds a value: its log (where the plugin logged its whole
     // config), /status, the handler's detail, the metrics.
@@ -187,6 +202,67 @@ async fn a_secret_is_waited_for_rotated_into_new_instances_and_never_shown() {
         for value in [FIRST, SECOND, FROM_ENV] {
             assert!(!text.contains(value), "{value} shown in: {text}");
         }
+    }
+}
+
+/// Regression: a Secret the daemon may not read (403) was asked for about once a second
+/// forever (kube's watcher reset its backoff at each attempt's start), each time logging a
+/// debug dump of the `Status`. It is asked for with a growing backoff, and the refusal is
+/// logged once, by the API server's message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secret_the_daemon_may_not_read_is_asked_for_with_a_backoff_and_logged_by_its_message() {
+    let receiver = Receiver::start().await;
+    let sim = support::start_sim().await;
+    let tries = 1000;
+    let forbidden = RequestFailure::forbidden(tries).on(&["secrets"]);
+    sim.faults().fail_next_requests(forbidden).unwrap();
+    let asked = || {
+        tries
+            - sim
+                .faults()
+                .status()
+                .failures
+                .first()
+                .map_or(0, |f| f.count)
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    sim.write_kubeconfig(&kubeconfig).unwrap();
+    let config_path = support::write_config(dir.path(), &config(&receiver, support::free_port()));
+    let args = [
+        "run",
+        "--config",
+        config_path.to_str().unwrap(),
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+    ];
+    let daemon = Process::start(&args, &[("SINK_FROM_ENV", FROM_ENV)], &[]);
+    support::eventually("the Secret asked for", WAIT, async || {
+        (asked() > 0).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let asked = asked();
+    let lines = daemon.kill();
+    // 0, 0.8, 2.4, 5.6 s with the default backoff; a retry a second would be 9 or more.
+    assert!(
+        (2..=5).contains(&asked),
+        "asked {asked} times in 8 s: {lines:#?}"
+    );
+    let logged: Vec<&String> = lines
+        .iter()
+        .filter(|l| l.contains("cannot read the Secret"))
+        .collect();
+    assert_eq!(logged.len(), 1, "{lines:#?}");
+    assert!(
+        logged[0].contains("forbidden: injected fault (403)"),
+        "{logged:?}"
+    );
+    for line in &lines {
+        assert!(
+            !line.contains("Api(") && !line.contains("Status {"),
+            "a debug dump: {line}"
+        );
     }
 }
 

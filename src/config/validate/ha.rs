@@ -21,8 +21,6 @@ const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(15);
 const DEFAULT_RENEW_DEADLINE: Duration = Duration::from_secs(10);
 /// Default retry period.
 const DEFAULT_RETRY_PERIOD: Duration = Duration::from_secs(2);
-/// Where a pod's service account namespace is mounted.
-const SERVICE_ACCOUNT_NAMESPACE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
 
 /// Reads and checks `ha:`; its defaults when it is absent or cannot be read.
 pub(super) fn build_ha(value: Option<&Value>, errors: &mut Errors) -> HaSpec {
@@ -130,18 +128,12 @@ fn duration(
     d
 }
 
-/// The pod's namespace: `POD_NAMESPACE`, else the service account's, else `default`.
+/// The pod's namespace: `POD_NAMESPACE`, else the service account's, else `default`. The
+/// daemon puts the kubeconfig context's namespace before `default` when it has a client
+/// (`daemon::client::with_lease_namespace`).
 fn pod_namespace() -> String {
-    if let Ok(ns) = std::env::var("POD_NAMESPACE")
-        && !ns.trim().is_empty()
-    {
-        return ns.trim().to_string();
-    }
-    std::fs::read_to_string(SERVICE_ACCOUNT_NAMESPACE)
-        .ok()
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| "default".to_string())
+    let dir = crate::util::identity::service_account_dir();
+    crate::util::identity::daemon_namespace(&dir, None)
 }
 
 /// This process's default identity: `POD_NAME`, else the host name and a random suffix,

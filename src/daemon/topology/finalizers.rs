@@ -165,6 +165,11 @@ pub(in crate::daemon) type RunningFinalizers =
 /// and the records of a route no longer configured. `running` gives the routes of the
 /// config running then: a finalizer a reload has brought back meanwhile is left alone.
 /// What cannot be taken off now stays recorded for the next start.
+///
+/// A finalizer taken off is forgotten (the write queued for the store) before its "taken
+/// off" line is logged. A daemon killed before the store commits that write takes the
+/// finalizer off again at its next start: harmless, as taking off a finalizer an object
+/// does not carry (or of an object gone) changes nothing.
 pub(in crate::daemon) fn release_stale(
     stale: Vec<StaleFinalizer>,
     running: RunningFinalizers,
@@ -193,10 +198,8 @@ pub(in crate::daemon) fn release_stale(
             let held = now
                 .iter()
                 .any(|(_, f)| f.as_deref() == Some(&*stale.finalizer.name));
-            if held || !release_one(stale, &client).await {
+            if held || !release_one(stale, &client, state.as_ref()).await {
                 unreleased.push(stale.route.clone());
-            } else if let Some(state) = &state {
-                state.forget_finalizer(&stale.route, &stale.finalizer.name);
             }
         }
         // A route no longer configured whose every finalizer went needs its records no more.
@@ -212,8 +215,13 @@ pub(in crate::daemon) fn release_stale(
     });
 }
 
-/// Takes `stale`'s finalizer off each object its route last delivered; whether all went.
-async fn release_one(stale: &StaleFinalizer, client: &kube::Client) -> bool {
+/// Takes `stale`'s finalizer off each object its route last delivered, and when all went,
+/// forgets it in `state`; whether all went.
+async fn release_one(
+    stale: &StaleFinalizer,
+    client: &kube::Client,
+    state: Option<&crate::state::State>,
+) -> bool {
     let name = &stale.finalizer.name;
     let resources = stale.finalizer.resources.iter().map(api_resource).collect();
     let finalizer = RouteFinalizer::new(name, client.clone(), resources);
@@ -226,6 +234,11 @@ async fn release_one(stale: &StaleFinalizer, client: &kube::Client) -> bool {
             failed += 1;
             tracing::error!(error = %e, route = %stale.route, "cannot take off the finalizer of a route no longer configured; tried again at the next start");
         }
+    }
+    if failed == 0
+        && let Some(state) = state
+    {
+        state.forget_finalizer(&stale.route, name);
     }
     tracing::info!(finalizer = %name, route = %stale.route, objects = stale.records.len(), failed, "finalizer of a route no longer holding objects with it taken off what the route last delivered");
     failed == 0

@@ -8,12 +8,17 @@
 //! what happens meanwhile): a change is listed like the objects, a deletion is reported as
 //! one, so the list ends on the state at the bookmark.
 //!
-//! An API server that refuses such a watch as a bad request (400 or 422: an older server, or
-//! the `WatchList` feature gate off) gets paged lists from then on, for this informer: the
-//! loop says so with [`Event::ListMode`] and starts the list again in pages. So does a server
-//! that ends the stream before the end bookmark [`ENDS_BEFORE_FALLBACK`] times in a row
-//! without an error (one that does not know the parameters sends the objects and never says
-//! the list is complete); a single such end is retried, as a dropped connection would be.
+//! A streaming list the API server answers with anything but its end bookmark falls back to
+//! paged lists at once, as client-go's reflector does on any watch-list error: a refusal (400
+//! or 422: an older server, or the `WatchList` feature gate off), an error status or an ERROR
+//! event (kube-apiserver 1.36 on an etcd without `RequestWatchProgress` accepts the watch,
+//! then sends a 500), or a stream that ends before the bookmark (a server that does not know
+//! the parameters sends the objects and never says the list is complete). The loop says so
+//! with [`Event::ListMode`] and starts the list again in pages; it tries a streaming list
+//! again at the first list after [`STREAMING_RETRY`]. Two kinds of failure are retried as
+//! streaming lists, with backoff, instead: those that say nothing of the server (a
+//! connection refused or broken, a stream gone silent), and 401, 403 and 429, which a paged
+//! list's watch would get the same.
 
 use std::time::Duration;
 
@@ -25,9 +30,14 @@ use super::{
 /// What the loop reports and where it goes next.
 type Step = (Option<Result<Event, Error>>, State);
 
-/// Streams ended before their end bookmark, in a row, after which the informer lists in
-/// pages.
-pub(super) const ENDS_BEFORE_FALLBACK: u8 = 3;
+/// How long an informer lists in pages after its streaming list failed, before it tries a
+/// streaming list again (at its next list).
+pub(super) const STREAMING_RETRY: Duration = Duration::from_secs(30 * 60);
+
+/// The start of [`Event::ListMode`]'s reason when the informer lists in pages because the
+/// server failed its streaming list; the server's answer follows.
+pub(super) const FALLBACK: &str =
+    "this API server does not serve streaming lists (WatchList): listing in pages";
 
 /// Opens the streaming list's watch.
 pub(super) async fn start(with: &mut With) -> Step {
@@ -47,34 +57,43 @@ pub(super) async fn start(with: &mut With) -> Step {
         Err(source) => {
             // The list failed, whatever carries it: reported as a list's failure.
             let error = Error::List(source);
-            match refused(&error) {
-                Some(why) => fall_back(with, why),
+            match answer(&error) {
+                Some(answer) => fall_back(with, &answer),
                 None => (Some(Err(error)), State::Empty),
             }
         }
     }
 }
 
-/// Why the server refuses streaming lists, if `error` says it does: a 400 or 422 answer.
-fn refused(error: &Error) -> Option<String> {
-    match error {
-        Error::List(kube::Error::Api(status)) | Error::Server(status)
-            if matches!(status.code, 400 | 422) =>
-        {
-            Some(format!(
-                "the API server refused it: {} ({})",
-                status.message, status.code
-            ))
-        }
-        _ => None,
-    }
+/// The API server's answer in `error`, when it is one that ends streaming lists for a while:
+/// any error status but 401, 403 and 429 (a paged list's watch would get those too).
+fn answer(error: &Error) -> Option<String> {
+    let status = match error {
+        Error::List(kube::Error::Api(status))
+        | Error::Stream(kube::Error::Api(status))
+        | Error::Server(status) => status,
+        _ => return None,
+    };
+    (!matches!(status.code, 401 | 403 | 429))
+        .then(|| format!("{} ({})", status.message, status.code))
 }
 
-/// Lists in pages from now on: the list starts again (a fresh [`Event::ListStarted`], so
-/// what the stream listed so far counts for nothing).
-fn fall_back(with: &mut With, why: String) -> Step {
+/// Lists in pages from now on (until [`STREAMING_RETRY`] has passed): the list starts again
+/// (a fresh [`Event::ListStarted`], so what the stream listed so far counts for nothing).
+fn fall_back(with: &mut With, answer: &str) -> Step {
     with.streaming = false;
+    with.fell_back = Some(tokio::time::Instant::now());
+    let why = format!("{FALLBACK}; its answer: {answer}");
     (with.report_mode(false, Some(why)), State::Empty)
+}
+
+/// Whether an informer that fell back to paged lists at `fell_back` tries a streaming list
+/// again at a list beginning `now`.
+pub(super) fn streams_again(
+    fell_back: Option<tokio::time::Instant>,
+    now: tokio::time::Instant,
+) -> bool {
+    fell_back.is_some_and(|at| now.saturating_duration_since(at) >= STREAMING_RETRY)
 }
 
 /// Reads the streaming list's next event: an object listed, or the end bookmark, after which
@@ -89,16 +108,7 @@ pub(super) async fn next(with: &mut With, rv: String, mut stream: WatchStream) -
     match read {
         Ok(Ok(true)) => {}
         Ok(Ok(false)) => {
-            with.stream_ends += 1;
-            let why = "the API server ended the streaming list before its end bookmark";
-            if with.stream_ends >= ENDS_BEFORE_FALLBACK {
-                return fall_back(with, format!("{why}, {} times in a row", with.stream_ends));
-            }
-            let e = std::io::Error::new(std::io::ErrorKind::UnexpectedEof, why);
-            return (
-                Some(Err(Error::Stream(kube::Error::ReadEvents(e)))),
-                State::Empty,
-            );
+            return fall_back(with, "the stream ended before its end bookmark");
         }
         Err(_) => {
             let e = std::io::Error::new(
@@ -142,12 +152,57 @@ pub(super) async fn next(with: &mut With, rv: String, mut stream: WatchStream) -
             if rv.is_empty() {
                 return (Some(Err(Error::NoResourceVersion)), State::Empty);
             }
-            with.stream_ends = 0;
-            (Some(Ok(Event::ListDone)), State::Watching { rv, stream })
+            let done = Event::ListDone { rv: rv.clone() };
+            (Some(Ok(done)), State::Watching { rv, stream })
         }
-        Err(error) => match refused(&error) {
-            Some(why) => fall_back(with, why),
+        Err(error) => match answer(&error) {
+            Some(answer) => fall_back(with, &answer),
             None => (Some(Err(error)), State::Empty),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::core::Status;
+
+    fn status(code: u16, message: &str) -> Box<Status> {
+        Box::new(Status {
+            code,
+            message: message.into(),
+            ..Status::default()
+        })
+    }
+
+    #[test]
+    fn every_answer_of_the_server_but_401_403_and_429_ends_streaming_lists() {
+        let storage = Error::Server(status(500, "Internal error occurred: storage"));
+        assert_eq!(
+            answer(&storage).as_deref(),
+            Some("Internal error occurred: storage (500)")
+        );
+        let refused = Error::List(kube::Error::Api(status(
+            422,
+            "sendInitialEvents is forbidden",
+        )));
+        assert!(answer(&refused).is_some());
+        let bare = Error::Stream(kube::Error::Api(status(503, "unavailable")));
+        assert!(answer(&bare).is_some());
+        for code in [401, 403, 429] {
+            let error = Error::List(kube::Error::Api(status(code, "no")));
+            assert!(answer(&error).is_none(), "{code}");
+        }
+        let broken = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset");
+        assert!(answer(&Error::Stream(kube::Error::ReadEvents(broken))).is_none());
+    }
+
+    #[test]
+    fn an_informer_that_fell_back_streams_again_only_after_the_retry_interval() {
+        let at = tokio::time::Instant::now();
+        assert!(!streams_again(None, at + STREAMING_RETRY));
+        let just_before = at + STREAMING_RETRY - Duration::from_secs(1);
+        assert!(!streams_again(Some(at), just_before));
+        assert!(streams_again(Some(at), at + STREAMING_RETRY));
     }
 }

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use k8s_openapi::api::core::v1::Event as CoreEvent;
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 
 use super::super::bindings::switchyard::plugin::kube as wit;
@@ -20,8 +20,9 @@ use super::{HostContext, names_of};
 use crate::config::Verb;
 use crate::informer::Informer;
 use crate::plugin::host::CallState;
+use crate::util::identity::{patch_params, post_params};
 
-/// The field manager of a handler's server-side applies.
+/// The field manager of a handler's writes (server-side applies, patches, Events).
 pub fn field_manager(handler: &str) -> String {
     format!("switchyard-{handler}")
 }
@@ -148,7 +149,11 @@ impl HostContext {
         self.record_sent(|| captured("merge-patch", resource, namespace, name, patch.clone()));
         let patched = self
             .api(informer, namespace)?
-            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .patch(
+                name,
+                &patch_params(&field_manager(&self.handler)),
+                &Patch::Merge(&patch),
+            )
             .await
             .map_err(|e| failed("merge-patch", informer, namespace, name, &e))?;
         serde_json::to_string(&patched).map_err(|e| e.to_string())
@@ -236,13 +241,22 @@ impl HostContext {
             captured("create-event", kind, namespace.as_deref(), &name, body)
         });
         let event_namespace = namespace.clone().unwrap_or_else(|| "default".into());
+        let manager = field_manager(&self.handler);
         let now = crate::util::rfc3339(SystemTime::now());
-        let suffix = uuid::Uuid::new_v4().simple().to_string();
-        let event: CoreEvent = serde_json::from_value(json!({
-            "metadata": {
-                "name": format!("{name}.{}", &suffix[..16]),
-                "namespace": event_namespace,
-            },
+        let key = json!([
+            &manager,
+            api_version,
+            kind,
+            &namespace,
+            &name,
+            field("uid"),
+            event_type,
+            reason,
+            message
+        ])
+        .to_string();
+        let event = json!({
+            "metadata": {"namespace": event_namespace},
             "involvedObject": {
                 "apiVersion": api_version,
                 "kind": kind,
@@ -257,21 +271,98 @@ impl HostContext {
             "count": 1,
             "firstTimestamp": now,
             "lastTimestamp": now,
-            "source": {"component": field_manager(&self.handler)},
+            "source": {"component": manager},
             "reportingComponent": "switchyard",
             "reportingInstance": self.handler.to_string(),
-        }))
-        .map_err(|e| format!("create-event: {e}"))?;
+        });
         let api: Api<CoreEvent> = Api::namespaced(self.client()?.clone(), &event_namespace);
-        api.create(&PostParams::default(), &event)
+        count_or_create(&api, key, &manager, event, &now)
             .await
-            .map(|_| ())
-            .map_err(|e| {
-                format!(
-                    "create-event about {kind} {name} failed: {}",
-                    kube_error(&e)
-                )
-            })
+            .map_err(|e| format!("create-event about {kind} {name} failed: {e}"))
+    }
+}
+
+/// Counts `event` into the Event recorded for `key` when there is one (its `count` up,
+/// `lastTimestamp` now), as client-go's event recorder does; else creates it, named after
+/// the object with a random suffix.
+async fn count_or_create(
+    api: &Api<CoreEvent>,
+    key: String,
+    manager: &str,
+    mut event: Value,
+    now: &str,
+) -> Result<(), String> {
+    if let Some((name, count)) = recorded::get(&key) {
+        let patch = json!({"count": count + 1, "lastTimestamp": now});
+        match api
+            .patch(&name, &patch_params(manager), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => {
+                recorded::put(key, name, count + 1);
+                return Ok(());
+            }
+            // Gone (expired, or deleted): a new one.
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(e) => return Err(kube_error(&e)),
+        }
+    }
+    let object = event["involvedObject"]["name"].as_str().unwrap_or("event");
+    let suffix = uuid::Uuid::new_v4().simple().to_string();
+    let name = format!("{object}.{}", &suffix[..16]);
+    event["metadata"]["name"] = name.clone().into();
+    let event: CoreEvent = serde_json::from_value(event).map_err(|e| e.to_string())?;
+    api.create(&post_params(manager), &event)
+        .await
+        .map_err(|e| kube_error(&e))?;
+    recorded::put(key, name, 1);
+    Ok(())
+}
+
+/// The Events recorded lately, by what they say (source, object, type, reason, message),
+/// so that one said again is counted into the same Event (its `count` and
+/// `lastTimestamp`), as client-go's event recorder does instead of making a new one. Shared
+/// by every handler of the process (the source names the handler), so a handler rebuilt
+/// (a config change, a rotated Secret) goes on counting; the oldest are forgotten past
+/// [`recorded::KEPT`], as client-go's cache of 4096.
+mod recorded {
+    use std::collections::{HashMap, VecDeque};
+    use std::sync::{Mutex, OnceLock};
+
+    use crate::util::lock;
+
+    /// Events remembered.
+    pub(super) const KEPT: usize = 4096;
+
+    #[derive(Default)]
+    struct Recorded {
+        /// Each key's Event name and count.
+        events: HashMap<String, (String, i32)>,
+        /// The keys, oldest first.
+        order: VecDeque<String>,
+    }
+
+    fn recorded() -> &'static Mutex<Recorded> {
+        static RECORDED: OnceLock<Mutex<Recorded>> = OnceLock::new();
+        RECORDED.get_or_init(Mutex::default)
+    }
+
+    /// The Event recorded for `key` and its count.
+    pub(super) fn get(key: &str) -> Option<(String, i32)> {
+        lock(recorded()).events.get(key).cloned()
+    }
+
+    /// Records the Event for `key` with its count.
+    pub(super) fn put(key: String, name: String, count: i32) {
+        let mut recorded = lock(recorded());
+        if recorded.events.insert(key.clone(), (name, count)).is_none() {
+            recorded.order.push_back(key);
+        }
+        while recorded.order.len() > KEPT {
+            if let Some(oldest) = recorded.order.pop_front() {
+                recorded.events.remove(&oldest);
+            }
+        }
     }
 }
 

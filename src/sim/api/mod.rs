@@ -48,6 +48,8 @@ pub struct ApiState {
     pub cluster: Arc<Cluster>,
     /// The faults in force.
     pub faults: Arc<Faults>,
+    /// The writes served.
+    pub writes: Arc<super::writes_log::WriteLog>,
     /// Signals that end open watches.
     pub watches: WatchSignals,
     /// How often a watch that asked for bookmarks gets one.
@@ -173,6 +175,25 @@ impl Verb {
     }
 }
 
+/// Records a write in the simulator's write log (as kube-apiserver's audit log would).
+fn record_write(state: &ApiState, verb: Verb, target: &ResourcePath<'_>, req: &Request) {
+    let write = matches!(
+        verb,
+        Verb::Create | Verb::Update | Verb::Patch | Verb::Delete | Verb::DeleteCollection
+    );
+    if !write {
+        return;
+    }
+    state.writes.record(super::writes_log::Write {
+        verb: verb.as_str().to_string(),
+        resource: target.plural.to_string(),
+        namespace: target.namespace.unwrap_or_default().to_string(),
+        name: target.name.unwrap_or_default().to_string(),
+        user_agent: req.user_agent().map(String::from),
+        field_manager: req.param("fieldManager").map(String::from),
+    });
+}
+
 /// Serves a verb on a resource: finds the resource, checks the URL fits it, applies the
 /// injected faults, and calls the verb.
 async fn dispatch(state: &ApiState, target: &ResourcePath<'_>, req: &Request) -> Response {
@@ -194,6 +215,7 @@ async fn dispatch(state: &ApiState, target: &ResourcePath<'_>, req: &Request) ->
     if let Some(error) = state.faults.take_failure(verb.as_str(), target.plural) {
         return error.into_response();
     }
+    record_write(state, verb, target, req);
     let collection = Collection {
         resource,
         def,

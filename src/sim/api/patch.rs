@@ -6,6 +6,11 @@
 //! agree; lists of containers and the like would need each kind's merge keys), and
 //! server-side apply merges the applied object into the current one with no field
 //! ownership and so no conflicts (enough for clients that apply what they own).
+//!
+//! Each patch records its manager in `managedFields` as kube-apiserver does (the
+//! `fieldManager` given, else the User-Agent's product; operation `Update`, or `Apply` for a
+//! server-side apply), one entry per manager and operation; the fields each owns are not
+//! tracked (`fieldsV1` is empty).
 
 use axum::Json;
 use axum::response::{IntoResponse, Response};
@@ -41,12 +46,17 @@ pub(super) fn patch(
         .to_string();
     let body = req.json_body()?;
     let mode = req.write_mode()?;
+    let manager = req.manager();
     if content_type == APPLY_PATCH && !status_only {
-        return apply(state, mode, at, body);
+        return apply(state, mode, at, body, &manager);
     }
     let patched = state.cluster.modify_in(mode, &at, |current| {
         let mut object = current.clone();
         apply_patch(def, &at, &content_type, &mut object, &body)?;
+        // A patch that changes nothing is no write (kube-apiserver skips it).
+        if object != *current {
+            record_manager(&mut object, &manager, "Update");
+        }
         // A patch that does not set the resourceVersion applies to the current one.
         if object.pointer("/metadata/resourceVersion")
             == current.pointer("/metadata/resourceVersion")
@@ -92,11 +102,15 @@ fn apply(
     mode: WriteMode,
     at: ObjectRef,
     mut body: Value,
+    manager: &str,
 ) -> Result<Response, ApiError> {
     name_applied_object(&at, &mut body)?;
     let patched = state.cluster.modify_in(mode, &at, |current| {
         let mut object = current.clone();
         json_patch::merge(&mut object, &body);
+        if object != *current {
+            record_manager(&mut object, manager, "Apply");
+        }
         forget_resource_version(&mut object);
         Ok(object)
     });
@@ -104,6 +118,7 @@ fn apply(
         Ok(patched) => Ok(Json((*patched).clone()).into_response()),
         Err(e) if e.code == 404 => {
             forget_resource_version(&mut body);
+            record_manager(&mut body, manager, "Apply");
             let created = state
                 .cluster
                 .create_in(mode, at.resource, &at.namespace, body)?;
@@ -132,6 +147,31 @@ fn name_applied_object(at: &ObjectRef, body: &mut Value) -> Result<(), ApiError>
             Ok(())
         }
     }
+}
+
+/// Records a write by `manager` with `operation` (`Update`, `Apply`) in the object's
+/// `managedFields`: its entry for that manager and operation replaced by one stamped now.
+fn record_manager(object: &mut Value, manager: &str, operation: &str) {
+    let api_version = object.get("apiVersion").cloned().unwrap_or(Value::Null);
+    let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let entries = meta.entry("managedFields").or_insert_with(|| json!([]));
+    if !entries.is_array() {
+        *entries = json!([]);
+    }
+    let Some(entries) = entries.as_array_mut() else {
+        return;
+    };
+    entries.retain(|e| !(e["manager"] == manager && e["operation"] == operation));
+    entries.push(json!({
+        "manager": manager,
+        "operation": operation,
+        "apiVersion": api_version,
+        "time": crate::util::rfc3339(std::time::SystemTime::now()),
+        "fieldsType": "FieldsV1",
+        "fieldsV1": {},
+    }));
 }
 
 /// Removes `metadata.resourceVersion`, so the write applies to whatever version is current.

@@ -71,6 +71,19 @@ impl Request {
         table::requested(&self.headers, self.param("includeObject"))
     }
 
+    /// The `User-Agent` header, if it is there and readable.
+    pub(in crate::sim) fn user_agent(&self) -> Option<&str> {
+        self.headers
+            .get(header::USER_AGENT)
+            .and_then(|v| v.to_str().ok())
+    }
+
+    /// The manager kube-apiserver records in `managedFields` for this write (see
+    /// [`crate::sim::writes_log::manager_of`]).
+    pub(in crate::sim) fn manager(&self) -> String {
+        crate::sim::writes_log::manager_of(self.param("fieldManager"), self.user_agent())
+    }
+
     /// The `Content-Type` header, if it is there and readable.
     pub(in crate::sim) fn content_type(&self) -> Option<&str> {
         self.headers

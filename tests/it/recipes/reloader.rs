@@ -306,6 +306,19 @@ async fn a_changed_configmap_or_secret_restarts_exactly_the_workloads_that_follo
     )
     .await;
     let first = wait_for_stamps(&kubectl, &AFTER_CONFIGMAP).await;
+    // Regression: the restarts' merge patches named no field manager (`managedFields` said
+    // `unknown`); they name the handler's.
+    let restarts: Vec<_> = (t.sim().writes().all().into_iter())
+        .filter(|w| w.verb == "patch" && !["configmaps", "secrets"].contains(&w.resource.as_str()))
+        .collect();
+    assert!(!restarts.is_empty());
+    for write in &restarts {
+        assert_eq!(
+            write.field_manager.as_deref(),
+            Some("switchyard-reloader"),
+            "{write:?}"
+        );
+    }
 
     run(
         &kubectl,

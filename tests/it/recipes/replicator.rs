@@ -274,3 +274,60 @@ fn rbac_writes_only_secrets_configmaps_and_events() {
         ]
     );
 }
+
+/// The `ReplicationRefused` Events about the Secret `registry` in `default`.
+async fn refusals(k: &Arc<Kubectl>) -> Vec<Value> {
+    let out = kubectl(k, &["get", "events", "-n", "default", "-o", "json"], None).await;
+    let events: Value = serde_json::from_str(&out).unwrap();
+    (events["items"].as_array().unwrap().iter())
+        .filter(|e| {
+            e["reason"] == "ReplicationRefused" && e["involvedObject"]["name"] == "registry"
+        })
+        .cloned()
+        .collect()
+}
+
+/// Regression: every refusal made a new Event (4 `ReplicationRefused` in 30 s). A refusal
+/// said again is counted into the one Event, as client-go's event recorder does: its
+/// `count` goes up and its `lastTimestamp` is that of the last one.
+#[tokio::test]
+async fn a_refusal_said_again_is_counted_into_one_event() {
+    let t = TestDaemon::builder(&fragment("replicator"))
+        .plugin_file("replicator", "replicator")
+        .start()
+        .await;
+    let k = Arc::new(Kubectl::new(t.sim()));
+    kubectl(&k, &["apply", "-f", "-"], Some(SETUP)).await;
+    let mut counted = 0;
+    for bump in 0..3 {
+        if bump > 0 {
+            // The source changes: the replicator copies it again, and refuses `owned` again.
+            let label = format!("bump={bump}");
+            kubectl(
+                &k,
+                &["label", "secret", "registry", &label, "--overwrite"],
+                None,
+            )
+            .await;
+        }
+        counted = eventually(
+            &format!("one Event counting past {counted}"),
+            WAIT,
+            async || {
+                let events = refusals(&k).await;
+                let count = events.first()?["count"].as_u64()?;
+                (events.len() == 1 && count > counted).then_some(count)
+            },
+        )
+        .await;
+    }
+    assert!(counted >= 3, "{counted}");
+    let events = refusals(&k).await;
+    assert_eq!(events.len(), 1, "{events:#?}");
+    let event = &events[0];
+    assert!(
+        event["lastTimestamp"].as_str() >= event["firstTimestamp"].as_str(),
+        "{event:#}"
+    );
+    t.stop().await;
+}

@@ -36,7 +36,7 @@ async fn the_control_endpoint_shows_sets_and_clears_faults() {
     assert_eq!(code, 200);
     assert_eq!(
         faults,
-        json!({"expireWatches": 0, "failures": [], "delayMs": 0})
+        json!({"expireWatches": 0, "failures": [], "delayMs": 0, "watchListUnsupportedByStorage": false})
     );
 
     let failure = json!({"count": 2, "code": 500, "verbs": ["get", "list"]});
@@ -47,6 +47,9 @@ async fn the_control_endpoint_shows_sets_and_clears_faults() {
     assert_eq!(faults["expireWatches"], 3);
     let (_, faults) = post_json(&faults_url(&sim, "/delay"), &json!({"ms": 5})).await;
     assert_eq!(faults["delayMs"], 5);
+    let fail = json!({"fail": true});
+    let (_, faults) = post_json(&faults_url(&sim, "/watch-list-storage"), &fail).await;
+    assert_eq!(faults["watchListUnsupportedByStorage"], true);
 
     for (path, body) in [
         ("/fail-requests", json!({"count": 1, "code": 200})),
@@ -55,6 +58,7 @@ async fn the_control_endpoint_shows_sets_and_clears_faults() {
             json!({"count": 1, "code": 500, "verbs": ["explode"]}),
         ),
         ("/delay", json!({"seconds": 1})),
+        ("/watch-list-storage", json!({"fail": "yes"})),
     ] {
         let (code, answer) = post_json(&faults_url(&sim, path), &body).await;
         assert_eq!(code, 400, "{path} {body}");
@@ -69,7 +73,7 @@ async fn the_control_endpoint_shows_sets_and_clears_faults() {
     let cleared: Value = response.json().await.unwrap();
     assert_eq!(
         cleared,
-        json!({"expireWatches": 0, "failures": [], "delayMs": 0})
+        json!({"expireWatches": 0, "failures": [], "delayMs": 0, "watchListUnsupportedByStorage": false})
     );
     assert_eq!(sim.faults().status(), Default::default());
 }
@@ -290,4 +294,47 @@ async fn a_restart_over_http_ends_watches_and_keeps_the_state() {
     // And the method does the same from a test, returning once it serves again.
     sim.restart(Duration::from_millis(50)).await.unwrap();
     api.get("kept").await.unwrap();
+}
+
+/// The fault `watch-list-storage` answers a streaming list as kube-apiserver 1.36 with
+/// `WatchList` on does over an etcd without `RequestWatchProgress`: 200, then one ERROR
+/// event with a 500, and the end of the stream; other watches are served as usual.
+#[tokio::test]
+async fn a_streaming_list_failed_by_storage_is_accepted_then_ended_with_a_500_error_event() {
+    let sim = start_with_config("").await;
+    sim.faults().fail_watch_lists_in_storage(true);
+    let url = format!(
+        "{}/api/v1/namespaces/default/configmaps?watch=true&sendInitialEvents=true\
+         &resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true",
+        sim.url()
+    );
+    let response = reqwest::get(&url).await.unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let text = response.text().await.unwrap();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 1, "{text}");
+    assert_eq!(lines[0]["type"], "ERROR");
+    let status = &lines[0]["object"];
+    assert_eq!(
+        (&status["code"], &status["reason"]),
+        (&json!(500), &json!("InternalError"))
+    );
+    assert_eq!(
+        status["message"],
+        "Internal error occurred: a watch stream was requested by the client but the \
+         required storage feature RequestWatchProgress is disabled"
+    );
+    // A plain watch is served.
+    let mut plain = RawWatch::open(&watch_url(&sim, "0")).await;
+    sim.cluster()
+        .create(
+            resources::find("", "v1", "configmaps").unwrap(),
+            "default",
+            json!({"metadata": {"name": "a"}}),
+        )
+        .unwrap();
+    assert_eq!(plain.next().await.unwrap()["type"], "ADDED");
 }
