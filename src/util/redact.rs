@@ -22,12 +22,15 @@
 //! `text.slice(0, 100)`, and a receiver that echoes the request (`path=/hooks/TOKEN`) puts
 //! the value at any offset in that answer: the cut may fall inside it (`Bearer authTOK…`).
 //! The guest cuts before the host sees the text, so "redact, then cut" cannot be enforced
-//! there. Instead [`redact`] removes every run of text made of 8-byte windows that occur in
-//! some form of some value: no fragment of [`FRAGMENT`] or more characters of a value
-//! survives, wherever a cut fell, on either side. The price is that ordinary text sharing
-//! 8 consecutive characters with a value is removed too (with a Secret that holds a URL,
-//! its `https://` and host name, in what the plugin writes and in every log line); that
-//! errs on the safe side.
+//! there. Instead [`redact`] first removes every whole form, then every run of text made of
+//! 8-byte windows that occur in some form of some value where a cut leaves one: at the
+//! text's start or end, beside an ellipsis (`…`, `...`), or 16 bytes and longer. So no
+//! fragment of [`FRAGMENT`] or more characters of a value survives an excerpt, wherever
+//! the cut fell, on either side; while a short coincidence in the middle of ordinary text
+//! (`/default` in `team-a/default-deny`, with a value ending in `/shop/default`) stays, as
+//! it must for the daemon's log to stay readable. A long shared prefix (a Secret URL's
+//! `https://hooks.example.com/`) is still removed from every text: that errs on the safe
+//! side.
 //! The host's own cuts (a log line over `log_line_max`) come after redaction.
 //!
 //! Values shorter than [`FRAGMENT`] (down to [`MIN_LEN`]) are removed only where they
@@ -80,7 +83,7 @@ type Windows = HashSet<u64, BuildHasherDefault<WindowHasher>>;
 struct Secrets {
     /// The values as read, oldest first.
     values: Vec<String>,
-    /// Forms shorter than [`FRAGMENT`], longest first: removed where they appear whole.
+    /// Every form, longest first: removed wherever it appears whole.
     short: Vec<String>,
     /// Every 8-byte window of every longer form.
     windows: Windows,
@@ -95,7 +98,7 @@ impl Secrets {
         }
     }
 
-    /// Derives `short` and `windows` from `values` again.
+    /// Derives `short` (every form) and `windows` from `values` again.
     fn rebuild(&mut self) {
         self.short.clear();
         self.windows.clear();
@@ -104,13 +107,10 @@ impl Secrets {
                 if form.len() < MIN_LEN {
                     continue;
                 }
-                if form.len() < FRAGMENT {
-                    self.short.push(form);
-                    continue;
-                }
                 for window in form.as_bytes().windows(FRAGMENT) {
                     self.windows.insert(window_key(window));
                 }
+                self.short.push(form);
             }
         }
         self.short.sort_by_key(|v| std::cmp::Reverse(v.len()));
@@ -237,10 +237,36 @@ pub fn redact(text: &str) -> Cow<'_, str> {
             out = Cow::Owned(out.replace(value.as_str(), REDACTED));
         }
     }
-    match covered(&out, &secrets.windows) {
+    let mut ranges = covered(&out, &secrets.windows);
+    ranges.retain(|&(start, end)| cut_fragment(&out, start, end));
+    match ranges {
         ranges if ranges.is_empty() => out,
         ranges => Cow::Owned(replace_ranges(&out, &ranges)),
     }
+}
+
+/// Whether the run `start..end` of `text`, made of windows of some value, is what is left
+/// of a value an excerpt cut: it reaches the text's start or end, or an ellipsis (`…`,
+/// `...`) beside it, or it is long ([`FRAGMENT`] twice). A short run in the middle of
+/// ordinary text (`/default` in `team-a/default-deny`, while a value ends in
+/// `/shop/default`) is a coincidence and stays.
+fn cut_fragment(text: &str, start: usize, end: usize) -> bool {
+    let before = &text[..start];
+    let after = &text[end..];
+    let ellipsis = |s: &str, at_end: bool| {
+        ["…", "..."].iter().any(|e| {
+            if at_end {
+                s.ends_with(e)
+            } else {
+                s.starts_with(e)
+            }
+        })
+    };
+    end - start >= 2 * FRAGMENT
+        || before.is_empty()
+        || after.is_empty()
+        || ellipsis(before, true)
+        || ellipsis(after, false)
 }
 
 /// The byte ranges of `text` made of windows in `windows`, merged, widened to character
@@ -359,6 +385,20 @@ mod tests {
         );
         // Text around a value stays.
         assert_eq!(redact(&format!("a {trimmed} b")), "a <redacted> b");
+    }
+
+    /// Regression: with a Secret holding `http://.../shop/default`, every log line naming
+    /// `team-a/default-deny` lost its `/default`.
+    #[test]
+    fn a_short_coincidence_in_the_middle_of_text_stays_and_a_cut_fragment_goes() {
+        remember("http://127.0.0.1:5/shop/default-coincidence");
+        let line = "NetworkPolicy team-a/default-deny was deleted";
+        assert_eq!(redact(line), line);
+        assert_eq!(
+            redact("the receiver answered 400: path=/shop/default-coinc…"),
+            "the receiver answered 400: path=<redacted>…"
+        );
+        assert_eq!(redact("echo: /shop/default-co"), "echo: <redacted>");
     }
 
     #[test]
