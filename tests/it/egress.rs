@@ -25,6 +25,8 @@ enum Expect {
     Address,
     /// Refused one way or the other, or rejected as an invalid URL: never sent.
     Refused,
+    /// On the list, and the name does not resolve (`DNS-error`).
+    Dns,
 }
 
 /// The rows: a URL (`T` the allowed port, `F` the forbidden one) and what it must meet.
@@ -55,6 +57,8 @@ const ROWS: &[(&str, Expect)] = &[
     ("http://LOCALHOST.:F/", Expect::Address),
     // Not on the list at all.
     ("http://other.switchyard.invalid:F/", Expect::NotAllowed),
+    // On the list, resolving nowhere: a DNS error, not a refused connection.
+    ("http://nowhere.switchyard.invalid:F/", Expect::Dns),
     ("https://127.0.0.1:T/", Expect::Address),
     // Escapes and zone ids: whatever they parse to, never sent.
     ("http://%31%32%37.0.0.1:F/", Expect::Refused),
@@ -70,6 +74,7 @@ fn allow(target: u16, forbidden: u16, report: u16) -> Vec<String> {
         "http://[::]/0:*".into(),
         "https://0.0.0.0/0:*".into(),
         format!("http://localhost:{forbidden}"),
+        "http://nowhere.switchyard.invalid:*".into(),
         format!("http://127.0.0.1:{report}"),
     ]
 }
@@ -170,6 +175,7 @@ routes:
             Expect::NotAllowed => result.contains("HttpRequestDenied"),
             Expect::Address => result.contains("DestinationIpProhibited"),
             Expect::Refused => !result.starts_with("status"),
+            Expect::Dns => result.contains("DnsError"),
         };
         if !ok {
             wrong.push(format!("{row}: expected {expect:?}, met {result}"));
@@ -213,7 +219,7 @@ async fn with_a_proxy_at_localhost_a_direct_request_to_localhost_is_still_checke
         &[
             ("HTTP_PROXY", proxy_url.as_str()),
             ("HTTPS_PROXY", proxy_url.as_str()),
-            ("NO_PROXY", "localhost,127.0.0.1"),
+            ("NO_PROXY", "localhost,127.0.0.1,nowhere.switchyard.invalid"),
         ],
         Some(&proxy),
     )
@@ -235,10 +241,8 @@ async fn a_burst_of_requests_is_bounded_per_call_and_the_rest_refused() {
         "burst": {"url": format!("http://127.0.0.1:{}/burst", silent.port()), "count": 200},
         "report": format!("http://127.0.0.1:{}/report", report.port()),
     });
-    let allow = [
-        format!("http://127.0.0.1:{}", silent.port()),
-        format!("http://127.0.0.1:{}", report.port()),
-    ];
+    // One range entry for both: requests are counted under it, not under each address.
+    let allow = ["http://127.0.0.0/8:*"];
     let t = TestDaemon::builder(&format!(
         "
 handlers:
@@ -286,6 +290,18 @@ routes:
                 && l.contains("reason=\"too_many_requests\"")
                 && l.ends_with(" 192")),
         "{metrics}"
+    );
+    // Regression: the URL's host (which may come from a Secret) was the label.
+    let requests: Vec<&str> = metrics
+        .lines()
+        .filter(|l| l.starts_with("switchyard_outbound_requests_total{"))
+        .collect();
+    assert!(!requests.is_empty(), "{metrics}");
+    assert!(
+        requests
+            .iter()
+            .all(|l| l.contains("host=\"http://127.0.0.0/8:*\"") && !l.contains("127.0.0.1")),
+        "{requests:#?}"
     );
     t.stop().await;
 }
