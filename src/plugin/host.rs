@@ -3,40 +3,35 @@
 //!
 //! # Decision: a fresh instance per call, from a pooling allocator
 //!
-//! Measured with `cargo bench --bench plugin` (benches/plugin.rs; numbers and machine in
-//! BENCHMARKS.md), calling the `noop` test plugin, medians, wasmtime 50:
+//! Measured with `cargo bench --bench plugin` (benches/plugin.rs; numbers, build and machine
+//! in BENCHMARKS.md, "Plugin call cost"), calling the `noop` test plugin, medians, wasmtime
+//! 48:
 //!
-//! | per call | on demand | pooling, decommit | pooling, resident 16 MiB | resident 256 KiB |
-//! |---|---|---|---|---|
-//! | fresh instance (instantiate, `init`, `handle`) | 39.0 µs | 24.7 µs | 46.4 µs | 37.9 µs |
-//! | reused instance (`handle` only) | 2.2 µs | 2.3 µs | 3.0 µs | 2.3 µs |
-//! | native async fn doing the same work | 0.18 µs | | | |
+//! | per call | on demand | pooling, decommit | pooling, resident 16 MiB |
+//! |---|---|---|---|
+//! | fresh instance (instantiate, `init`, `handle`) | 48.7 µs | 31.8 µs | 16.4 µs |
+//! | reused instance (`handle` only) | 2.0 µs | 1.7 µs | 2.4 µs |
+//! | native async fn doing the same work | 0.28 µs | | |
 //!
 //! **Fresh instance per call, by default.** An instance carries whatever the previous event
 //! left in its memory and globals: a plugin could keep state between events (which would
 //! behave differently with more workers or after a restart), a trap or a timeout leaves the
-//! instance poisoned, and memory a call grew would stay charged to later calls. At 25 µs a
-//! call a core makes about 40,000 fresh instances a second, far above the rate at which an
+//! instance poisoned, and memory a call grew would stay charged to later calls. At 16 to 32 µs a
+//! call a core makes 30,000 to 60,000 fresh instances a second, far above the rate at which an
 //! informer delivers changes. A handler that accepts those costs can opt in to
 //! `instance: reuse` (see `handler::instance`), which saves the instantiation.
 //!
-//! **Pooling allocator on, slots decommitted.** Memories, tables and stacks come from
-//! preallocated slots instead of being mapped and unmapped per instance ([`SlotReset`]),
-//! which cuts a fresh `noop` call from 39.0 to 24.7 µs. When an instance ends, its slot's
-//! pages go back to the kernel (wasmtime's default) and the next instance faults in what it
-//! touches, copy-on-write from the initial image. Keeping slots resident and resetting the
-//! touched pages in place (found with `PAGEMAP_SCAN`) was 2.3× faster with wasmtime 48;
-//! with wasmtime 50 it is twice as slow as decommitting for a Rust plugin and no faster for
-//! JavaScript (1.12 against 1.17 ms). wasmtime 50 asks the kernel for pages "written" (so a
-//! swapped-out page is reset too), and in a memory without userfaultfd write-protection the
-//! kernel reports a page never touched as written: the reset then rewrites the whole
-//! accessible memory (1.06 MiB for the `noop` plugin, which writes 4 pages), not the pages
-//! the instance wrote (`scripts/pagemap-scan.sh` shows it; BENCHMARKS.md, "Plugin call
-//! cost"). Asking for pages written *and* present or swapped would make it exact.
-//! [`SlotReset::KeepResident`] stays for the benchmarks. The pool's cost is sizing: it
-//! holds a fixed number of instances, each memory slot reserves address space for the
-//! largest memory allowed (the largest handler `memory` at start), and neither can grow
-//! while the daemon runs. A semaphore makes a call wait for a free slot rather than fail.
+//! **Pooling allocator on, slots resident where that is exact.** Memories, tables and
+//! stacks come from preallocated slots instead of being mapped and unmapped per instance
+//! ([`SlotReset`]). Where `plugin::slots` finds the kernel's `PAGEMAP_SCAN` exact and the
+//! process unable to swap, a slot stays resident and only the pages the instance wrote are
+//! reset in place ([`RESIDENT_SLOT_RESET`]): half the cost of a decommitted slot. Elsewhere
+//! its pages go back to the kernel (wasmtime's default) and the next instance faults in what
+//! it touches, copy-on-write from the initial image, which is always exact. The pool's cost
+//! is sizing: it holds a fixed number of instances, each memory slot reserves address space
+//! for the largest memory allowed (the largest handler `memory` at start), and neither can
+//! grow while the daemon runs. A semaphore makes a call wait for a free slot rather than
+//! fail.
 //!
 //! # Decision: every handler owns its share of the pool; the pool has headroom
 //!
