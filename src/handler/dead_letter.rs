@@ -160,7 +160,7 @@ impl Handler {
             };
             self.queue.forget(&key);
             self.put_back(&key, letter.delivery, event);
-            self.persist_key(&key, lock(&self.pending).get(&key), None);
+            self.persist_key(&key, lock(&self.pending).get(&key));
             self.persist_dead_letter(&id, None);
             self.queue.add(key);
         }

@@ -104,7 +104,7 @@ impl Handler {
                     None => (delivery, earlier),
                 };
                 pending.insert(key.clone(), merged);
-                successor.persist_key(&key, pending.get(&key), Some(None));
+                successor.persist_key(&key, pending.get(&key));
             }
             successor.queue.add(key);
         }

@@ -95,6 +95,9 @@ pub struct Handler {
     recent: Mutex<Recent>,
     /// The state store keeping its work across restarts, if the daemon has one.
     state: OnceLock<crate::state::State>,
+    /// With a state store, the event each worker handles, by key: the first of the key's
+    /// stored entry until the call ends. Locked after `pending`, never before.
+    flying: Mutex<HashMap<WorkKey, PendingEvent>>,
     /// The plugin compared with the handler's on every event, if `shadow:` names one.
     shadow: Option<Arc<shadow::Shadow>>,
     /// In sharded mode, this replica's hold on its ranges, checked before each call.
@@ -139,6 +142,7 @@ impl Handler {
             host_context: Mutex::new(Arc::new(HostContext::new(spec.name.as_str().into(), logs))),
             spec,
             pending: Mutex::new(HashMap::default()),
+            flying: Mutex::new(HashMap::default()),
             dead_letters: Mutex::new(DeadLetters::default()),
             slot: Slot::default(),
             counters: Counters::default(),
@@ -236,7 +240,7 @@ impl Handler {
                     false
                 }
             };
-            let seq = self.persist_key(&key, pending.get(&key), None);
+            let seq = self.persist_key(&key, pending.get(&key));
             if let Some((_, owed)) = pending.get_mut(&key) {
                 owed.mark_recorded(seq);
             }
@@ -286,7 +290,7 @@ impl Handler {
             self.queue.forget(&key);
             // What the key owed is dropped from the store too (an event in flight stays,
             // its call ends as usual).
-            self.persist_key(&key, None, None);
+            self.persist_key(&key, None);
         }
     }
 
@@ -294,7 +298,9 @@ impl Handler {
     /// put back for a retry, or what arrived meanwhile).
     fn persist_call_ended(&self, key: &WorkKey) {
         let pending = lock(&self.pending);
-        self.persist_key(key, pending.get(key), Some(None));
+        if lock(&self.flying).remove(key).is_some() {
+            self.persist_key(key, pending.get(key));
+        }
     }
 
     /// Events owed to keys delivered by `route`.

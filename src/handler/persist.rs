@@ -24,26 +24,30 @@ impl Handler {
         let _ = self.state.set(state);
     }
 
-    /// Records what `key` owes now (`pending` is the locked buffer's entry for it) and, when
-    /// `in_flight` is given, the event a worker handles for it. Returns the change's
-    /// sequence number in the store (0 without one), for [`Handler::wait_committed`].
-    pub(super) fn persist_key(
-        &self,
-        key: &WorkKey,
-        owed: Option<&(Delivery, Owed)>,
-        in_flight: Option<Option<&PendingEvent>>,
-    ) -> u64 {
+    /// Records what `key` has not finished now: the event a worker handles for it, if any,
+    /// then what it owes (`pending` is the locked buffer's entry for it). Returns the
+    /// change's sequence number in the store (0 without one), for
+    /// [`Handler::wait_committed`].
+    pub(super) fn persist_key(&self, key: &WorkKey, owed: Option<&(Delivery, Owed)>) -> u64 {
         let Some(state) = self.state.get() else {
             return 0;
         };
-        state.queued(
-            &self.name,
-            &key.route,
-            key.object.as_str(),
-            in_flight.map(|e| e.map(stored_event)),
-            owed.filter(|(_, o)| !o.is_empty())
-                .map(|(delivery, owed)| stored_owed(*delivery, owed)),
-        )
+        let flying = lock(&self.flying).get(key).map(stored_event);
+        let owed = owed.filter(|(_, o)| !o.is_empty());
+        let stored = match (flying, owed) {
+            (None, None) => None,
+            (flying, owed) => {
+                let mut events: Vec<StoredEvent> = flying.into_iter().collect();
+                if let Some((_, owed)) = owed {
+                    events.extend(owed_events(owed));
+                }
+                Some(StoredOwed {
+                    every: owed.and_then(|(delivery, _)| every(*delivery)),
+                    events,
+                })
+            }
+        };
+        state.queued(&self.name, &key.route, key.object.as_str(), stored)
     }
 
     /// Write-ahead: waits until the store has committed the change `seq` (and so every
@@ -85,12 +89,14 @@ impl Handler {
                 route: stored.route.as_str().into(),
                 object: ObjectKey::from_raw(&stored.object),
             };
-            let every = stored.owed.as_ref().and_then(|o| o.every);
-            let delivery = every.map_or(Delivery::Latest, |backlog| Delivery::Every { backlog });
+            let delivery = stored
+                .owed
+                .every
+                .map_or(Delivery::Latest, |backlog| Delivery::Every { backlog });
             let events = stored
-                .in_flight
+                .owed
+                .events
                 .into_iter()
-                .chain(stored.owed.into_iter().flat_map(|o| o.events))
                 .filter_map(|e| self.restored_event(&key, e));
             let mut owed: Option<Owed> = None;
             for event in events {
@@ -104,7 +110,7 @@ impl Handler {
             }
             let mut pending = lock(&self.pending);
             let entry = owed.map(|owed| (delivery, owed));
-            self.persist_key(&key, entry.as_ref(), Some(None));
+            self.persist_key(&key, entry.as_ref());
             if let Some(entry) = entry {
                 pending.insert(key.clone(), entry);
                 self.queue.add(key);
@@ -189,14 +195,10 @@ fn stored_event(event: &PendingEvent) -> StoredEvent {
     }
 }
 
-fn stored_owed(delivery: Delivery, owed: &Owed) -> StoredOwed {
-    let events = match owed {
+fn owed_events(owed: &Owed) -> Vec<StoredEvent> {
+    match owed {
         Owed::Latest(event) => vec![stored_event(event)],
         Owed::Every(events) => events.iter().map(stored_event).collect(),
-    };
-    StoredOwed {
-        every: every(delivery),
-        events,
     }
 }
 

@@ -128,7 +128,11 @@ impl Handler {
         let delivery = *delivery;
         let event = owed.take_next();
         let empty = owed.is_empty();
-        self.persist_key(key, pending.get(key), Some(event.as_ref()));
+        // The key's stored entry holds the event first already: nothing to write until
+        // the call ends.
+        if let Some(event) = event.as_ref().filter(|_| self.is_persistent()) {
+            lock(&self.flying).insert(key.clone(), event.clone());
+        }
         if empty {
             pending.remove(key);
         } else {

@@ -1,14 +1,17 @@
 //! Durable state (`state_dir:`): an embedded transactional store (redb) holding, per route,
 //! what it last delivered of each object (uid, resourceVersion, a content hash: not the
-//! object), and per handler its queued events, the event each worker was handling, its dead
-//! letters and whether it was paused; and each route's finalizer, until no object the route
+//! object), and per handler, by key, the events it has not finished (the one a worker is
+//! handling first, then what the key owes), its dead letters and whether it was paused; and each route's finalizer, until no object the route
 //! delivered needs it taken off. After a restart each route delivers the difference from
 //! what it last delivered, and each handler's queue and dead letters come back. In sharded
 //! mode the difference is taken within the replica's ranges: the records of objects outside
 //! them wait, in [`Retained`], for a range holding them to come back.
 //!
-//! Stages send each change to one writer thread ([`writer`]) that commits whatever has
-//! arrived in one transaction (group commit); only a worker waits, before it calls a
+//! An event is written once, when a route queues it: a worker taking it writes nothing (the
+//! stored entry already holds it, first), and its end writes what the key still owes, or
+//! removes the entry. Stages send each change to one writer thread ([`writer`]) that commits
+//! whatever has arrived in one transaction (group commit), keeping only the last change of
+//! each key; only a worker waits, before it calls a
 //! plugin, for the commit that holds the event it hands over (write-ahead, see [`flow`]),
 //! and the informers wait while the writer's queue is full (backpressure). A crash loses at
 //! most changes not committed yet, never one a plugin acted on: an event whose `done` was
@@ -47,8 +50,10 @@ pub use retained::Retained;
 /// The store's file inside `state_dir`.
 pub const FILE_NAME: &str = "switchyard.redb";
 
-/// The version of the layout below, kept in the `meta` table.
-const FORMAT: u64 = 1;
+/// The version of the layout below, kept in the `meta` table. Version 1 kept the event a
+/// worker was handling in a table of its own (`inflight/HANDLER`); a store of version 1 is
+/// brought to 2 when it is opened ([`upgrade_from_1`]).
+const FORMAT: u64 = 2;
 
 /// Table names.
 mod tables {
@@ -69,12 +74,13 @@ mod tables {
     pub fn route(name: &str) -> String {
         format!("route/{name}")
     }
-    /// A handler's queued keys: `route\0object` → [`super::StoredOwed`].
+    /// A handler's unfinished keys: `route\0object` → [`super::StoredOwed`], the event in
+    /// flight (if any) first.
     pub fn owed(handler: &str) -> String {
         format!("owed/{handler}")
     }
-    /// A handler's events in flight: `route\0object` → [`super::StoredEvent`].
-    pub fn in_flight(handler: &str) -> String {
+    /// Layout 1's events in flight: `route\0object` → [`super::StoredEvent`].
+    pub fn in_flight_v1(handler: &str) -> String {
         format!("inflight/{handler}")
     }
     /// A handler's dead letters: id → [`super::StoredDeadLetter`].
@@ -139,8 +145,7 @@ enum Op {
     Queue {
         handler: Arc<str>,
         key: String,
-        /// `None`: unchanged; `Some(None)`: nothing in flight.
-        in_flight: Option<Option<StoredEvent>>,
+        /// `None`: nothing left.
         owed: Option<StoredOwed>,
     },
     DeadLetter {
@@ -328,21 +333,19 @@ impl State {
         });
     }
 
-    /// Records what `handler` owes the key `route`/`object` now (`None`: nothing) and, when
-    /// `in_flight` is given, the event a worker is handling for it (`Some(None)`: none).
-    /// Returns the change's sequence number, for [`State::committed`].
+    /// Records the events `handler` has not finished for the key `route`/`object` (`None`:
+    /// none): the one a worker is handling, if any, first, then what the key owes. Returns
+    /// the change's sequence number, for [`State::committed`].
     pub fn queued(
         &self,
         handler: &Arc<str>,
         route: &str,
         object: &str,
-        in_flight: Option<Option<StoredEvent>>,
         owed: Option<StoredOwed>,
     ) -> u64 {
         self.send(Op::Queue {
             handler: handler.clone(),
             key: format!("{route}\0{object}"),
-            in_flight,
             owed,
         })
     }
@@ -499,26 +502,18 @@ impl State {
             .collect();
         let prefix = format!("{route}\0");
         for handler in self.handler_names()? {
-            // Per object, what is in flight, then what is owed: oldest first.
-            let mut held: HashMap<String, Vec<StoredEvent>> = HashMap::new();
-            for (key, event) in self.read_table::<StoredEvent>(&tables::in_flight(&handler))? {
-                if let Some(object) = key.strip_prefix(&prefix) {
-                    held.entry(object.to_string()).or_default().push(event);
-                }
-            }
             for (key, owed) in self.read_table::<StoredOwed>(&tables::owed(&handler))? {
-                if let Some(object) = key.strip_prefix(&prefix) {
-                    held.entry(object.to_string())
-                        .or_default()
-                        .extend(owed.events);
-                }
-            }
-            for (object, events) in held {
-                let Some(last) = events.last() else { continue };
+                let Some(object) = key.strip_prefix(&prefix) else {
+                    continue;
+                };
+                // Oldest first: the last is the newest state the route queued.
+                let Some(last) = owed.events.last() else {
+                    continue;
+                };
                 if last.kind == "deleted" {
-                    records.remove(&object);
+                    records.remove(object);
                 } else if let Some(record) = RouteRecord::of_json(&last.object) {
-                    records.insert(object, record);
+                    records.insert(object.to_string(), record);
                 }
             }
         }
@@ -531,12 +526,7 @@ impl State {
         let txn = self.db()?.begin_read().map_err(|e| read(e.into()))?;
         let tables = txn.list_tables().map_err(|e| read(e.into()))?;
         Ok(tables
-            .filter_map(|t| {
-                let name = t.name();
-                name.strip_prefix("inflight/")
-                    .or_else(|| name.strip_prefix("owed/"))
-                    .map(str::to_string)
-            })
+            .filter_map(|t| t.name().strip_prefix("owed/").map(str::to_string))
             .collect())
     }
 
@@ -547,26 +537,19 @@ impl State {
             .into_iter()
             .find(|(k, _)| k == name)
             .map(|(_, v)| v);
-        let mut keys: HashMap<String, StoredKey> = HashMap::new();
-        let entry = |key: String| {
-            let (route, object) = key.split_once('\0').unwrap_or((&key, ""));
-            StoredKey {
-                route: route.to_string(),
-                object: object.to_string(),
-                in_flight: None,
-                owed: None,
-            }
-        };
-        for (key, event) in self.read_table::<StoredEvent>(&tables::in_flight(name))? {
-            keys.entry(key.clone())
-                .or_insert_with(|| entry(key))
-                .in_flight = Some(event);
-        }
-        for (key, owed) in self.read_table::<StoredOwed>(&tables::owed(name))? {
-            keys.entry(key.clone()).or_insert_with(|| entry(key)).owed = Some(owed);
-        }
-        let mut keys: Vec<StoredKey> = keys.into_values().collect();
-        keys.sort_by(|a, b| (&a.route, &a.object).cmp(&(&b.route, &b.object)));
+        // Rows come in key order: by route, then object.
+        let keys = self
+            .read_table::<StoredOwed>(&tables::owed(name))?
+            .into_iter()
+            .map(|(key, owed)| {
+                let (route, object) = key.split_once('\0').unwrap_or((&key, ""));
+                StoredKey {
+                    route: route.to_string(),
+                    object: object.to_string(),
+                    owed,
+                }
+            })
+            .collect();
         let dead_letters = self
             .read_table::<StoredDeadLetter>(&tables::dead(name))?
             .into_iter()
@@ -741,17 +724,11 @@ fn check_format(db: &Database) -> Result<(), String> {
     let rows: Vec<(String, u64)> = read_rows(db, tables::META).map_err(row_reason)?;
     match rows.iter().find(|(k, _)| k == "format") {
         Some((_, v)) if *v == FORMAT => {}
+        Some((_, 1)) => upgrade_from_1(db).map_err(|e| format!("upgrading layout 1: {e}"))?,
         Some((_, v)) => return Err(format!("layout version {v}, this daemon reads {FORMAT}")),
         None => {
             let txn = db.begin_write().map_err(|e| e.to_string())?;
-            {
-                let mut meta = txn
-                    .open_table(writer::def(tables::META))
-                    .map_err(|e| e.to_string())?;
-                let bytes = serde_json::to_vec(&FORMAT).expect("a number serializes");
-                meta.insert("format", bytes.as_slice())
-                    .map_err(|e| e.to_string())?;
-            }
+            write_format(&txn).map_err(|e| e.to_string())?;
             txn.commit().map_err(|e| e.to_string())?;
         }
     }
@@ -766,6 +743,55 @@ fn check_format(db: &Database) -> Result<(), String> {
         let _: Vec<(String, serde_json::Value)> = read_rows(db, &name).map_err(row_reason)?;
     }
     Ok(())
+}
+
+/// Writes this daemon's layout version.
+fn write_format(txn: &redb::WriteTransaction) -> Result<(), redb::Error> {
+    let mut meta = txn.open_table(writer::def(tables::META))?;
+    let bytes = serde_json::to_vec(&FORMAT).expect("a number serializes");
+    meta.insert("format", bytes.as_slice())?;
+    Ok(())
+}
+
+/// Brings a store of layout 1 to this one, in one transaction: each event in flight goes
+/// first into its key's entry in `owed/HANDLER`, and the `inflight/HANDLER` tables go.
+fn upgrade_from_1(db: &Database) -> Result<(), String> {
+    let names: Vec<String> = {
+        let txn = db.begin_read().map_err(|e| e.to_string())?;
+        txn.list_tables()
+            .map_err(|e| e.to_string())?
+            .filter_map(|t| t.name().strip_prefix("inflight/").map(str::to_string))
+            .collect()
+    };
+    let txn = db.begin_write().map_err(|e| e.to_string())?;
+    for handler in names {
+        let in_flight: Vec<(String, StoredEvent)> =
+            read_rows(db, &tables::in_flight_v1(&handler)).map_err(row_reason)?;
+        let owed: HashMap<String, StoredOwed> = read_rows(db, &tables::owed(&handler))
+            .map_err(row_reason)?
+            .into_iter()
+            .collect();
+        {
+            let mut table = txn
+                .open_table(writer::def(&tables::owed(&handler)))
+                .map_err(|e| e.to_string())?;
+            for (key, event) in in_flight {
+                let mut entry = owed.get(&key).cloned().unwrap_or(StoredOwed {
+                    every: None,
+                    events: Vec::new(),
+                });
+                entry.events.insert(0, event);
+                let bytes = serde_json::to_vec(&entry).expect("stored records serialize");
+                table
+                    .insert(key.as_str(), bytes.as_slice())
+                    .map_err(|e| e.to_string())?;
+            }
+        }
+        txn.delete_table(writer::def(&tables::in_flight_v1(&handler)))
+            .map_err(|e| e.to_string())?;
+    }
+    write_format(&txn).map_err(|e| e.to_string())?;
+    txn.commit().map_err(|e| e.to_string())
 }
 
 fn row_reason(e: RowError) -> String {

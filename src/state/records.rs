@@ -155,7 +155,8 @@ pub struct StoredEvent {
     pub first_failure_ms: Option<u64>,
 }
 
-/// What a handler owes one key, as stored.
+/// What a handler has not finished for one key, as stored: the event a worker is handling,
+/// if any, first, then what the key owes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StoredOwed {
     /// The backlog of `every` delivery; `None` for `latest`.
@@ -187,18 +188,16 @@ pub struct StoredDeadLetter {
     pub last_failure_ms: u64,
 }
 
-/// One queued key of a handler as the store had it: the event a worker was handling when
-/// the daemon stopped (delivered again first), then what the key still owed.
+/// One queued key of a handler as the store had it: the events not finished, the one a
+/// worker was handling when the daemon stopped (delivered again) first.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoredKey {
     /// The route that delivered it.
     pub route: String,
     /// The object's key.
     pub object: String,
-    /// The event in flight, if any.
-    pub in_flight: Option<StoredEvent>,
-    /// What the key owed besides.
-    pub owed: Option<StoredOwed>,
+    /// Its events, oldest first.
+    pub owed: StoredOwed,
 }
 
 /// Everything the store holds for one handler.

@@ -31,17 +31,12 @@ async fn changes_sent_are_read_back_after_reopening() {
     state.delivered(&route, "d/a", object.clone());
     state.delivered(&route, "d/b", object);
     state.forgot(&route, "d/b");
+    // The event in flight first, then what the key owes.
     let owed = StoredOwed {
         every: None,
-        events: vec![event("updated", "4")],
+        events: vec![event("added", "3"), event("updated", "4")],
     };
-    state.queued(
-        &handler,
-        "r",
-        "d/a",
-        Some(Some(event("added", "3"))),
-        Some(owed.clone()),
-    );
+    state.queued(&handler, "r", "d/a", Some(owed.clone()));
     state.paused(&handler, true);
     state.flush().await;
     state.close();
@@ -56,8 +51,7 @@ async fn changes_sent_are_read_back_after_reopening() {
     assert_eq!(snapshot.paused, Some(true));
     assert_eq!(snapshot.keys.len(), 1);
     assert_eq!(snapshot.keys[0].object, "d/a");
-    assert_eq!(snapshot.keys[0].in_flight, Some(event("added", "3")));
-    assert_eq!(snapshot.keys[0].owed, Some(owed));
+    assert_eq!(snapshot.keys[0].owed, owed);
 
     state
         .retain(&HashSet::from(["other"]), &HashSet::new(), &HashSet::new())
@@ -66,6 +60,111 @@ async fn changes_sent_are_read_back_after_reopening() {
     assert!(state.route_records("r").unwrap().is_empty());
     assert!(state.handler("h").unwrap().keys.is_empty());
     assert_eq!(state.handler("h").unwrap().paused, None);
+}
+
+#[tokio::test]
+async fn within_one_commit_the_last_change_of_each_key_is_what_is_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = State::open(&spec(dir.path(), OnCorrupt::Refuse), None).unwrap();
+    let (route, handler): (Arc<str>, Arc<str>) = ("r".into(), "h".into());
+    let object = |rv: &str| -> Arc<str> {
+        format!(r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"a","uid":"u","resourceVersion":"{rv}"}}}}"#).into()
+    };
+    let owed = |rv: &str| StoredOwed {
+        every: None,
+        events: vec![event("updated", rv)],
+    };
+    // Many changes per key, sent at once: the writer takes them in few commits.
+    for i in 0..200 {
+        let rv = i.to_string();
+        state.queued(&handler, "r", "d/a", Some(owed(&rv)));
+        state.queued(&handler, "r", "d/b", Some(owed(&rv)));
+        state.queued(&handler, "r", "d/b", None);
+        state.delivered(&route, "d/a", object(&rv));
+        state.forgot(&route, "d/a");
+        state.delivered(&route, "d/a", object(&rv));
+        state.delivered(&route, "d/b", object(&rv));
+        // Not an object: never recorded, and it leaves the record before it alone.
+        state.delivered(&route, "d/b", "[1]".into());
+    }
+    state.drop_route("gone");
+    state.queued(&handler, "r", "d/c", Some(owed("c")));
+    state.flush().await;
+    let keys = state.handler("h").unwrap().keys;
+    let found: Vec<(&str, &StoredOwed)> =
+        keys.iter().map(|k| (k.object.as_str(), &k.owed)).collect();
+    assert_eq!(found, [("d/a", &owed("199")), ("d/c", &owed("c"))]);
+    let records = state.route_records("r").unwrap();
+    assert_eq!(records["d/b"].resource_version, "199");
+    // d/a's queued event is newer than nothing: its record is the event's.
+    assert_eq!(records["d/a"].resource_version, "199");
+}
+
+/// A store as a daemon of layout 1 left it: the event in flight in a table of its own.
+fn layout_1_store(path: &Path) {
+    let db = Database::create(path).unwrap();
+    let txn = db.begin_write().unwrap();
+    let put = |table: &str, key: &str, value: serde_json::Value| {
+        let bytes = serde_json::to_vec(&value).unwrap();
+        txn.open_table(writer::def(table))
+            .unwrap()
+            .insert(key, bytes.as_slice())
+            .unwrap();
+    };
+    put(tables::META, "format", serde_json::json!(1));
+    let ev = |kind: &str, rv: &str| serde_json::to_value(event(kind, rv)).unwrap();
+    put("inflight/h", "r\0d/a", ev("added", "3"));
+    put(
+        "owed/h",
+        "r\0d/a",
+        serde_json::json!({"every": 4, "events": [ev("updated", "4")]}),
+    );
+    put("inflight/h", "r\0d/b", ev("deleted", "7"));
+    put(
+        "owed/h",
+        "r\0d/c",
+        serde_json::json!({"every": null, "events": [ev("added", "1")]}),
+    );
+    drop(put);
+    txn.commit().unwrap();
+}
+
+#[tokio::test]
+async fn a_store_of_layout_1_is_read_with_each_event_in_flight_first() {
+    let dir = tempfile::tempdir().unwrap();
+    layout_1_store(&dir.path().join(FILE_NAME));
+    let state = State::open(&spec(dir.path(), OnCorrupt::Refuse), None).unwrap();
+    let keys = state.handler("h").unwrap().keys;
+    let found: Vec<(&str, Option<usize>, Vec<&str>)> = keys
+        .iter()
+        .map(|k| {
+            let kinds = k.owed.events.iter().map(|e| e.kind.as_str()).collect();
+            (k.object.as_str(), k.owed.every, kinds)
+        })
+        .collect();
+    assert_eq!(
+        found,
+        [
+            ("d/a", Some(4), vec!["added", "updated"]),
+            ("d/b", None, vec!["deleted"]),
+            ("d/c", None, vec!["added"]),
+        ]
+    );
+    assert_eq!(keys[0].owed.events[1], event("updated", "4"));
+    // Upgraded in place: the old table is gone and the layout says 2.
+    let txn = state.db().unwrap().begin_read().unwrap();
+    let names: Vec<String> = txn
+        .list_tables()
+        .unwrap()
+        .map(|t| t.name().to_string())
+        .collect();
+    assert!(
+        !names.iter().any(|n| n.starts_with("inflight/")),
+        "{names:?}"
+    );
+    drop(txn);
+    let meta: Vec<(String, u64)> = state.read_table(tables::META).unwrap();
+    assert_eq!(meta, [("format".to_string(), FORMAT)]);
 }
 
 #[tokio::test]
@@ -194,15 +293,9 @@ async fn a_route_s_records_are_brought_up_to_date_with_the_events_still_queued_f
         every: Some(10),
         events: vec![event(kind, rv)],
     };
-    state.queued(&handler, "r", "d/new", None, Some(owed("added", "5")));
-    state.queued(&handler, "r", "d/gone", None, Some(owed("deleted", "6")));
-    state.queued(
-        &handler,
-        "other",
-        "d/kept",
-        Some(Some(event("deleted", "7"))),
-        None,
-    );
+    state.queued(&handler, "r", "d/new", Some(owed("added", "5")));
+    state.queued(&handler, "r", "d/gone", Some(owed("deleted", "6")));
+    state.queued(&handler, "other", "d/kept", Some(owed("deleted", "7")));
     state.flush().await;
 
     let records = state.route_records("r").unwrap();

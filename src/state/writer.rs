@@ -14,6 +14,7 @@ use redb::{Database, TableDefinition, WriteTransaction};
 use super::records::RouteRecord;
 use super::{Op, Shared, tables};
 use crate::util::lock;
+use erased::Value as _;
 
 /// Most changes committed in one transaction.
 const BATCH: usize = 8192;
@@ -158,101 +159,134 @@ fn commit(shared: &Shared, batch: &[Op]) -> Result<(), String> {
     };
     let attempt = || -> Result<(), redb::Error> {
         let txn = db.begin_write()?;
+        let mut staged = Staged::default();
         for op in batch {
-            apply(&txn, op)?;
+            match op {
+                Op::DropRoute(route) => {
+                    staged.write(&txn)?;
+                    txn.delete_table(def(&tables::route(route)))?;
+                }
+                Op::DropHandler(handler) => {
+                    staged.write(&txn)?;
+                    for name in [
+                        tables::owed(handler),
+                        tables::in_flight_v1(handler),
+                        tables::dead(handler),
+                    ] {
+                        txn.delete_table(def(&name))?;
+                    }
+                    txn.open_table(def(tables::PAUSED))?.remove(&**handler)?;
+                }
+                op => staged.stage(op),
+            }
         }
+        staged.write(&txn)?;
         txn.commit()?;
         Ok(())
     };
     attempt().map_err(|e| e.to_string())
 }
 
-/// Applies one change.
-fn apply(txn: &WriteTransaction, op: &Op) -> Result<(), redb::Error> {
-    match op {
-        Op::Delivered { route, key, object } => {
-            // A value that is not a JSON object is never delivered by an informer.
-            if let Some(record) = RouteRecord::of_json(object) {
-                let name = tables::route(route);
-                put_json(txn, &name, key, &record)?;
-            }
-        }
-        Op::Forgot { route, key } => {
-            let name = tables::route(route);
-            txn.open_table(def(&name))?.remove(key.as_str())?;
-        }
-        Op::Queue {
-            handler,
-            key,
-            in_flight,
-            owed,
-        } => {
-            if let Some(in_flight) = in_flight {
-                let name = tables::in_flight(handler);
-                put_or_remove(txn, &name, key, in_flight.as_ref())?;
-            }
-            let name = tables::owed(handler);
-            put_or_remove(txn, &name, key, owed.as_ref())?;
-        }
-        Op::DeadLetter {
-            handler,
-            id,
-            letter,
-        } => {
-            let name = tables::dead(handler);
-            put_or_remove(txn, &name, id, letter.as_ref())?;
-        }
-        Op::Paused { handler, paused } => {
-            put_json(txn, tables::PAUSED, handler, paused)?;
-        }
-        Op::Finalizer { key, finalizer } => {
-            put_or_remove(txn, tables::FINALIZERS, key, finalizer.as_ref())?;
-        }
-        Op::DropRoute(route) => {
-            txn.delete_table(def(&tables::route(route)))?;
-        }
-        Op::DropHandler(handler) => {
-            for name in [
-                tables::owed(handler),
-                tables::in_flight(handler),
-                tables::dead(handler),
-            ] {
-                txn.delete_table(def(&name))?;
-            }
-            txn.open_table(def(tables::PAUSED))?.remove(&**handler)?;
-        }
-        Op::Flush(_) => {}
+/// What one row becomes.
+enum Row<'a> {
+    /// Removed.
+    Remove,
+    /// A route's record of an object.
+    Record(RouteRecord),
+    /// A value written as JSON.
+    Json(&'a dyn erased::Value),
+}
+
+/// Object-safe serialization of the stored records.
+mod erased {
+    /// A value the writer serializes to JSON.
+    pub(super) trait Value {
+        fn to_json(&self) -> Vec<u8>;
     }
-    Ok(())
+
+    impl<T: serde::Serialize> Value for T {
+        fn to_json(&self) -> Vec<u8> {
+            serde_json::to_vec(self).expect("stored records serialize")
+        }
+    }
+}
+
+/// A batch's changes by table and key, only the last change of each key kept: an entry
+/// queued and finished within one commit costs one removal, and each table is opened once.
+/// Changes are staged in order, so what is written is what applying them one by one would
+/// leave; a dropped table ends the stage before it ([`Staged::write`]).
+#[derive(Default)]
+struct Staged<'a> {
+    tables: std::collections::BTreeMap<String, std::collections::BTreeMap<&'a str, Row<'a>>>,
+}
+
+impl<'a> Staged<'a> {
+    /// Stages one change (not a drop).
+    fn stage(&mut self, op: &'a Op) {
+        let (table, key, row) = match op {
+            // A value that is not a JSON object is never delivered by an informer.
+            Op::Delivered { route, key, object } => match RouteRecord::of_json(object) {
+                Some(record) => (tables::route(route), key.as_str(), Row::Record(record)),
+                None => return,
+            },
+            Op::Forgot { route, key } => (tables::route(route), key.as_str(), Row::Remove),
+            Op::Queue { handler, key, owed } => (
+                tables::owed(handler),
+                key.as_str(),
+                json_or_remove(owed.as_ref()),
+            ),
+            Op::DeadLetter {
+                handler,
+                id,
+                letter,
+            } => (
+                tables::dead(handler),
+                id.as_str(),
+                json_or_remove(letter.as_ref()),
+            ),
+            Op::Paused { handler, paused } => {
+                (tables::PAUSED.to_string(), &**handler, Row::Json(paused))
+            }
+            Op::Finalizer { key, finalizer } => (
+                tables::FINALIZERS.to_string(),
+                key.as_str(),
+                json_or_remove(finalizer.as_ref()),
+            ),
+            Op::DropRoute(_) | Op::DropHandler(_) | Op::Flush(_) => return,
+        };
+        self.tables.entry(table).or_default().insert(key, row);
+    }
+
+    /// Writes what is staged, table by table, and empties the stage.
+    fn write(&mut self, txn: &WriteTransaction) -> Result<(), redb::Error> {
+        for (name, rows) in std::mem::take(&mut self.tables) {
+            let mut table = txn.open_table(def(&name))?;
+            for (key, row) in rows {
+                match row {
+                    Row::Remove => {
+                        table.remove(key)?;
+                    }
+                    Row::Record(record) => {
+                        table.insert(key, record.to_json().as_slice())?;
+                    }
+                    Row::Json(value) => {
+                        table.insert(key, value.to_json().as_slice())?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn json_or_remove<T: serde::Serialize>(value: Option<&T>) -> Row<'_> {
+    match value {
+        Some(value) => Row::Json(value),
+        None => Row::Remove,
+    }
 }
 
 /// The definition of a table of JSON values by text key.
 pub(super) fn def(name: &str) -> TableDefinition<'_, &'static str, &'static [u8]> {
     TableDefinition::new(name)
-}
-
-fn put_json<T: serde::Serialize>(
-    txn: &WriteTransaction,
-    table: &str,
-    key: &str,
-    value: &T,
-) -> Result<(), redb::Error> {
-    let bytes = serde_json::to_vec(value).expect("stored records serialize");
-    txn.open_table(def(table))?.insert(key, bytes.as_slice())?;
-    Ok(())
-}
-
-fn put_or_remove<T: serde::Serialize>(
-    txn: &WriteTransaction,
-    table: &str,
-    key: &str,
-    value: Option<&T>,
-) -> Result<(), redb::Error> {
-    match value {
-        Some(value) => put_json(txn, table, key, value),
-        None => {
-            txn.open_table(def(table))?.remove(key)?;
-            Ok(())
-        }
-    }
 }
