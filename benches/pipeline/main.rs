@@ -5,6 +5,7 @@
 //! Rows, each a child process so that its CPU time (utime + stime from /proc/PID/stat) and
 //! peak RSS (VmHWM) are its own:
 //! - (a0) row (a) run by `SWITCHYARD_PIPELINE_BASELINE` (only when it is set);
+//! - (a04) row (a4) run by `SWITCHYARD_PIPELINE_BASELINE` (only when it is set);
 //! - (a) `switchyard run`, one route of every ConfigMap in `default` to the `noop` plugin;
 //! - (a2) the same with `instance: reuse` (each worker keeps its plugin instance);
 //! - (a3) row (a) on two runtime threads (`--threads 2`) instead of one;
@@ -130,13 +131,16 @@ impl Plan {
                     .split(',')
                     .map(|name| {
                         Row::named(name.trim())
-                            .expect("SWITCHYARD_PIPELINE_ROWS: a0, a, a2, a3, a4, a5, b, c, c2, d, s, s5, r")
+                            .expect("SWITCHYARD_PIPELINE_ROWS: a0, a04, a, a2, a3, a4, a5, b, c, c2, d, s, s5, r")
                     })
                     .collect(),
                 // The relist row runs on its own, or in the smoke run.
                 Err(_) => Row::ALL
                     .into_iter()
-                    .filter(|r| *r != Row::Baseline && (*r != Row::Relist || !measuring))
+                    .filter(|r| {
+                        !matches!(r, Row::Baseline | Row::BaselineState)
+                            && (*r != Row::Relist || !measuring)
+                    })
                     .collect(),
             },
             baseline: std::env::var_os("SWITCHYARD_PIPELINE_BASELINE").map(PathBuf::from),
@@ -149,6 +153,7 @@ impl Plan {
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Row {
     Baseline,
+    BaselineState,
     Noop,
     Reuse,
     TwoThreads,
@@ -164,8 +169,9 @@ enum Row {
 }
 
 impl Row {
-    const ALL: [Row; 13] = [
+    const ALL: [Row; 14] = [
         Row::Baseline,
+        Row::BaselineState,
         Row::Noop,
         Row::Reuse,
         Row::TwoThreads,
@@ -183,6 +189,7 @@ impl Row {
     fn label(self) -> &'static str {
         match self {
             Row::Baseline => "(a0) row (a) run by the baseline binary",
+            Row::BaselineState => "(a04) row (a4) run by the baseline binary",
             Row::Noop => "(a) switchyard, noop plugin",
             Row::Reuse => "(a2) switchyard, noop plugin, instance: reuse",
             Row::TwoThreads => "(a3) switchyard, noop plugin, --threads 2",
@@ -234,7 +241,7 @@ fn start_daemon(plan: &Plan, row: Row, dir: &Path, port: u16) -> Running {
     } else {
         "per-event"
     };
-    let state = if row == Row::State {
+    let state = if matches!(row, Row::State | Row::BaselineState) {
         "state_dir: state\n"
     } else {
         ""
@@ -254,8 +261,10 @@ fn start_daemon(plan: &Plan, row: Row, dir: &Path, port: u16) -> Running {
     std::fs::write(dir.join("switchyard.yaml"), config).expect("write the config");
     let threads = if row == Row::TwoThreads { "2" } else { "1" };
     let binary = match (row, &plan.baseline) {
-        (Row::Baseline, Some(baseline)) => baseline,
-        (Row::Baseline, None) => panic!("row (a0) needs SWITCHYARD_PIPELINE_BASELINE"),
+        (Row::Baseline | Row::BaselineState, Some(baseline)) => baseline,
+        (Row::Baseline | Row::BaselineState, None) => {
+            panic!("rows (a0) and (a04) need SWITCHYARD_PIPELINE_BASELINE")
+        }
         _ => &plan.daemon,
     };
     let mut command = Command::new(binary);
@@ -434,7 +443,13 @@ impl Source<'_> {
         match self {
             Source::Admin(
                 admin,
-                Row::Baseline | Row::Noop | Row::Reuse | Row::TwoThreads | Row::State | Row::Paged,
+                Row::Baseline
+                | Row::BaselineState
+                | Row::Noop
+                | Row::Reuse
+                | Row::TwoThreads
+                | Row::State
+                | Row::Paged,
             ) => admin.queue_buckets().await,
             _ => Vec::new(),
         }
@@ -542,6 +557,7 @@ async fn run_row(plan: &Plan, row: Row, n: usize) -> Measured {
     let started = Instant::now();
     let measured = match row {
         Row::Baseline
+        | Row::BaselineState
         | Row::Noop
         | Row::Reuse
         | Row::TwoThreads
