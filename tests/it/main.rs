@@ -50,6 +50,11 @@ mod state;
 mod state_faults;
 mod unserved;
 
+mod alerts {
+    //! The alert rules and the Grafana dashboard, checked by promtool and a real Prometheus.
+    mod metrics;
+}
+
 mod config {
     //! Config reload and routing, end to end.
     mod reload;
