@@ -53,6 +53,7 @@ mod unserved;
 mod alerts {
     //! The alert rules and the Grafana dashboard, checked by promtool and a real Prometheus.
     mod metrics;
+    mod rules;
 }
 
 mod config {

@@ -8,6 +8,7 @@ pub mod browser;
 pub mod daemon;
 pub mod hostile;
 pub mod process;
+pub mod prometheus;
 pub mod receiver;
 pub mod registry;
 pub mod sim;
