@@ -14,7 +14,6 @@ mod support;
 mod cli;
 mod cluster_access;
 mod daemon;
-mod dashboard;
 mod demo;
 mod deploy;
 mod deploy_layout;
@@ -54,6 +53,7 @@ mod alerts {
     //! The alert rules and the Grafana dashboard, checked by promtool and a real Prometheus.
     mod metrics;
     mod rules;
+    mod scrape;
 }
 
 mod config {
