@@ -42,6 +42,7 @@ pub struct WorkqueueFamilies {
     retries: Family<NameLabel, Counter>,
     unfinished_work: Family<NameLabel, Gauge<f64, std::sync::atomic::AtomicU64>>,
     longest_running: Family<NameLabel, Gauge<f64, std::sync::atomic::AtomicU64>>,
+    oldest: Family<NameLabel, Gauge<f64, std::sync::atomic::AtomicU64>>,
 }
 
 /// The metric handles of one work queue.
@@ -61,6 +62,8 @@ pub struct QueueMetrics {
     pub unfinished_work: Gauge<f64, std::sync::atomic::AtomicU64>,
     /// Seconds the longest-running worker has been on its key.
     pub longest_running: Gauge<f64, std::sync::atomic::AtomicU64>,
+    /// Seconds the oldest key still waiting for a worker has waited (0 when none waits).
+    pub oldest: Gauge<f64, std::sync::atomic::AtomicU64>,
 }
 
 /// The label of per-route metrics.
@@ -82,10 +85,14 @@ pub struct InformerLabel {
 /// the stages keep one count each and a scrape reads it.
 #[derive(Clone, Default)]
 pub struct StageFamilies {
+    /// 1 while `/readyz` answers 200.
+    pub ready: Gauge,
     /// Objects in an informer's cache.
     pub informer_objects: Family<InformerLabel, Gauge>,
     /// 1 once an informer has listed its resource.
     pub informer_synced: Family<InformerLabel, Gauge>,
+    /// 1 while an informer's list or watch is failing (its last attempt failed).
+    pub informer_failing: Family<InformerLabel, Gauge>,
     /// Watch restarts after failures.
     pub informer_restarts: Family<InformerLabel, Counter>,
     /// Deltas a route handed to its handler.
@@ -307,6 +314,7 @@ impl Metrics {
             retries: Family::default(),
             unfinished_work: Family::default(),
             longest_running: Family::default(),
+            oldest: Family::default(),
         };
         register_workqueue(&mut registry, &workqueue);
         let stages = StageFamilies::default();
@@ -361,6 +369,7 @@ impl Metrics {
             retries: w.retries.get_or_create_owned(&label),
             unfinished_work: w.unfinished_work.get_or_create_owned(&label),
             longest_running: w.longest_running.get_or_create_owned(&label),
+            oldest: w.oldest.get_or_create_owned(&label),
         }
     }
 
@@ -421,10 +430,20 @@ fn register_workqueue(registry: &mut Registry, w: &WorkqueueFamilies) {
         "How many seconds has the longest running processor for the work queue been running",
         w.longest_running.clone(),
     );
+    registry.register(
+        "switchyard_queue_oldest_seconds",
+        "Seconds the oldest key waiting in the handler's work queue has waited so far (0 when none waits)",
+        w.oldest.clone(),
+    );
 }
 
 /// Registers the stages' own metric families.
 fn register_stages(registry: &mut Registry, st: &StageFamilies) {
+    registry.register(
+        "switchyard_ready",
+        "1 while /readyz answers 200: every informer synced, no route waiting for its resource, the state store committing",
+        st.ready.clone(),
+    );
     registry.register(
         "switchyard_leader",
         "1 while this replica leads and its handlers run",
@@ -469,6 +488,11 @@ fn register_stages(registry: &mut Registry, st: &StageFamilies) {
         "switchyard_informer_synced",
         "1 once the informer has listed its resource",
         st.informer_synced.clone(),
+    );
+    registry.register(
+        "switchyard_informer_failing",
+        "1 while the informer's list or watch is failing: its last attempt failed and none has succeeded since",
+        st.informer_failing.clone(),
     );
     registry.register(
         "switchyard_informer_watch_restarts",

@@ -46,6 +46,20 @@ pub trait Backend: Send + Sync + 'static {
     fn unready(&self) -> Vec<(String, String)> {
         Vec::new()
     }
+    /// Whether `/readyz` answers 200 (and `switchyard_ready` is 1).
+    fn ready(&self) -> bool {
+        is_ready(&self.informers(), &self.waiting(), &self.unready())
+    }
+}
+
+/// The readiness verdict: every informer synced, no resource the routes need waiting, and no
+/// other reason.
+pub(crate) fn is_ready(
+    informers: &[Arc<Informer>],
+    waiting: &[(String, String)],
+    unready: &[(String, String)],
+) -> bool {
+    informers.iter().all(|i| i.is_synced()) && waiting.is_empty() && unready.is_empty()
 }
 
 /// A rejected reload: its message, and the config mistakes when the file had some.

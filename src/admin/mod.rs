@@ -109,7 +109,7 @@ async fn readyz<B: Backend>(
     let informers = shared.informers();
     let missing = shared.waiting();
     let unready = shared.unready();
-    let ready = informers.iter().all(|i| i.is_synced()) && missing.is_empty() && unready.is_empty();
+    let ready = backend::is_ready(&informers, &missing, &unready);
     let code = if ready {
         StatusCode::OK
     } else {

@@ -228,6 +228,8 @@ impl Shared {
         }
         let status = self.status();
         let st = &self.metrics.stages;
+        st.ready
+            .set(i64::from(<Self as crate::admin::Backend>::ready(self)));
         st.leader.set(i64::from(status.replica.leader));
         set_counter(&st.lease_renewals, status.replica.renewals);
         set_counter(&st.leader_transitions, status.replica.transitions);
@@ -250,6 +252,9 @@ impl Shared {
             st.informer_synced
                 .get_or_create(&label)
                 .set(i64::from(s.synced));
+            st.informer_failing
+                .get_or_create(&label)
+                .set(i64::from(s.health.last_error.is_some()));
             set_counter(
                 &st.informer_restarts.get_or_create(&label),
                 s.health.restarts,

@@ -275,8 +275,8 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
         self.lock().waiting.len()
     }
 
-    /// Updates the gauges that depend on time: unfinished work and the longest-running
-    /// worker. Called before metrics are read.
+    /// Updates the gauges that depend on time: unfinished work, the longest-running worker
+    /// and the oldest key waiting. Called before metrics are read.
     pub fn update_time_metrics(&self) {
         let Some(m) = &self.inner.metrics else {
             return;
@@ -287,6 +287,12 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
         let (sum, longest) = ages.fold((0.0, 0.0f64), |(s, l), a| (s + a, l.max(a)));
         m.unfinished_work.set(sum);
         m.longest_running.set(longest);
+        let oldest = state
+            .queued_at
+            .values()
+            .min()
+            .map(|t| (now - *t).as_secs_f64());
+        m.oldest.set(oldest.unwrap_or(0.0));
     }
 
     /// Stops accepting keys (delayed ones are dropped); workers drain what is queued, then

@@ -70,7 +70,7 @@ fn anchor(heading: &str) -> String {
 }
 
 /// Every anchor of a Markdown text's headings (a repeated heading gets `-1`, `-2`, ...).
-fn anchors(text: &str) -> BTreeSet<String> {
+pub(crate) fn anchors(text: &str) -> BTreeSet<String> {
     let mut seen: BTreeMap<String, usize> = BTreeMap::new();
     let mut all = BTreeSet::new();
     for (_, line) in prose(text) {

@@ -14,7 +14,6 @@ mod support;
 mod cli;
 mod cluster_access;
 mod daemon;
-mod dashboard;
 mod demo;
 mod deploy;
 mod deploy_layout;
@@ -49,6 +48,13 @@ mod sinks;
 mod state;
 mod state_faults;
 mod unserved;
+
+mod alerts {
+    //! The alert rules and the Grafana dashboard, checked by promtool and a real Prometheus.
+    mod metrics;
+    mod rules;
+    mod scrape;
+}
 
 mod config {
     //! Config reload and routing, end to end.
