@@ -98,6 +98,11 @@ pub struct Handler {
     /// With a state store, the event each worker handles, by key: the first of the key's
     /// stored entry until the call ends. Locked after `pending`, never before.
     flying: Mutex<HashMap<WorkKey, PendingEvent>>,
+    /// With a state store, keys whose newest event is not committed yet, in the order they
+    /// were sent (sequence number, key, when it was queued): they go to the work queue once
+    /// the store commits them ([`persist::release_committed`]), so no worker waits for a
+    /// commit while holding a key. Locked after `pending`, never before.
+    held: Mutex<std::collections::VecDeque<(u64, WorkKey, tokio::time::Instant)>>,
     /// The plugin compared with the handler's on every event, if `shadow:` names one.
     shadow: Option<Arc<shadow::Shadow>>,
     /// In sharded mode, this replica's hold on its ranges, checked before each call.
@@ -143,6 +148,7 @@ impl Handler {
             spec,
             pending: Mutex::new(HashMap::default()),
             flying: Mutex::new(HashMap::default()),
+            held: Mutex::default(),
             dead_letters: Mutex::new(DeadLetters::default()),
             slot: Slot::default(),
             counters: Counters::default(),
@@ -228,31 +234,36 @@ impl Handler {
             route: route.clone(),
             object: event.object.key().clone(),
         };
-        let overflowed = {
-            let mut pending = lock(&self.pending);
-            let overflowed = match pending.get_mut(&key) {
-                Some((mode, owed)) => {
-                    *mode = delivery;
-                    owed.push(delivery, event)
-                }
-                None => {
-                    pending.insert(key.clone(), (delivery, Owed::new(delivery, event)));
-                    false
-                }
-            };
-            let seq = self.persist_key(&key, pending.get(&key));
-            if let Some((_, owed)) = pending.get_mut(&key) {
-                owed.mark_recorded(seq);
+        let mut pending = lock(&self.pending);
+        let overflowed = match pending.get_mut(&key) {
+            Some((mode, owed)) => {
+                *mode = delivery;
+                owed.push(delivery, event)
             }
-            recorded();
-            overflowed
+            None => {
+                pending.insert(key.clone(), (delivery, Owed::new(delivery, event)));
+                false
+            }
         };
+        let seq = self.persist_key(&key, pending.get(&key));
+        if let Some((_, owed)) = pending.get_mut(&key) {
+            owed.mark_recorded(seq);
+        }
+        recorded();
+        if seq > 0 {
+            // Write-ahead: queued once the store has committed it, in the order sent.
+            lock(&self.held).push_back((seq, key, tokio::time::Instant::now()));
+            drop(pending);
+            self.release_committed();
+        } else {
+            drop(pending);
+            self.queue.add(key);
+        }
         if overflowed {
             self.counters
                 .coalesced_overflow
                 .fetch_add(1, Ordering::Relaxed);
         }
-        self.queue.add(key);
     }
 
     /// The shadow as the plugin registry sees it (a user of the shadow plugin), if the

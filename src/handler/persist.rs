@@ -19,9 +19,39 @@ use crate::state::{HandlerSnapshot, State, StoredDeadLetter, StoredEvent, Stored
 use crate::util::lock;
 
 impl Handler {
-    /// Keeps this handler's work in `state` from now on. Set once, before any event.
-    pub fn set_state(&self, state: State) {
-        let _ = self.state.set(state);
+    /// Keeps this handler's work in `state` from now on. Set once, before any event. A
+    /// task hands the keys held for a commit to the work queue as the store commits them.
+    pub fn set_state(self: &Arc<Self>, state: State) {
+        let mut committed = state.committed_watch();
+        if self.state.set(state).is_err() {
+            return;
+        }
+        let handler = Arc::downgrade(self);
+        tokio::spawn(async move {
+            while committed.changed().await.is_ok() {
+                match handler.upgrade() {
+                    Some(handler) => handler.release_committed(),
+                    None => return,
+                }
+            }
+        });
+    }
+
+    /// Hands the keys held until their events were committed to the work queue, their
+    /// queue wait counted from when they were queued.
+    pub(super) fn release_committed(&self) {
+        let Some(state) = self.state.get() else {
+            return;
+        };
+        let committed = state.committed_seq();
+        let mut held = lock(&self.held);
+        while let Some((seq, _, _)) = held.front() {
+            if *seq > committed {
+                break;
+            }
+            let (_, key, since) = held.pop_front().expect("the front exists");
+            self.queue.add_since(key, since);
+        }
     }
 
     /// Records what `key` has not finished now: the event a worker handles for it, if any,

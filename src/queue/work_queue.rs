@@ -134,6 +134,19 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
         }
     }
 
+    /// Marks `key` as needing processing since `since` (an event that waited before it
+    /// could be queued, for the state store's commit): its queue wait counts from then.
+    pub fn add_since(&self, key: K, since: Instant) {
+        let mut state = self.lock();
+        if self.inner.add_locked(&mut state, key.clone()) {
+            if let Some(at) = state.queued_at.get_mut(&key) {
+                *at = (*at).min(since);
+            }
+            drop(state);
+            self.inner.ready.notify_one();
+        }
+    }
+
     /// Adds `key` after `delay`. A key already waiting keeps the earlier of its two times.
     pub fn add_after(&self, key: K, delay: Duration) {
         if delay.is_zero() {

@@ -60,6 +60,16 @@ impl Flow {
         rx.wait_for(|c| *c >= seq).await.is_ok()
     }
 
+    /// The sequence number of the last change committed.
+    pub(super) fn last_committed(&self) -> u64 {
+        *self.committed.borrow()
+    }
+
+    /// The last change committed, as it advances.
+    pub(super) fn subscribe(&self) -> watch::Receiver<u64> {
+        self.committed.subscribe()
+    }
+
     /// The bound, times producers waited, and whether one waits now.
     pub(super) fn pressure(&self) -> (u64, u64, bool) {
         (

@@ -299,6 +299,17 @@ impl State {
         self.inner.shared.flow.wait_committed(seq).await
     }
 
+    /// The sequence number of the last change committed.
+    pub fn committed_seq(&self) -> u64 {
+        self.inner.shared.flow.last_committed()
+    }
+
+    /// The sequence number of the last change committed, as it advances (it stops when the
+    /// store closes).
+    pub fn committed_watch(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.inner.shared.flow.subscribe()
+    }
+
     /// The handle the informers wait on while the writer's queue is full.
     pub fn pressure(&self) -> Pressure {
         Pressure(self.inner.shared.flow.clone())
