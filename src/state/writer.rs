@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::sync::mpsc::{Receiver, TryRecvError};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::time::{Duration, Instant, SystemTime};
 
 use redb::{Database, TableDefinition, WriteTransaction};
@@ -18,6 +18,11 @@ use erased::Value as _;
 
 /// Most changes committed in one transaction.
 const BATCH: usize = 8192;
+
+/// The shortest time between the starts of two commits. A change sent after a pause is
+/// committed at once; under load the changes of up to this long share a commit, whose cost
+/// (the store's page writes and its sync) is then paid once for all of them.
+const INTERVAL: Duration = Duration::from_millis(5);
 
 /// The first wait after a failed commit; it doubles up to [`RETRY_MAX`].
 const RETRY_MIN: Duration = Duration::from_millis(100);
@@ -41,6 +46,8 @@ pub(super) fn run(
     // The sequence number of the last change taken from the channel.
     let mut received = 0u64;
     let mut failing = Failing::default();
+    // When the last commit started.
+    let mut last_commit: Option<Instant> = None;
     loop {
         if batch.is_empty() {
             match rx.recv() {
@@ -49,21 +56,30 @@ pub(super) fn run(
             }
             received += 1;
         }
+        // Under load, at most one commit per interval: what arrives meanwhile joins it.
+        let due = last_commit.map_or_else(Instant::now, |at| at + INTERVAL);
         let mut closed = false;
         while batch.len() < BATCH {
-            match rx.try_recv() {
+            let wait = due.saturating_duration_since(Instant::now());
+            let next = if wait.is_zero() {
+                rx.try_recv().map_err(|e| e == TryRecvError::Disconnected)
+            } else {
+                rx.recv_timeout(wait)
+                    .map_err(|e| e == RecvTimeoutError::Disconnected)
+            };
+            match next {
                 Ok(op) => {
                     batch.push(op);
                     received += 1;
                 }
-                Err(TryRecvError::Empty) => break,
-                Err(TryRecvError::Disconnected) => {
-                    closed = true;
+                Err(disconnected) => {
+                    closed = disconnected;
                     break;
                 }
             }
         }
         let started = Instant::now();
+        last_commit = Some(started);
         match commit(&shared, &batch) {
             Ok(()) => {
                 if let Some(observe) = &observe {
