@@ -295,6 +295,9 @@ async fn a_full_disk_holds_the_plugin_calls_and_loses_nothing_once_space_is_back
         0,
         "a plugin was called for an event the store could not keep"
     );
+    // The events wait outside the work queue: no worker holds a key waiting for the disk.
+    let handler = &child.status().await["handlers"][0];
+    assert_eq!(handler["in_flight"], 0, "{handler:#}");
     let (code, text) = readyz(&child).await;
     assert_eq!(code, 503, "{text}");
     assert!(
