@@ -186,6 +186,9 @@ pub(crate) enum Command {
         #[arg(long)]
         ca_file: Option<PathBuf>,
     },
+    /// Print the JSON Schema of a routing config (what editors and the Helm chart's
+    /// values.schema.json check a config against).
+    Schema,
     /// Run the Kubernetes API simulator on its own.
     Sim {
         /// Address to listen on.

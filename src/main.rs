@@ -143,6 +143,11 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
             reference,
             ca_file,
         } => push(&file, &reference, ca_file.as_deref()).await,
+        Command::Schema => {
+            let schema = switchyard::config::schema::json_schema();
+            println!("{}", serde_json::to_string_pretty(&schema)?);
+            Ok(ExitCode::SUCCESS)
+        }
         sim_command @ Command::Sim { .. } => sim_from(sim_command).await,
     }
 }
