@@ -39,10 +39,13 @@ def validate(request):
 
 def install(request):
     with config(request) as cfg:
-        options = {"namespace": request.get("namespace"), "timeout": 60}
-        if request.get("plain_http"):
-            options["plain_http"] = True
-        return cfg.install(request["chart"], request["name"], request.get("values"), **options)
+        return cfg.install(
+            request["chart"], request["name"], request.get("values"),
+            namespace=request.get("namespace"), timeout=60,
+            create_namespace=request.get("create_namespace", False),
+            chart_version=request.get("version"),
+            plain_http=request.get("plain_http", False),
+        )
 
 
 def upgrade(request):
