@@ -440,7 +440,11 @@ fn sharded_mode_runs_three_replicas_sharing_the_objects_with_the_lease_rbac_they
 /// `ha_mode`, and a Role with `verbs` on leases in the release's namespace.
 fn several_replicas(mode: &str, replicas: u64, ha_mode: HaMode, verbs: &[&str]) {
     let documents = rendered(json!({"mode": mode, "replicas": replicas}));
-    let kind = if mode == "sharded" { "StatefulSet" } else { "Deployment" };
+    let kind = if mode == "sharded" {
+        "StatefulSet"
+    } else {
+        "Deployment"
+    };
     let workload = find(&documents, kind);
     assert_eq!(workload["spec"]["replicas"], replicas);
     let env = workload["spec"]["template"]["spec"]["containers"][0]["env"]
