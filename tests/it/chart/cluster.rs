@@ -161,6 +161,17 @@ async fn install_upgrade_and_rollback_as_a_helm_release() {
     let sim = start_sim().await;
     let kubectl = Kubectl::new(&sim);
     blocking(move || {
+        // A config the schema refuses installs nothing, and Helm names the field.
+        let bad = json!({"config": {"handlers": {"h": {"concurency": 1}}}});
+        let (kind, message) = helm(json!({"action": "install", "chart": chart(),
+            "name": "switchyard", "create_namespace": true, "values": bad,
+            "kubeconfig": kubectl.kubeconfig(), "namespace": "switchyard"}))
+        .expect_err("the install of a bad config");
+        assert_eq!(kind, "HelmReleaseError");
+        let named = "at '/config/handlers/h': additional properties 'concurency' not allowed";
+        assert!(message.contains(named), "{message}");
+        assert!(!exists(&kubectl, "deployment/switchyard"));
+
         let installed = release(
             &kubectl,
             json!({"action": "install", "chart": chart(),
@@ -206,6 +217,22 @@ async fn install_upgrade_and_rollback_as_a_helm_release() {
                 (3, "deployed".into())
             ]
         );
+
+        // An uninstall deletes what the release made and its history (Helm deletes its
+        // release Secrets with protobuf DeleteOptions).
+        release(
+            &kubectl,
+            json!({"action": "uninstall", "name": "switchyard"}),
+        );
+        for what in [
+            "deployment/switchyard",
+            "configmap/switchyard-config",
+            "secret/sh.helm.release.v1.switchyard.v1",
+            "secret/sh.helm.release.v1.switchyard.v3",
+        ] {
+            assert!(!exists(&kubectl, what), "{what} is left");
+        }
+        assert!(!kubectl.run(&["get", "clusterrole", "switchyard"]).ok);
     })
     .await;
 }
