@@ -125,8 +125,8 @@ fn revisions(kubectl: &Kubectl) -> Vec<(u64, String)> {
         .collect()
 }
 
-/// The daemon's pod spec as the API server stores it, checked against what the kustomize
-/// base ran, and its config checked by `switchyard check` against the built plugins.
+/// The daemon's pod spec as the API server stores it (the service account, the read-only
+/// root, JSON logs), and its config checked by `switchyard check` against the built plugins.
 fn check_pod(kubectl: &Kubectl, replicas: u64) {
     let deployment = get(kubectl, "deployment/switchyard");
     assert_eq!(deployment["spec"]["replicas"], replicas);

@@ -1,5 +1,5 @@
-//! The chart rendered by Helm's engine: lint, each mode's workload, the pod as the kustomize
-//! base had it, the opt-in monitoring objects, and RBAC equal to `switchyard rbac`'s.
+//! The chart rendered by Helm's engine: lint, each mode's workload, the restricted pod, the
+//! opt-in monitoring objects, and RBAC equal to `switchyard rbac`'s.
 
 use std::collections::{BTreeMap, BTreeSet};
 
