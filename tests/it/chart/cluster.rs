@@ -172,6 +172,21 @@ async fn install_upgrade_and_rollback_as_a_helm_release() {
         assert!(message.contains(named), "{message}");
         assert!(!exists(&kubectl, "deployment/switchyard"));
 
+        // A server dry run answers with the manifest and stores nothing, not even the release.
+        let dry = release(
+            &kubectl,
+            json!({"action": "install", "chart": chart(), "name": "switchyard",
+                   "create_namespace": true, "dry_run": "server"}),
+        );
+        assert!(
+            dry["manifest"]
+                .as_str()
+                .unwrap()
+                .contains("kind: Deployment")
+        );
+        assert!(!exists(&kubectl, "deployment/switchyard"));
+        assert!(!exists(&kubectl, "secret/sh.helm.release.v1.switchyard.v1"));
+
         let installed = release(
             &kubectl,
             json!({"action": "install", "chart": chart(),

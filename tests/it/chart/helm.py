@@ -45,6 +45,7 @@ def install(request):
             create_namespace=request.get("create_namespace", False),
             chart_version=request.get("version"),
             plain_http=request.get("plain_http", False),
+            dry_run=request.get("dry_run"),
         )
 
 
