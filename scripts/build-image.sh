@@ -7,9 +7,9 @@
 #  3. pushed to a docker-registry on loopback, and pulled back over the registry's HTTP API
 #     with curl: manifest, config and layers, each checked against its digest, the layers
 #     unpacked into a folder;
-#  4. run from that folder as the shipped Deployment (deploy/kustomize/base) runs it: the
-#     image's entrypoint as its user (65532) on a read-only root, the shipped config
-#     (base/config.yaml) at /etc/switchyard, the example plugins on a read-only /plugins, a
+#  4. run from that folder as the Helm chart's Deployment (deploy/chart/switchyard) runs it:
+#     the image's entrypoint as its user (65532) on a read-only root, the chart's default
+#     config (files/config.yaml, with what the chart fills in) at /etc/switchyard, the example plugins on a read-only /plugins, a
 #     writable cache at /var/cache/switchyard (XDG_CACHE_HOME, and oci.cache_dir below it),
 #     a service account's token and CA, in-cluster against `switchyard sim --tls`, with its
 #     handler's plugin pulled from the registry (oci://) instead of /plugins, until it
@@ -52,8 +52,11 @@ run_the_pod() {
   rm -rf "$run" && mkdir -p "$run"/{config,plugins,cache,account}
   # The config map, the plugins volume (what the init container copies from the image) and
   # the service account, as the kubelet mounts them; the cache, writable by the pod's user.
-  sed "s|plugin: log-events$|plugin: oci://$registry/plugins/log-events:v1|" \
-    "$root/deploy/kustomize/base/config.yaml" > "$run/config/config.yaml"
+  # The chart's default config with what the chart fills in for the pod (templates/_helpers.tpl).
+  { printf 'plugins_dir: /plugins\nadmin:\n  listen: 127.0.0.1:9470\n  probes_listen: 0.0.0.0:9471\n'
+    printf 'oci:\n  cache_dir: /var/cache/switchyard/oci\n'
+    sed "s|plugin: log-events$|plugin: oci://$registry/plugins/log-events:v1|" \
+      "$root/deploy/chart/switchyard/files/config.yaml"; } > "$run/config/config.yaml"
   grep -q "oci://$registry/" "$run/config/config.yaml" || fail "the shipped config has no handler plugin log-events"
   cp "$rootfs"/plugins/*.wasm "$run/plugins/"
   chown 65532:65532 "$run/cache"

@@ -107,6 +107,11 @@ pub(crate) enum Command {
         /// Context of the kubeconfig.
         #[arg(long)]
         context: Option<String>,
+        /// Print the rules as values of the Helm chart (`helm install -f`) instead: the
+        /// chart makes the ServiceAccount, roles and bindings, and the Lease rules of its
+        /// `mode`.
+        #[arg(long, conflicts_with_all = ["namespace", "kubeconfig", "context"])]
+        helm_values: bool,
     },
     /// Run the daemon against the built-in simulator with steady churn, printing what the
     /// handlers log.
@@ -186,6 +191,9 @@ pub(crate) enum Command {
         #[arg(long)]
         ca_file: Option<PathBuf>,
     },
+    /// Print the JSON Schema of a routing config (what editors and the Helm chart's
+    /// values.schema.json check a config against).
+    Schema,
     /// Run the Kubernetes API simulator on its own.
     Sim {
         /// Address to listen on.

@@ -99,7 +99,11 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
             name,
             kubeconfig,
             context,
+            helm_values,
         } => {
+            if helm_values {
+                return rbac_values(&config);
+            }
             let cluster = (kubeconfig, context);
             rbac(&config, namespace, name, cluster).await
         }
@@ -143,6 +147,11 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
             reference,
             ca_file,
         } => push(&file, &reference, ca_file.as_deref()).await,
+        Command::Schema => {
+            let schema = switchyard::config::schema::json_schema();
+            println!("{}", serde_json::to_string_pretty(&schema)?);
+            Ok(ExitCode::SUCCESS)
+        }
         sim_command @ Command::Sim { .. } => sim_from(sim_command).await,
     }
 }
@@ -243,6 +252,17 @@ fn load_config_or(path: &Path, outcome: &str) -> Result<Config, ExitCode> {
         }
         ExitCode::from(2)
     })
+}
+
+/// `switchyard rbac --helm-values`: the rules as the Helm chart's values, as JSON.
+fn rbac_values(path: &Path) -> Result<ExitCode> {
+    let config = match load_config_or(path, "nothing was printed") {
+        Ok(c) => c,
+        Err(code) => return Ok(code),
+    };
+    let values = rbac::helm_values(&config);
+    println!("{}", serde_json::to_string_pretty(&values)?);
+    Ok(ExitCode::SUCCESS)
 }
 
 async fn rbac(

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, de};
 
 use super::limits;
@@ -14,7 +15,7 @@ use super::units::{ByteSize, HumanDuration};
 
 /// The whole config file: its sections, the items of `informers`, `handlers` and `routes`
 /// still unread.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ConfigFile {
     /// Path of a kubeconfig; when absent, the usual inference (KUBECONFIG, ~/.kube/config,
@@ -40,22 +41,28 @@ pub struct ConfigFile {
     pub plugin_slots: Option<PluginSlots>,
     /// The admin API.
     #[serde(default)]
+    #[schemars(with = "Option<AdminFile>")]
     pub admin: Option<serde_json::Value>,
     /// Several replicas ([`HaFile`]).
     #[serde(default)]
+    #[schemars(with = "Option<HaFile>")]
     pub ha: Option<serde_json::Value>,
     /// Pulling plugins from OCI registries ([`OciFile`]).
     #[serde(default)]
+    #[schemars(with = "Option<OciFile>")]
     pub oci: Option<serde_json::Value>,
     /// Shared watches by name ([`InformerFile`]), for routes to name with `informer:` or
     /// `kinds:`.
     #[serde(default)]
+    #[schemars(with = "Option<BTreeMap<String, InformerFile>>")]
     pub informers: Option<BTreeMap<String, serde_json::Value>>,
     /// Handlers by name ([`HandlerFile`]).
     #[serde(default)]
+    #[schemars(with = "Option<BTreeMap<String, HandlerFile>>")]
     pub handlers: Option<BTreeMap<String, serde_json::Value>>,
     /// Routes, in order ([`RouteFile`]).
     #[serde(default)]
+    #[schemars(with = "Option<Vec<RouteFile>>")]
     pub routes: Option<Vec<serde_json::Value>>,
 }
 
@@ -63,7 +70,7 @@ pub struct ConfigFile {
 pub const DEFAULT_STATE_MAX_PENDING_WRITES: u64 = 10_000;
 
 /// `state_on_corrupt:` — what a daemon does with a state store it cannot read.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum OnCorrupt {
     /// Refuse to start, naming the file and what is wrong with it.
@@ -74,7 +81,7 @@ pub enum OnCorrupt {
 }
 
 /// `plugin_slots:` — how a pool slot is made ready for the next plugin instance.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum PluginSlots {
     /// Kept resident and reset in place where a probe at start shows the kernel's page
@@ -88,7 +95,7 @@ pub enum PluginSlots {
 }
 
 /// A handler's `instance:` — how many events one plugin instance sees.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum InstanceMode {
     /// A fresh instance for every event: nothing one event leaves in memory reaches the
@@ -103,7 +110,7 @@ pub enum InstanceMode {
 
 /// `admin:` — where the admin API and the probes listen, who may call them, and how many
 /// connections they keep.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AdminFile {
     /// Address and port; default `127.0.0.1:9470`.
@@ -118,6 +125,7 @@ pub struct AdminFile {
     /// Address of the probes and metrics listener; default `127.0.0.1:9471`, `null` for
     /// none. Outer `None`: not written; `Some(None)`: written as `null`.
     #[serde(default, deserialize_with = "present")]
+    #[schemars(with = "Option<SocketAddr>")]
     pub probes_listen: Option<Option<SocketAddr>>,
     /// Host names (`name` for any port, `name:port` for one) the admin API answers besides
     /// its own address and loopback's; `*` for any.
@@ -136,7 +144,7 @@ pub struct AdminFile {
 }
 
 /// `ha:` — how several replicas share the work.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HaFile {
     /// `single`, `leader` or `sharded`; default `single`.
@@ -164,7 +172,7 @@ pub struct HaFile {
 }
 
 /// `oci:` — how plugins named `oci://...` are pulled from registries.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct OciFile {
     /// How long connecting to a registry may take; default `10s`.
@@ -187,11 +195,12 @@ pub struct OciFile {
     /// Settings of single registries, by `host` or `host:port` as references write them
     /// ([`OciRegistryFile`]).
     #[serde(default)]
+    #[schemars(with = "Option<BTreeMap<String, OciRegistryFile>>")]
     pub registries: Option<BTreeMap<String, serde_json::Value>>,
 }
 
 /// `oci.registries.HOST:` — how one registry is spoken to.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct OciRegistryFile {
     /// A PEM file of certificate authorities trusted for this registry (and its token
@@ -201,7 +210,7 @@ pub struct OciRegistryFile {
 }
 
 /// The values of `ha.mode`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum HaModeFile {
     /// One replica, no election.
@@ -223,7 +232,7 @@ where
 }
 
 /// `handlers.NAME:` — a plugin and how it is run.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HandlerFile {
     /// Plugin name: the file `NAME.wasm` in the plugins folder. Default: the handler's name.
@@ -237,17 +246,21 @@ pub struct HandlerFile {
     pub shadow: Option<String>,
     /// Workers calling the plugin at once, 1 to [`limits::MAX_WORKERS`]. Default 2.
     #[serde(default, deserialize_with = "concurrency")]
+    #[schemars(with = "Option<usize>", range(min = 1, max = limits::MAX_WORKERS))]
     pub concurrency: Option<usize>,
     /// Deadline for one call, longer than 0 and at most [`limits::MAX_TIMEOUT`]. Default `5s`.
     #[serde(default, deserialize_with = "timeout")]
+    #[schemars(with = "Option<HumanDuration>")]
     pub timeout: Option<HumanDuration>,
     /// Memory cap for one plugin instance, [`limits::MIN_MEMORY`] to
     /// [`limits::MAX_MEMORY`]. Default `64Mi`.
     #[serde(default, deserialize_with = "memory")]
+    #[schemars(with = "Option<ByteSize>")]
     pub memory: Option<ByteSize>,
     /// The longest plugin log line kept, at least [`limits::MIN_LOG_LINE`] bytes; a longer
     /// line is cut there, with a marker saying how much was cut. Default `16Ki`.
     #[serde(default, deserialize_with = "log_line_max")]
+    #[schemars(with = "Option<ByteSize>")]
     pub log_line_max: Option<ByteSize>,
     /// Bytes one call may log in all (lines counted as kept); the call's later lines are
     /// dropped, and one line says how many. Default `256Ki`.
@@ -269,6 +282,7 @@ pub struct HandlerFile {
     /// Retries and requeues per second across the handler's keys (token bucket); 0 for no bucket.
     /// Default 10.
     #[serde(default, deserialize_with = "qps")]
+    #[schemars(with = "Option<f64>", range(min = 0))]
     pub qps: Option<f64>,
     /// Retries and requeues that may go at once before `qps` applies. Default 100.
     #[serde(default)]
@@ -309,7 +323,7 @@ pub struct HandlerFile {
 
 /// `handlers.NAME.outbound:` — how the plugin's HTTP requests are made. Where they may go
 /// is `capabilities.http`.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct OutboundFile {
     /// Refuse private addresses (10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7) after
@@ -381,7 +395,7 @@ fn qps<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
 }
 
 /// `informers.NAME:` — one resource watched and cached, shared by the routes that name it.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct InformerFile {
     /// The resource by plural name: `configmaps`, `v1/pods`, `apps/v1/deployments`. Or set
@@ -420,7 +434,7 @@ pub struct InformerFile {
 }
 
 /// The values of `informers.NAME.shard_by`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ShardByFile {
     /// `metadata.uid`.
@@ -430,7 +444,7 @@ pub enum ShardByFile {
 }
 
 /// `informers.NAME.transform:` — what is dropped from objects before caching.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TransformFile {
     /// Keep `metadata.managedFields` (dropped by default).
@@ -442,7 +456,7 @@ pub struct TransformFile {
 }
 
 /// `routes[i].when[j]:` — a condition on the object's fields; `path` and one test.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ConditionFile {
     /// A dotted field path (`spec.replicas`, `metadata.labels.app`) or a JSON pointer
@@ -460,7 +474,7 @@ pub struct ConditionFile {
 }
 
 /// `routes[i]:` — which changes go to which handler.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RouteFile {
     /// Route name, unique; shown to the plugin and in logs.
@@ -577,7 +591,7 @@ impl<'de> Deserialize<'de> for IndexFile {
 }
 
 /// How a route delivers changes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum DeliveryFile {
     /// Coalesce per object: the newest state and the kind of change since queued.
@@ -587,7 +601,7 @@ pub enum DeliveryFile {
 }
 
 /// A kind of change a route can select.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum EventKindFile {
     /// Objects that appeared.
@@ -596,4 +610,48 @@ pub enum EventKindFile {
     Updated,
     /// Objects that went away.
     Deleted,
+}
+
+impl JsonSchema for FinalizerFile {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "FinalizerFile".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "true, false or a finalizer name such as example.com/cleanup",
+            "type": ["boolean", "string"],
+        })
+    }
+}
+
+impl JsonSchema for IndexFile {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "IndexFile".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "a field path such as spec.nodeName, label:KEY, or a list of them",
+            "anyOf": [
+                {"type": "string"},
+                {"type": "array", "items": {"type": "string"}},
+            ],
+        })
+    }
+}
+
+/// The JSON Schema (draft 7) of a config file, every part inline: the same serde types
+/// [`ConfigFile`] reads with, so a field unknown to them or a value of the wrong type or
+/// out of the bounds they check is refused by both. Cross-references (a route naming a
+/// handler that does not exist) are past what a schema says: `switchyard check` has them.
+pub fn json_schema() -> serde_json::Value {
+    let generator = schemars::generate::SchemaSettings::draft07()
+        .with(|settings| settings.inline_subschemas = true)
+        .into_generator();
+    let mut schema = generator.into_root_schema_for::<ConfigFile>().to_value();
+    if let Some(object) = schema.as_object_mut() {
+        object.insert("title".into(), "switchyard config".into());
+    }
+    schema
 }

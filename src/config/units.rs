@@ -205,6 +205,42 @@ impl<'de> Deserialize<'de> for ByteSize {
     }
 }
 
+impl schemars::JsonSchema for HumanDuration {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "HumanDuration".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "a duration: a number and a unit, ms, s, m or h (250ms, 5s, 1.5m, 2h)",
+            "type": "string",
+            "pattern": DURATION_PATTERN,
+        })
+    }
+}
+
+/// What [`HumanDuration::parse`] reads, as a regular expression for the JSON Schema.
+const DURATION_PATTERN: &str = r"^\s*([0-9]+\.?[0-9]*|\.[0-9]+)\s*(ms|s|m|h)\s*$";
+
+impl schemars::JsonSchema for ByteSize {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "ByteSize".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "a size: a number of bytes, or a number and a unit, k, Ki, M, Mi, G or Gi (64Mi)",
+            "anyOf": [
+                {"type": "integer", "minimum": 0},
+                {"type": "string", "pattern": SIZE_PATTERN},
+            ],
+        })
+    }
+}
+
+/// What [`ByteSize::parse`] reads, as a regular expression for the JSON Schema.
+const SIZE_PATTERN: &str = r"^\s*[0-9]+(k|Ki|M|Mi|G|Gi)?\s*$";
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,6 +15,7 @@
 //! namespaces watched. API discovery (which resolves a kind to its plural) needs no rule:
 //! Kubernetes grants it to every authenticated user (ClusterRole `system:discovery`).
 
+mod values;
 mod yaml;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -24,6 +25,7 @@ use crate::config::{
     RouteSpec, Verb,
 };
 
+pub use values::helm_values;
 pub use yaml::{Subject, render};
 
 /// Where a rule applies: every namespace (a ClusterRole) or one (a Role there).

@@ -1,6 +1,7 @@
 //! Decoding of the Kubernetes protobuf encoding for the objects `kubectl create` sends that
-//! way (ConfigMap, Secret, Namespace): kubectl's typed clients write protobuf to any server
-//! and do not fall back to JSON.
+//! way (ConfigMap, Secret, Namespace), and the `DeleteOptions` Helm sends deleting its
+//! release Secrets: client-go's typed clients write protobuf to any server and do not fall
+//! back to JSON.
 //!
 //! The envelope is the magic `k8s\0` followed by a `runtime.Unknown` message whose `raw`
 //! field holds the object's own message. Only the fields a client sets on create are read.
@@ -69,6 +70,7 @@ pub fn decode_object(bytes: &[u8]) -> Result<Value> {
         "ConfigMap" => config_map(raw)?,
         "Secret" => secret(raw)?,
         "Namespace" => namespace(raw)?,
+        "DeleteOptions" => delete_options(raw)?,
         other => return Err(ProtobufError::UnsupportedKind(other.to_string())),
     };
     object["apiVersion"] = api_version.into();
@@ -113,6 +115,36 @@ fn namespace(raw: &[u8]) -> Result<Value> {
         }
     }
     Ok(object)
+}
+
+/// `DeleteOptions`: the grace period, the preconditions, the propagation policy and dry run.
+fn delete_options(raw: &[u8]) -> Result<Value> {
+    let mut options = json!({});
+    for field in Fields::new(raw) {
+        match field? {
+            (1, Wire::Varint(v)) => options["gracePeriodSeconds"] = (v as i64).into(),
+            (2, Wire::Bytes(p)) => {
+                let mut preconditions = json!({});
+                for f in Fields::new(p) {
+                    match f? {
+                        (1, Wire::Bytes(v)) => preconditions["uid"] = utf8(v)?.into(),
+                        (2, Wire::Bytes(v)) => preconditions["resourceVersion"] = utf8(v)?.into(),
+                        _ => {}
+                    }
+                }
+                options["preconditions"] = preconditions;
+            }
+            (3, Wire::Varint(v)) => options["orphanDependents"] = (v != 0).into(),
+            (4, Wire::Bytes(v)) => options["propagationPolicy"] = utf8(v)?.into(),
+            (5, Wire::Bytes(v)) => {
+                let mut list = options["dryRun"].as_array().cloned().unwrap_or_default();
+                list.push(utf8(v)?.into());
+                options["dryRun"] = list.into();
+            }
+            _ => {}
+        }
+    }
+    Ok(options)
 }
 
 fn object_meta(raw: &[u8]) -> Result<Value> {
@@ -270,6 +302,30 @@ mod tests {
         assert_eq!(
             object,
             json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "foo", "labels": {"app": "web"}}, "data": {"a": "b"}})
+        );
+    }
+
+    #[test]
+    fn decodes_delete_options_with_preconditions_as_client_go_sends_them() {
+        let type_meta = [bytes_field(1, b"v1"), bytes_field(2, b"DeleteOptions")].concat();
+        let preconditions = [bytes_field(1, b"u-1"), bytes_field(2, b"42")].concat();
+        let raw = [
+            bytes_field(2, &preconditions),
+            bytes_field(4, b"Background"),
+            bytes_field(5, b"All"),
+        ]
+        .concat();
+        let body = [
+            MAGIC.to_vec(),
+            bytes_field(1, &type_meta),
+            bytes_field(2, &raw),
+        ]
+        .concat();
+        assert_eq!(
+            decode_object(&body).unwrap(),
+            json!({"apiVersion": "v1", "kind": "DeleteOptions",
+                   "preconditions": {"uid": "u-1", "resourceVersion": "42"},
+                   "propagationPolicy": "Background", "dryRun": ["All"]})
         );
     }
 

@@ -1,28 +1,18 @@
-//! Running in a cluster: `switchyard rbac` applied with kubectl and read back, the
-//! kustomize base's checked-in RBAC kept in step with its config, the single-replica overlay
-//! applied (dry run, then for real) to the simulator, and the built manifests checked.
+//! Running in a cluster: `switchyard rbac` applied with kubectl and read back, the Helm
+//! chart's default install (one replica) applied (dry run, then for real) to the simulator,
+//! and its manifests checked as the pod runs them.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use switchyard::config::HaMode;
 
+use crate::chart::helm::{rendered, stream};
 use crate::support::process::switchyard;
 use crate::support::sim::{Kubectl, blocking};
 use crate::support::spawned;
 use crate::support::{self, start_sim};
-
-fn base() -> PathBuf {
-    support::root().join("deploy/kustomize/base")
-}
-
-fn single_overlay() -> String {
-    support::root()
-        .join("deploy/kustomize/overlays/single")
-        .display()
-        .to_string()
-}
 
 /// A kubectl run that must succeed; its stdout.
 fn ok(kubectl: &Kubectl, args: &[&str]) -> String {
@@ -208,25 +198,7 @@ fn rbac_on_a_config_with_mistakes_exits_2_listing_them_and_prints_nothing() {
     );
 }
 
-#[test]
-fn the_checked_in_rbac_of_the_kustomize_base_is_what_its_config_needs() {
-    let config = base().join("config.yaml");
-    let (code, fresh, err) = switchyard(&[
-        "rbac",
-        "--config",
-        config.to_str().unwrap(),
-        "--namespace",
-        "switchyard",
-    ]);
-    assert_eq!(code, 0, "{err}");
-    let checked_in = std::fs::read_to_string(base().join("rbac.yaml")).unwrap();
-    assert!(
-        checked_in == fresh,
-        "deploy/kustomize/base/rbac.yaml is out of date; regenerate it with\n  switchyard rbac --config deploy/kustomize/base/config.yaml --namespace switchyard > deploy/kustomize/base/rbac.yaml\nfresh output:\n{fresh}"
-    );
-}
-
-/// Names of the objects of the overlay kubectl can get, as `kind/name` with namespace.
+/// Names of the objects of the default install kubectl can get, as `kind/name` with namespace.
 const OVERLAY_OBJECTS: [(&str, &str); 5] = [
     ("serviceaccount/switchyard", "switchyard"),
     ("deployment/switchyard", "switchyard"),
@@ -251,15 +223,16 @@ fn stored(kubectl: &Kubectl) -> Vec<bool> {
 }
 
 #[tokio::test]
-async fn the_single_overlay_passes_a_server_dry_run_that_stores_nothing_then_applies() {
+async fn the_default_install_passes_a_server_dry_run_that_stores_nothing_then_applies() {
     let sim = start_sim().await;
     let kubectl = Kubectl::new(&sim);
-    let overlay = single_overlay();
+    let manifests = kubectl.file("switchyard.yaml", &stream(&built_default()));
+    let manifests = manifests.to_str().unwrap().to_string();
     blocking(move || {
         // A server dry run cannot create objects in a namespace it only pretends to create,
         // on a real API server as here: the namespace exists first.
         ok(&kubectl, &["create", "namespace", "switchyard"]);
-        let dry = ok(&kubectl, &["apply", "--dry-run=server", "-k", &overlay]);
+        let dry = ok(&kubectl, &["apply", "--dry-run=server", "-f", &manifests]);
         for line in [
             "serviceaccount/switchyard created (server dry run)",
             "clusterrole.rbac.authorization.k8s.io/switchyard created (server dry run)",
@@ -272,7 +245,7 @@ async fn the_single_overlay_passes_a_server_dry_run_that_stores_nothing_then_app
         }
         assert_eq!(stored(&kubectl), [false; 5], "a dry run stored something");
 
-        let applied = ok(&kubectl, &["apply", "-k", &overlay]);
+        let applied = ok(&kubectl, &["apply", "-f", &manifests]);
         assert!(
             applied.contains("deployment.apps/switchyard created"),
             "{applied}"
@@ -306,27 +279,18 @@ async fn the_single_overlay_passes_a_server_dry_run_that_stores_nothing_then_app
     .await;
 }
 
-/// The documents `kubectl kustomize` builds from the single overlay.
-pub(crate) fn built_overlay() -> Vec<Value> {
-    build(&single_overlay())
+/// The documents the chart renders with its default values (one replica, release and
+/// namespace `switchyard`).
+pub(crate) fn built_default() -> Vec<Value> {
+    rendered(json!({}))
 }
 
-/// The documents `kubectl kustomize` builds from `dir`.
-pub(crate) fn build(dir: &str) -> Vec<Value> {
-    let output = spawned::output(Command::new("kubectl").args(["kustomize", dir]), "kubectl");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_saphyr::from_multiple(&String::from_utf8_lossy(&output.stdout)).expect("YAML documents")
-}
-
+/// The first document of `kind`.
 pub(crate) fn find<'a>(documents: &'a [Value], kind: &str) -> &'a Value {
     documents
         .iter()
         .find(|d| d["kind"] == kind)
-        .unwrap_or_else(|| panic!("no {kind} in the built overlay"))
+        .unwrap_or_else(|| panic!("no {kind} rendered"))
 }
 
 /// The restricted container security context every container has.
@@ -350,8 +314,8 @@ fn assert_restricted(container: &Value) {
 }
 
 #[test]
-fn the_built_overlay_runs_switchyard_restricted_with_probes_and_its_checked_config() {
-    let documents = built_overlay();
+fn the_default_install_runs_switchyard_restricted_with_probes_and_its_checked_config() {
+    let documents = built_default();
     let deployment = find(&documents, "Deployment");
     assert_eq!(deployment["metadata"]["namespace"], "switchyard");
     assert_eq!(deployment["spec"]["replicas"], 1);
@@ -457,19 +421,14 @@ fn the_built_overlay_runs_switchyard_restricted_with_probes_and_its_checked_conf
     );
 }
 
-/// An overlay running several replicas, by name.
-pub(crate) fn overlay(name: &str) -> PathBuf {
-    support::root().join("deploy/kustomize/overlays").join(name)
+#[test]
+fn leader_mode_runs_two_replicas_electing_a_leader_with_the_lease_rbac_they_need() {
+    several_replicas("leader", 2, HaMode::Leader, &["create", "get", "update"]);
 }
 
 #[test]
-fn the_ha_overlay_runs_two_replicas_electing_a_leader_with_the_lease_rbac_they_need() {
-    several_replicas_overlay("ha", 2, HaMode::Leader, &["create", "get", "update"]);
-}
-
-#[test]
-fn the_sharded_overlay_runs_three_replicas_sharing_the_objects_with_the_lease_rbac_they_need() {
-    several_replicas_overlay(
+fn sharded_mode_runs_three_replicas_sharing_the_objects_with_the_lease_rbac_they_need() {
+    several_replicas(
         "sharded",
         3,
         HaMode::Sharded,
@@ -477,14 +436,18 @@ fn the_sharded_overlay_runs_three_replicas_sharing_the_objects_with_the_lease_rb
     );
 }
 
-/// Checks the overlay `name`: `replicas` pods named by the downward API, a config in `mode`,
-/// a Role with `verbs` on leases, and that Role is what `switchyard rbac` adds to the base's.
-fn several_replicas_overlay(name: &str, replicas: u64, mode: HaMode, verbs: &[&str]) {
-    let dir = overlay(name);
-    let documents = build(dir.to_str().unwrap());
-    let deployment = find(&documents, "Deployment");
-    assert_eq!(deployment["spec"]["replicas"], replicas);
-    let env = deployment["spec"]["template"]["spec"]["containers"][0]["env"]
+/// Checks the chart in `mode` with `replicas`: pods named by the downward API, a config in
+/// `ha_mode`, and a Role with `verbs` on leases in the release's namespace.
+fn several_replicas(mode: &str, replicas: u64, ha_mode: HaMode, verbs: &[&str]) {
+    let documents = rendered(json!({"mode": mode, "replicas": replicas}));
+    let kind = if mode == "sharded" {
+        "StatefulSet"
+    } else {
+        "Deployment"
+    };
+    let workload = find(&documents, kind);
+    assert_eq!(workload["spec"]["replicas"], replicas);
+    let env = workload["spec"]["template"]["spec"]["containers"][0]["env"]
         .as_array()
         .expect("env");
     for (name, field) in [
@@ -498,33 +461,9 @@ fn several_replicas_overlay(name: &str, replicas: u64, mode: HaMode, verbs: &[&s
         .as_str()
         .expect("config.yaml in the ConfigMap");
     let config = switchyard::config::validate(Path::new("/etc/switchyard/config.yaml"), text)
-        .expect("the overlay's config is valid");
-    assert_eq!(config.ha.mode, mode);
+        .expect("the rendered config is valid");
+    assert_eq!(config.ha.mode, ha_mode);
     let role = find(&documents, "Role");
     assert_eq!(role["metadata"]["namespace"], "switchyard");
     assert_eq!(verbs_on(role, "leases"), verbs);
-
-    // The checked-in Role is what `switchyard rbac` adds to the base's for this config.
-    let output = spawned::output(
-        Command::new(env!("CARGO_BIN_EXE_switchyard"))
-            .args(["rbac", "--config"])
-            .arg(dir.join("config.yaml"))
-            .args(["--namespace", "switchyard"])
-            .env("POD_NAMESPACE", "switchyard"),
-        "switchyard rbac",
-    );
-    assert!(output.status.success());
-    let fresh = String::from_utf8_lossy(&output.stdout);
-    let base_rbac = std::fs::read_to_string(base().join("rbac.yaml")).unwrap();
-    let lease_rbac = std::fs::read_to_string(dir.join("lease-rbac.yaml")).unwrap();
-    let lease_rbac: String = lease_rbac
-        .lines()
-        .filter(|l| !l.starts_with("# "))
-        .map(|l| format!("{l}\n"))
-        .collect();
-    assert_eq!(
-        fresh,
-        format!("{base_rbac}---\n{lease_rbac}"),
-        "regenerate {name}/lease-rbac.yaml"
-    );
 }

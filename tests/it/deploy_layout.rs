@@ -1,4 +1,4 @@
-//! The shipped pod's file layout, run: the single overlay's Deployment read for its volumes
+//! The shipped pod's file layout, run: the chart's Deployment read for its volumes
 //! (the plugins folder mounted read-only, a writable cache), its ConfigMap's config run by
 //! the switchyard binary in a folder laid out the same way, in-cluster against the
 //! simulator (HTTPS, a service account token), with an `oci://` handler pulled from a real
@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 use switchyard::sim::{SimOptions, Simulator};
 
-use crate::deploy::{built_overlay, find};
+use crate::deploy::{built_default, find};
 use crate::oci::{WAIT, push, sha256_hex};
 use crate::support::process::Process;
 use crate::support::registry::Registry;
@@ -56,7 +56,7 @@ fn start_with_read_only(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Proc
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_shipped_layout_runs_an_oci_plugin_with_the_plugins_folder_read_only() {
-    let documents = built_overlay();
+    let documents = built_default();
     let pod = &find(&documents, "Deployment")["spec"]["template"]["spec"];
     let container = &pod["containers"][0];
     let text = find(&documents, "ConfigMap")["data"]["config.yaml"]

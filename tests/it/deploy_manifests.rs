@@ -1,19 +1,20 @@
-//! The shipped manifests as a platform engineer reads them, built with `kubectl kustomize`:
-//! how each overlay rolls, spreads and survives a drain, the metrics Service and the
-//! optional ServiceMonitor, and the NetworkPolicy.
+//! The shipped manifests as a platform engineer reads them, rendered from the Helm chart in
+//! each mode: the NetworkPolicy, and the image's user as the pod runs it. (Rollouts, spread,
+//! budgets and monitoring: tests/it/chart/render.rs.)
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
-use crate::deploy::{build, find, overlay};
+use crate::chart::helm::rendered;
+use crate::deploy::find;
 
-/// The documents of the overlay `name`.
+/// The chart's documents in mode `name` (`single`, `leader` or `sharded`).
 fn built(name: &str) -> Vec<Value> {
-    build(overlay(name).to_str().unwrap())
-}
-
-/// Every document of `kind`.
-fn all<'a>(documents: &'a [Value], kind: &str) -> Vec<&'a Value> {
-    documents.iter().filter(|d| d["kind"] == kind).collect()
+    let replicas = match name {
+        "single" => 1,
+        "leader" => 2,
+        _ => 3,
+    };
+    rendered(json!({"mode": name, "replicas": replicas}))
 }
 
 /// Whether the label selector `selector` (`matchLabels` only) selects `labels`.
@@ -22,105 +23,18 @@ fn selects(selector: &Value, labels: &Value) -> bool {
     !wanted.is_empty() && wanted.iter().all(|(key, value)| &labels[key] == value)
 }
 
-/// The labels of the Deployment's pods.
+/// The labels of the workload's pods.
 fn pod_labels(documents: &[Value]) -> &Value {
-    &find(documents, "Deployment")["spec"]["template"]["metadata"]["labels"]
-}
-
-#[test]
-fn one_replica_is_replaced_by_stopping_it_first_and_several_roll_one_more_at_a_time() {
-    let single = built("single");
-    let strategy = &find(&single, "Deployment")["spec"]["strategy"];
-    assert_eq!(strategy["type"], "Recreate", "{strategy:#}");
-    assert!(strategy.get("rollingUpdate").is_none(), "{strategy:#}");
-    for name in ["ha", "sharded"] {
-        let documents = built(name);
-        let strategy = &find(&documents, "Deployment")["spec"]["strategy"];
-        assert_eq!(strategy["type"], "RollingUpdate", "{name}: {strategy:#}");
-        assert_eq!(strategy["rollingUpdate"]["maxUnavailable"], 0, "{name}");
-        assert_eq!(strategy["rollingUpdate"]["maxSurge"], 1, "{name}");
-    }
-}
-
-#[test]
-fn several_replicas_are_spread_over_nodes_and_a_drain_takes_one_at_a_time() {
-    assert!(all(&built("single"), "PodDisruptionBudget").is_empty());
-    for name in ["ha", "sharded"] {
-        let documents = built(name);
-        let labels = pod_labels(&documents);
-        let budget = find(&documents, "PodDisruptionBudget");
-        assert_eq!(budget["metadata"]["namespace"], "switchyard", "{name}");
-        assert_eq!(budget["spec"]["maxUnavailable"], 1, "{name}");
-        assert!(selects(&budget["spec"]["selector"], labels), "{name}");
-        let spread =
-            find(&documents, "Deployment")["spec"]["template"]["spec"]["topologySpreadConstraints"]
-                .as_array()
-                .unwrap_or_else(|| panic!("{name}: no topologySpreadConstraints"));
-        let by = |key: &str| {
-            spread
-                .iter()
-                .find(|c| c["topologyKey"] == key)
-                .unwrap_or_else(|| panic!("{name}: no spread over {key}"))
-        };
-        let nodes = by("kubernetes.io/hostname");
-        assert_eq!(nodes["whenUnsatisfiable"], "DoNotSchedule", "{name}");
-        assert_eq!(nodes["maxSkew"], 1, "{name}");
-        assert!(selects(&nodes["labelSelector"], labels), "{name}");
-        assert!(selects(
-            &by("topology.kubernetes.io/zone")["labelSelector"],
-            labels
-        ));
-    }
-}
-
-#[test]
-fn the_metrics_service_reaches_the_probes_port_and_the_optional_servicemonitor_scrapes_it() {
-    let documents = built("sharded");
-    let labels = pod_labels(&documents);
-    let service = find(&documents, "Service");
-    assert_eq!(service["metadata"]["namespace"], "switchyard");
-    let selector = &service["spec"]["selector"];
-    for (key, value) in selector.as_object().unwrap() {
-        assert_eq!(&labels[key], value, "selector {key}");
-    }
-    let port = &service["spec"]["ports"][0];
-    assert_eq!(port["name"], "metrics");
-    let container = &find(&documents, "Deployment")["spec"]["template"]["spec"]["containers"][0];
-    let probes = container["ports"]
-        .as_array()
-        .unwrap()
+    let workload = documents
         .iter()
-        .find(|p| p["name"] == port["targetPort"])
-        .expect("the Service's targetPort is a container port");
-    assert_eq!(probes["containerPort"], 9471);
-
-    // The component, added to an overlay, scrapes that Service's port in its namespace.
-    let dir = tempfile::tempdir().unwrap();
-    let up = "../".repeat(dir.path().components().count() - 1);
-    let repo = crate::support::root();
-    let repo = repo.to_str().unwrap().trim_start_matches('/');
-    std::fs::write(
-        dir.path().join("kustomization.yaml"),
-        format!(
-            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: switchyard\nresources:\n  - {up}{repo}/deploy/kustomize/overlays/sharded\ncomponents:\n  - {up}{repo}/deploy/kustomize/components/servicemonitor\n"
-        ),
-    )
-    .unwrap();
-    let with_monitor = build(dir.path().to_str().unwrap());
-    let monitor = find(&with_monitor, "ServiceMonitor");
-    assert_eq!(monitor["metadata"]["namespace"], "switchyard");
-    assert!(selects(
-        &monitor["spec"]["selector"],
-        &service["metadata"]["labels"]
-    ));
-    let endpoint = &monitor["spec"]["endpoints"][0];
-    assert_eq!(endpoint["port"], "metrics");
-    assert_eq!(endpoint["path"], "/metrics");
+        .find(|d| d["kind"] == "Deployment" || d["kind"] == "StatefulSet")
+        .expect("a workload");
+    &workload["spec"]["template"]["metadata"]["labels"]
 }
 
 #[test]
 fn the_network_policy_lets_in_only_the_probes_port_and_out_only_the_api_server_and_dns() {
-    for name in ["single", "ha", "sharded"] {
+    for name in ["single", "leader", "sharded"] {
         let documents = built(name);
         let policy = find(&documents, "NetworkPolicy");
         let spec = &policy["spec"];

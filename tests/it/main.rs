@@ -11,6 +11,13 @@
 
 mod support;
 
+mod chart {
+    //! The Helm chart, with Helm's own engine.
+    mod cluster;
+    pub(crate) mod helm;
+    mod render;
+    mod schema;
+}
 mod cli;
 mod cluster_access;
 mod daemon;

@@ -58,6 +58,11 @@ impl Kubectl {
         Self { dir }
     }
 
+    /// The kubeconfig this kubectl uses (for other clients of the same simulator).
+    pub fn kubeconfig(&self) -> PathBuf {
+        self.dir.path().join("kubeconfig")
+    }
+
     /// A file in this kubectl's private directory (for manifests).
     pub fn file(&self, name: &str, contents: &str) -> PathBuf {
         let path = self.dir.path().join(name);
