@@ -125,7 +125,6 @@ fn layout_1_store(path: &Path) {
         "r\0d/c",
         serde_json::json!({"every": null, "events": [ev("added", "1")]}),
     );
-    drop(put);
     txn.commit().unwrap();
 }
 
