@@ -20,15 +20,21 @@ use crate::util::lock;
 
 impl Handler {
     /// Keeps this handler's work in `state` from now on. Set once, before any event. A
-    /// task hands the keys held for a commit to the work queue as the store commits them.
+    /// task hands the keys held for a commit to the work queue as the store commits them,
+    /// until the handler stops.
     pub fn set_state(self: &Arc<Self>, state: State) {
         let mut committed = state.committed_watch();
         if self.state.set(state).is_err() {
             return;
         }
+        let mut stopping = self.stopping.subscribe();
         let handler = Arc::downgrade(self);
         tokio::spawn(async move {
-            while committed.changed().await.is_ok() {
+            loop {
+                tokio::select! {
+                    changed = committed.changed() => if changed.is_err() { return },
+                    _ = stopping.wait_for(|stopping| *stopping) => return,
+                }
                 match handler.upgrade() {
                     Some(handler) => handler.release_committed(),
                     None => return,
