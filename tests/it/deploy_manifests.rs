@@ -205,3 +205,48 @@ fn the_image_built_without_docker_has_the_steps_of_the_dockerfiles_runtime_stage
     );
     assert_eq!(buildah.len(), 4, "{buildah:?}");
 }
+
+#[test]
+fn the_state_volume_component_mounts_a_claim_where_the_documented_state_dir_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let up = "../".repeat(dir.path().components().count() - 1);
+    let repo = crate::support::root();
+    let repo = repo.to_str().unwrap().trim_start_matches('/');
+    std::fs::write(
+        dir.path().join("kustomization.yaml"),
+        format!(
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: switchyard\nresources:\n  - {up}{repo}/deploy/kustomize/overlays/single\ncomponents:\n  - {up}{repo}/deploy/kustomize/components/state-volume\n"
+        ),
+    )
+    .unwrap();
+    let documents = build(dir.path().to_str().unwrap());
+    let claim = find(&documents, "PersistentVolumeClaim");
+    assert_eq!(claim["metadata"]["namespace"], "switchyard");
+    assert_eq!(
+        claim["spec"]["accessModes"],
+        serde_json::json!(["ReadWriteOnce"])
+    );
+    let deployment = find(&documents, "Deployment");
+    assert_eq!(deployment["spec"]["strategy"]["type"], "Recreate");
+    let pod = &deployment["spec"]["template"]["spec"];
+    let volume = pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "state")
+        .expect("a state volume");
+    assert_eq!(
+        volume["persistentVolumeClaim"]["claimName"],
+        claim["metadata"]["name"]
+    );
+    let mount = pod["containers"][0]["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "state")
+        .expect("the state volume mounted in switchyard's container");
+    assert_eq!(mount["mountPath"], "/var/lib/switchyard");
+    assert!(mount.get("readOnly").is_none_or(|r| r == false));
+    // The single overlay alone has no claim.
+    assert!(all(&built("single"), "PersistentVolumeClaim").is_empty());
+}
