@@ -37,7 +37,10 @@ impl Configured for Plugin {
             None => name.to_string(),
         };
         let kind = object["kind"].as_str().unwrap_or("?");
-        log(Level::Info, &format!("{}{change} {kind} {key}", self.prefix));
+        log(
+            Level::Info,
+            &format!("{}{change} {kind} {key}", self.prefix),
+        );
         Ok(Outcome::Done)
     }
 }
@@ -47,8 +50,8 @@ export_handler!(Plugin);
 #[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests {
     use serde_json::json;
-    use switchyard_sdk::http::{Error as HttpError, Request, Response};
     use switchyard_sdk::Handler;
+    use switchyard_sdk::http::{Error as HttpError, Request, Response};
     use switchyard_sdk::testing::{TestHost, event};
 
     use super::*;
