@@ -751,3 +751,25 @@ routes:
         "{errors:#?}"
     );
 }
+
+#[test]
+fn a_builtin_plugin_is_named_by_builtin_name_and_an_unknown_one_located() {
+    let text = "\
+handlers:
+  hook:
+    plugin: builtin:webhook
+  typo:
+    plugin: builtin:webhok
+routes:
+  - name: cms
+    resource: configmaps
+    handler: hook
+";
+    let errors = all_errors(text);
+    assert_eq!(
+        errors,
+        [
+            "5:13: handlers.typo.plugin: there is no built-in plugin \"builtin:webhok\"; the binary carries builtin:webhook, builtin:slack, builtin:cloudevents"
+        ]
+    );
+}
