@@ -18,10 +18,10 @@
 //!   for the blocks after it (a config the text says to write).
 //!
 //! Each block runs in a process group of its own ([`Spawned`]): whatever it starts in the
-//! background is stopped once it is done. Pages run one
-//! after another: the Rust projects the examples make share one cargo target folder with
-//! the scaffold tests, so their dependencies are built once, and two cargo runs on one
-//! target folder at once can each remove what the other built.
+//! background is stopped once it is done. Pages run one after another: the Rust projects
+//! the examples make share one cargo target folder (`target/doc-examples`, their own: two
+//! cargo runs of different projects on one target folder at once can each remove what the
+//! other built), so their dependencies are built once.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -187,7 +187,7 @@ fn run(block: &Block, dir: &Path) -> Result<(), String> {
         Some(sub) => dir.join(sub),
         None => dir.to_path_buf(),
     };
-    let target = support::root().join("target/scaffold-rust");
+    let target = support::root().join("target/doc-examples");
     let log = dir.join(format!(".block-{}.log", block.at.replace([':', '/'], "-")));
     let out = std::fs::File::create(&log).unwrap();
     let mut command = Command::new("bash");
