@@ -93,10 +93,10 @@ fn route_filter(c: &mut Criterion) {
     let object = Arc::new(CachedObject::received(received, Vec::new()));
     let delta = Delta::Added(object.clone());
     let filter = ObjectFilter::new(&RouteFilter {
-        when: vec![Condition {
-            path: FieldPath::parse("metadata.annotations.owner").unwrap(),
-            test: Test::Exists(true),
-        }],
+        when: vec![Condition::new(
+            FieldPath::parse("metadata.annotations.owner").unwrap(),
+            Test::Exists(true),
+        )],
         ..RouteFilter::default()
     });
     let mut group = c.benchmark_group("route_filter");

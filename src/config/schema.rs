@@ -460,8 +460,9 @@ pub struct TransformFile {
 #[serde(deny_unknown_fields)]
 pub struct ConditionFile {
     /// A dotted field path (`spec.replicas`, `metadata.labels.app`) or a JSON pointer
-    /// (`/metadata/labels/app.kubernetes.io~1name`).
-    pub path: String,
+    /// (`/metadata/labels/app.kubernetes.io~1name`); or a list of them, of which the first
+    /// that has a value is tested (`[lastTimestamp, eventTime]`).
+    pub path: PathsFile,
     /// The value at `path` equals this.
     #[serde(default)]
     pub equals: Option<serde_json::Value>,
@@ -471,6 +472,56 @@ pub struct ConditionFile {
     /// `true`: an update changed the value at `path`; `false`: it did not.
     #[serde(default)]
     pub changed: Option<bool>,
+    /// The value is a timestamp (RFC 3339) less than this long before now (`10m`).
+    #[serde(default)]
+    pub newer_than: Option<HumanDuration>,
+    /// The value is a timestamp (RFC 3339) more than this long before now (`24h`).
+    #[serde(default)]
+    pub older_than: Option<HumanDuration>,
+}
+
+/// `routes[i].when[j].path:` — one field path, or a list of them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PathsFile(pub Vec<String>);
+
+impl<'de> Deserialize<'de> for PathsFile {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = PathsFile;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a field path such as spec.replicas, or a list of them")
+            }
+            fn visit_str<E: serde::de::Error>(self, path: &str) -> Result<Self::Value, E> {
+                Ok(PathsFile(vec![path.to_string()]))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Self::Value, A::Error> {
+                let mut paths = Vec::new();
+                while let Some(path) = seq.next_element::<String>()? {
+                    paths.push(path);
+                }
+                // An empty list is refused by validation, which knows whether an item was
+                // left out for being unreadable.
+                Ok(PathsFile(paths))
+            }
+        }
+        deserializer.deserialize_any(Visitor)
+    }
+}
+
+/// `routes[i].initial:` — what a route does with the objects its informers list at its
+/// start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum InitialFile {
+    /// Deliver them as `added` (the default).
+    #[default]
+    Deliver,
+    /// Deliver only changes after the list: the objects listed are not delivered.
+    Skip,
 }
 
 /// `routes[i]:` — which changes go to which handler.
@@ -508,6 +559,9 @@ pub struct RouteFile {
     /// Only changes whose object meets every condition.
     #[serde(default)]
     pub when: Option<Vec<ConditionFile>>,
+    /// `deliver` (default) or `skip`: the objects its informers list when the route starts.
+    #[serde(default)]
+    pub initial: Option<InitialFile>,
     /// With `resource`: cache indexes by name, as in `informers`.
     #[serde(default)]
     pub indexes: Option<BTreeMap<String, IndexFile>>,

@@ -406,15 +406,44 @@ pub enum Test {
     Exists(bool),
     /// An update changed the value (`true`) or left it alone (`false`).
     Changed(bool),
+    /// The value is a timestamp less than this long before now.
+    NewerThan(std::time::Duration),
+    /// The value is a timestamp more than this long before now.
+    OlderThan(std::time::Duration),
 }
 
 /// A condition a route puts on the objects it delivers.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Condition {
-    /// Where the value is.
-    pub path: FieldPath,
+    /// Where the value is: the first of these paths that has one (at least one path).
+    pub paths: Vec<FieldPath>,
     /// What it must be.
     pub test: Test,
+}
+
+impl Condition {
+    /// A condition on the value at one path.
+    pub fn new(path: FieldPath, test: Test) -> Self {
+        Self {
+            paths: vec![path],
+            test,
+        }
+    }
+
+    /// The value the condition tests in `object`: at the first of its paths that has one.
+    pub fn lookup<'a>(&self, object: &'a serde_json::Value) -> Option<&'a serde_json::Value> {
+        self.paths.iter().find_map(|path| path.lookup(object))
+    }
+}
+
+/// What a route does with the objects its informers list when it starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Initial {
+    /// Deliver each as `added`.
+    #[default]
+    Deliver,
+    /// Deliver only the changes after the list.
+    Skip,
 }
 
 /// Which objects a route delivers, beyond what its informer watches.
@@ -447,6 +476,8 @@ pub struct RouteSpec {
     pub handler: String,
     /// The finalizer the route holds its objects with (`finalizer:`), if any.
     pub finalizer: Option<String>,
+    /// What it does with the objects listed when it starts (`initial:`).
+    pub initial: Initial,
 }
 
 /// How a route delivers changes to its handler.

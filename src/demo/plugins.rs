@@ -28,7 +28,8 @@ struct Source {
     lang: Lang,
     /// Its code: the project files it writes over the scaffold's, by path.
     files: &'static [(&'static str, &'static str)],
-    /// Lines added to the scaffold's `[dependencies]`.
+    /// Lines added to the scaffold's `[dependencies]` (which has `serde`, with `derive`, and
+    /// `serde_json`).
     dependencies: &'static str,
 }
 
@@ -65,7 +66,7 @@ const SOURCES: [Source; 4] = [
                 include_str!("../../plugins/sinks/slack/src/message.rs"),
             ),
         ],
-        dependencies: "serde = { version = \"1\", features = [\"derive\"] }\n",
+        dependencies: "",
     },
     Source {
         name: "event-summary",

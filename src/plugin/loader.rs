@@ -114,9 +114,14 @@ pub async fn read_plugin_file_within(
     })
 }
 
-/// The plugin `name`'s content: its file in `dir`, or for an `oci://` reference the
-/// component pulled from the registry as `oci` says (cached in `dir`; see [`super::oci`]).
+/// The plugin `name`'s content: its file in `dir`, for an `oci://` reference the component
+/// pulled from the registry as `oci` says (cached in `dir`; see [`super::oci`]), for
+/// `builtin:NAME` the component the binary carries ([`super::builtin`]).
 pub async fn fetch(dir: &Path, name: &str, oci: &OciSpec) -> Result<PluginFile> {
+    if super::builtin::is_builtin(name) {
+        return super::builtin::component(name)
+            .ok_or_else(|| Error::UnknownBuiltin(super::builtin::unknown(name)));
+    }
     if crate::config::oci::Reference::is_oci(name) {
         return super::oci::pull(dir, name, oci)
             .await

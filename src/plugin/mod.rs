@@ -9,6 +9,7 @@
 //! capability-gated writes), from each handler's [`HostContext`].
 
 pub mod bindings;
+pub mod builtin;
 pub mod contract;
 pub mod host;
 pub mod imports;
@@ -47,6 +48,9 @@ pub enum Error {
         #[source]
         problem: ReadError,
     },
+    /// A `builtin:NAME` the binary does not carry.
+    #[error("{0}")]
+    UnknownBuiltin(String),
     /// A plugin from an OCI registry could not be pulled.
     #[error("cannot pull plugin {reference}: {reason}")]
     Pull {

@@ -379,7 +379,7 @@ impl PluginRegistry {
         let state = lock(&entry.state);
         PluginView {
             name: name.to_string(),
-            file: if Reference::is_oci(name) {
+            file: if Reference::is_oci(name) || super::builtin::is_builtin(name) {
                 name.to_string()
             } else {
                 plugin_path(&self.dir, name).display().to_string()

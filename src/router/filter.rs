@@ -1,12 +1,16 @@
 //! A route's filter on the objects it delivers: namespaces, label and field selectors, and
-//! field conditions (`equals`, `exists`, `changed`).
+//! field conditions (`equals`, `exists`, `changed`, `newer_than`, `older_than`).
 //!
 //! The namespaces and selectors say which objects belong to the route; an update that moves
 //! an object in or out becomes `added` or `deleted`. The conditions look at the object the
 //! delta carries: the new state of an update, the last known state of a deletion. `changed`
 //! compares the old and new states of an update (an
 //! update whose old state is unknown counts as a change); additions, deletions and resyncs
-//! pass a `changed` test, as they are not updates of the value. The object's JSON is parsed
+//! pass a `changed` test, as they are not updates of the value. `newer_than` and
+//! `older_than` compare a timestamp with the clock when the change reaches the route (an
+//! Event's age, as kubernetes-event-exporter's `maxEventAgeSeconds`); a condition may name
+//! several paths, of which the first that has a value is tested (`lastTimestamp`, else
+//! `eventTime`). The object's JSON is parsed
 //! only when a label, field or condition test needs it, and then only the parts those tests
 //! read ([`Wanted`]).
 
@@ -47,8 +51,8 @@ impl ObjectFilter {
         for path in fields.iter().flat_map(Selector::keys) {
             wanted.add(path.split('.'));
         }
-        for condition in &filter.when {
-            wanted.add(condition.path.parts());
+        for path in filter.when.iter().flat_map(|c| &c.paths) {
+            wanted.add(path.parts());
         }
         Self {
             namespaces: filter.namespaces.clone(),
@@ -149,20 +153,31 @@ impl ObjectFilter {
         let Some(object) = object else {
             return false;
         };
+        let now = jiff::Timestamp::now();
         self.when.iter().all(|c| {
-            let value = c.path.lookup(object);
+            let value = c.lookup(object);
             match &c.test {
                 Test::Equals(wanted) => value.is_some_and(|v| equal(v, wanted)),
                 Test::Exists(exists) => value.is_some() == *exists,
                 Test::Changed(changed) => match before {
-                    Some(Some(old)) => (c.path.lookup(old) != value) == *changed,
+                    Some(Some(old)) => (c.lookup(old) != value) == *changed,
                     // The old state is unknown: count it as changed.
                     Some(None) => *changed,
                     None => true,
                 },
+                Test::NewerThan(limit) => age(value, now).is_some_and(|age| age < *limit),
+                Test::OlderThan(limit) => age(value, now).is_some_and(|age| age > *limit),
             }
         })
     }
+}
+
+/// How long before `now` the timestamp `value` (RFC 3339, as Kubernetes writes them) is;
+/// zero for one in the future, `None` for a value that is not a timestamp.
+fn age(value: Option<&Value>, now: jiff::Timestamp) -> Option<std::time::Duration> {
+    let then: jiff::Timestamp = value?.as_str()?.parse().ok()?;
+    let span = now.duration_since(then);
+    Some(std::time::Duration::try_from(span).unwrap_or_default())
 }
 
 /// JSON equality, where a YAML scalar written as text also matches a number or boolean with
@@ -203,10 +218,65 @@ mod tests {
     }
 
     fn condition(path: &str, test: Test) -> Condition {
-        Condition {
-            path: FieldPath::parse(path).unwrap(),
-            test,
-        }
+        Condition::new(FieldPath::parse(path).unwrap(), test)
+    }
+
+    fn event(last: Option<&str>, event_time: Option<&str>) -> Arc<CachedObject> {
+        object(json!({
+            "apiVersion": "v1", "kind": "Event", "type": "Warning",
+            "metadata": {"name": "e", "namespace": "a"},
+            "lastTimestamp": last, "eventTime": event_time,
+        }))
+    }
+
+    #[test]
+    fn newer_than_passes_recent_timestamps_from_the_first_path_that_has_one() {
+        let paths = ["lastTimestamp", "eventTime"].map(|p| FieldPath::parse(p).unwrap());
+        let filter = ObjectFilter::new(&RouteFilter {
+            when: vec![Condition {
+                paths: paths.to_vec(),
+                test: Test::NewerThan(std::time::Duration::from_secs(3600)),
+            }],
+            ..RouteFilter::default()
+        });
+        let now = jiff::Timestamp::now();
+        let ago = |secs: i64| (now - jiff::SignedDuration::from_secs(secs)).to_string();
+        let passes = |e| filter.apply(&Delta::Added(e)).is_some();
+        assert!(passes(event(Some(&ago(60)), None)));
+        assert!(!passes(event(Some(&ago(7200)), None)));
+        assert!(passes(event(None, Some(&ago(60)))));
+        assert!(!passes(event(None, Some(&ago(7200)))));
+        // The first path with a value decides, even when a later one is recent.
+        assert!(!passes(event(Some(&ago(7200)), Some(&ago(60)))));
+        // No timestamp, or text that is not one: not newer than anything.
+        assert!(!passes(event(None, None)));
+        assert!(!passes(event(Some("yesterday"), None)));
+        // A timestamp in the future (clock skew) is new.
+        assert!(passes(event(Some(&ago(-60)), None)));
+    }
+
+    #[test]
+    fn older_than_passes_only_timestamps_past_the_limit() {
+        let filter = ObjectFilter::new(&RouteFilter {
+            when: vec![condition(
+                "lastTimestamp",
+                Test::OlderThan(std::time::Duration::from_secs(3600)),
+            )],
+            ..RouteFilter::default()
+        });
+        let now = jiff::Timestamp::now();
+        let ago = |secs: i64| (now - jiff::SignedDuration::from_secs(secs)).to_string();
+        assert!(
+            filter
+                .apply(&Delta::Added(event(Some(&ago(7200)), None)))
+                .is_some()
+        );
+        assert!(
+            filter
+                .apply(&Delta::Added(event(Some(&ago(60)), None)))
+                .is_none()
+        );
+        assert!(filter.apply(&Delta::Added(event(None, None))).is_none());
     }
 
     #[test]

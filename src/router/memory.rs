@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::Route;
-use crate::informer::{CachedObject, Delta, DeltaSink, ObjectKey};
+use crate::informer::{CachedObject, Delta, ObjectKey};
 use crate::sharding::{ShardField, ShardSelector};
 use crate::state::{Retained, RouteRecord, State};
 use crate::util::lock;
@@ -31,6 +31,8 @@ use crate::util::lock;
 /// What a route keeps in the state store, and the records it compares objects with.
 pub(super) struct Memory {
     state: State,
+    /// Whether the store held records of the route's last run when it started.
+    pub(super) ran_before: bool,
     /// Whether records wait to be compared: checked before taking the lock.
     comparing: AtomicBool,
     baseline: Mutex<Baseline>,
@@ -70,6 +72,7 @@ impl Memory {
         };
         Self {
             state,
+            ran_before: !prior.is_empty(),
             comparing: AtomicBool::new(!prior.is_empty()),
             baseline: Mutex::new(Baseline {
                 retained: Retained::new(prior),
@@ -108,19 +111,6 @@ impl Route {
     ) -> Self {
         self.memory = Some(Memory::new(state, prior, subscriptions));
         self
-    }
-
-    /// What to subscribe to the `index`th informer feeding this route: the route itself,
-    /// or when it keeps state, a sink that also tells it when that informer has listed
-    /// (and which share the list covered).
-    pub fn sink(self: &Arc<Self>, index: usize) -> Arc<dyn DeltaSink> {
-        match &self.memory {
-            Some(_) => Arc::new(Subscribed {
-                route: self.clone(),
-                index,
-            }),
-            None => self.clone(),
-        }
     }
 
     /// Records a delta the filter admitted, if the route keeps state.
@@ -227,7 +217,7 @@ impl Route {
     /// all have, every waiting record in the share they all listed is of an object gone,
     /// delivered as `deleted`. The first time, queued events the last run left for objects
     /// outside the share are dropped, as at a hand-over: another replica owns them now.
-    fn listed(&self, index: usize, shard: Option<ShardSelector>) {
+    pub(super) fn listed(&self, index: usize, shard: Option<ShardSelector>) {
         let Some(memory) = self.memory.as_ref() else {
             return;
         };
@@ -299,27 +289,4 @@ fn covers(listed: &[Option<Option<ShardSelector>>], key: &str, record: &RouteRec
 /// The record's last state of the object under `key`, as an object.
 fn stub(record: &RouteRecord, key: &str) -> Option<Arc<CachedObject>> {
     crate::handler::cached_object(&record.stub_json(key))
-}
-
-/// A route's subscription to one of its informers, when it keeps state.
-struct Subscribed {
-    route: Arc<Route>,
-    index: usize,
-}
-
-impl DeltaSink for Subscribed {
-    fn deliver(&self, delta: &Delta) {
-        self.route.deliver(delta);
-        if let Delta::Replaced { shard, .. } = delta {
-            self.route.listed(self.index, shard.clone());
-        }
-    }
-
-    fn resync_period(&self) -> Option<std::time::Duration> {
-        self.route.resync_period()
-    }
-
-    fn release(&self, object: &Arc<CachedObject>) {
-        self.route.release(object);
-    }
 }

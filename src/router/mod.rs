@@ -6,13 +6,14 @@ pub mod filter;
 mod finalizer;
 mod memory;
 mod pruned;
+mod subscription;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard};
 
 use serde::Serialize;
 
-use crate::config::{Delivery, EventFilter};
+use crate::config::{Delivery, EventFilter, Initial};
 use crate::handler::Handler;
 use crate::informer::{Delta, DeltaSink};
 
@@ -29,6 +30,10 @@ pub struct Route {
     handler: RwLock<Arc<Handler>>,
     delivered: AtomicU64,
     skipped: AtomicU64,
+    /// What it does with the objects listed when it starts.
+    initial: Initial,
+    /// Objects of the first list passed over (`initial: skip`).
+    initial_skipped: AtomicU64,
     /// What it delivered, kept in the state store (`state_dir:`).
     memory: Option<memory::Memory>,
     /// Its finalizer (`finalizer:`), if it holds its objects with one.
@@ -48,6 +53,9 @@ pub struct RouteStatus {
     pub delivered: u64,
     /// Deltas the route's event kinds or object filter left out.
     pub skipped: u64,
+    /// Objects of its informers' first list it passed over (`initial: skip`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub initial_skipped: Option<u64>,
     /// Events from this route waiting in the handler's queue: the route's buffer.
     pub pending: usize,
     /// The finalizer it holds its objects with, if any.
@@ -77,6 +85,8 @@ impl Route {
             handler: RwLock::new(handler),
             delivered: AtomicU64::new(0),
             skipped: AtomicU64::new(0),
+            initial: Initial::Deliver,
+            initial_skipped: AtomicU64::new(0),
             memory: None,
             held: None,
         }
@@ -102,6 +112,8 @@ impl Route {
             },
             delivered: self.delivered.load(Ordering::Relaxed),
             skipped: self.skipped.load(Ordering::Relaxed),
+            initial_skipped: (self.initial == Initial::Skip)
+                .then(|| self.initial_skipped.load(Ordering::Relaxed)),
             pending: handler.pending_for_route(&self.name),
             finalizer: self.held.as_ref().map(|h| h.name().to_string()),
             held_by_dead_letters: self

@@ -25,6 +25,7 @@ mod demo;
 mod deploy;
 mod deploy_layout;
 mod deploy_manifests;
+mod doc_examples;
 mod docs;
 mod egress;
 mod faults_handlers;

@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use switchyard::sim::ChurnConfig;
 
 use crate::support::browser::Browser;
+use crate::support::hostile::{Hostile, Reply};
 use crate::support::{self, TestDaemon};
 
 const TWO_HANDLERS: &str = "
@@ -603,4 +604,107 @@ routes:
     assert_eq!(cells[3], "0", "{cells:?}");
     assert!(cells[5].ends_with(" ms"), "{cells:?}");
     assert!(page_errors(&browser).await.is_empty());
+}
+
+/// A handler quarantined (every call fails), one waiting for a Secret, one whose plugin is
+/// being pulled from a registry that never answers, and a state store.
+fn troubled(remote: &str) -> String {
+    format!(
+        "state_dir: state
+handlers:
+  billing:
+    plugin: faulty
+    max_retries: 1000
+    backoff_base: 5ms
+    backoff_cap: 5ms
+    qps: 0
+    quarantine_after: 2
+    quarantine_backoff: 10m
+  alerts:
+    plugin: log-events
+    config:
+      url: {{valueFrom: {{secretKeyRef: {{name: slack, key: url}}}}}}
+  remote:
+    plugin: {remote}
+routes:
+  - name: billing
+    resource: configmaps
+    handler: billing
+  - name: alerts
+    resource: configmaps
+    handler: alerts
+  - name: remote
+    resource: configmaps
+    handler: remote
+"
+    )
+}
+
+/// The state cell of `handler`'s row.
+fn state_cell(handler: &str) -> String {
+    format!("#handlers tr[data-handler=\"{handler}\"] [data-field=\"state\"]")
+}
+
+/// A newcomer's report: a quarantined handler showed as a green "running", and what a
+/// handler waited for was only in a tooltip. The state cell says quarantined, waiting or
+/// pulling with the reason under it, the plugin cell says pulling, and the state store's
+/// section shows its backpressure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_shows_a_quarantine_what_a_handler_waits_for_a_pull_and_the_store() {
+    let registry = Hostile::start(|_| Reply::Never).await;
+    let remote = registry.reference("plugins/silent:v1");
+    let t = TestDaemon::builder(&troubled(&remote))
+        .plugin_file("faulty", "faulty")
+        .plugin_file("log-events", "log-events")
+        .start()
+        .await;
+    for name in ["a", "b", "c"] {
+        t.create_configmap(json!({"metadata": {"name": name,
+            "annotations": {"faulty/error": "cannot reach the billing API"}}}))
+            .await;
+    }
+    let browser = Browser::start().await;
+    browser.open(&t.url("/")).await;
+    shown_eventually(&browser, &state_cell("billing"), "quarantined").await;
+    let billing = browser.text(&state_cell("billing")).await;
+    assert!(
+        billing.contains("next try") && billing.contains("cannot reach the billing API"),
+        "{billing}"
+    );
+    assert!(!billing.contains("running"), "{billing}");
+    let alerts = browser.text(&state_cell("alerts")).await;
+    assert!(
+        alerts.starts_with("waiting") && alerts.contains("Secret default/slack not found"),
+        "{alerts}"
+    );
+    assert!(
+        browser
+            .text(&state_cell("remote"))
+            .await
+            .starts_with("pulling")
+    );
+    let plugin = "#handlers tr[data-handler=\"remote\"] [data-field=\"plugin\"]";
+    assert!(browser.text(plugin).await.contains("(pulling…)"));
+    let store = browser.text("#state").await;
+    assert!(store.contains("backpressureno ("), "{store}");
+
+    // The store under backpressure, as /status reports it then: the page says so.
+    let mut status = t.status_json().await;
+    status["state"]["backpressure"] = json!(true);
+    status["state"]["backpressure_waits"] = json!(3);
+    let shown = browser
+        .script(
+            "render(arguments[0]); return document.getElementById('state').textContent",
+            json!([status]),
+        )
+        .await;
+    let shown = shown.as_str().unwrap_or_default();
+    assert!(
+        shown.contains("yes: the informers wait for the store (3 waits so far)"),
+        "{shown}"
+    );
+    let errors = page_errors(&browser).await;
+    assert!(errors.is_empty(), "errors on the page: {errors:?}");
+    browser.stop().await;
+    t.stop().await;
 }

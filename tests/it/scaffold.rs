@@ -148,10 +148,15 @@ fn a_rust_plugin_project_tests_natively_builds_and_replays() {
     let target = repo_target("scaffold-rust");
     let env = [("CARGO_TARGET_DIR", target.as_path())];
     let stdout = ok("cargo test", run(&project, "cargo", &["test"], &env));
-    assert!(
-        stdout.contains("test tests::logs_the_change_and_the_object ... ok"),
-        "{stdout}"
-    );
+    for test in [
+        "logs_the_change_and_the_object",
+        "the_config_s_prefix_starts_each_line_and_a_misspelt_field_is_refused",
+    ] {
+        assert!(
+            stdout.contains(&format!("test tests::{test} ... ok")),
+            "{stdout}"
+        );
+    }
     // Regression: a new project had no lock file, and cargo took the latest of everything.
     let locked = |path: &Path| {
         let text = std::fs::read_to_string(path).unwrap();

@@ -742,3 +742,50 @@ async fn an_event_put_back_by_requeue_after_is_kept_and_handed_over_at_once_afte
     drop(second);
     sim.stop().await;
 }
+
+/// A route passing over what its first list finds, with the store.
+const SKIPPING: &str = "state_dir: state\nadmin:\n  listen: 127.0.0.1:0\n  probes_listen: null\nhandlers:\n  log-events: {}\nroutes:\n  - name: configmaps\n    resource: configmaps\n    namespace: default\n    initial: skip\n    handler: log-events\n";
+
+#[tokio::test]
+async fn with_state_initial_skip_passes_over_only_the_first_start_s_objects_and_a_restart_delivers_those_made_meanwhile()
+ {
+    let sim = support::start_sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    sim.write_kubeconfig(&kubeconfig).unwrap();
+    support::write_config(dir.path(), SKIPPING);
+    let api: Api<ConfigMap> = Api::namespaced(sim.client().unwrap(), "default");
+    let create = async |name: &str| {
+        let cm = support::configmap(json!({"metadata": {"name": name}}));
+        api.create(&PostParams::default(), &cm).await.unwrap();
+    };
+    create("before").await;
+    let first = Child::start(dir.path(), &kubeconfig).await;
+    create("after").await;
+    first
+        .process
+        .wait_for_line(WAIT, |l| l.contains("added ConfigMap default/after "))
+        .await;
+    first.settled().await;
+    let routes = first.call(reqwest::Method::GET, "/routes").await;
+    assert_eq!(routes["routes"][0]["initial_skipped"], 1, "{routes:#}");
+    let events = first.kill();
+    assert!(
+        events.iter().all(|e| e.key != "default/before"),
+        "{events:?}"
+    );
+
+    create("meanwhile").await;
+    let second = Child::start(dir.path(), &kubeconfig).await;
+    second
+        .process
+        .wait_for_line(WAIT, |l| l.contains("added ConfigMap default/meanwhile "))
+        .await;
+    second.settled().await;
+    let routes = second.call(reqwest::Method::GET, "/routes").await;
+    assert_eq!(routes["routes"][0]["initial_skipped"], 0, "{routes:#}");
+    let events = second.kill();
+    let keys: Vec<&str> = events.iter().map(|e| e.key.as_str()).collect();
+    assert_eq!(keys, ["default/meanwhile"], "{events:?}");
+    sim.stop().await;
+}

@@ -1,6 +1,8 @@
 //! The Rust guest SDK for switchyard handler plugins.
 //!
-//! A handler is a type that implements [`Handler`], exported with [`export_handler!`]:
+//! A handler is a type that implements [`Handler`], exported with [`export_handler!`]
+//! (one with settings implements [`Configured`] instead: built from its `config` once per
+//! instance, then called with it):
 //!
 //! ```ignore
 //! use switchyard_sdk::{export_handler, log, Event, Handler, Level, Outcome};
@@ -251,6 +253,97 @@ pub trait Handler {
 
     /// Handles one event; an `Err` is retried by the daemon with backoff.
     fn handle(event: Event) -> Result<Outcome, String>;
+}
+
+/// A handler built from its `config` when the instance starts, and called with it for each
+/// event: what a plugin with settings implements instead of [`Handler`]. The daemon calls
+/// `init` once per instance (a fresh one per event, or one kept with `instance: reuse`);
+/// the SDK keeps the value [`Configured::new`] returns for that instance's `handle` calls.
+///
+/// ```ignore
+/// use serde::Deserialize;
+/// use switchyard_sdk::{export_handler, Configured, Event, Outcome};
+///
+/// #[derive(Deserialize)]
+/// struct Greeter {
+///     greeting: String,
+/// }
+///
+/// impl Configured for Greeter {
+///     fn new(config: &str) -> Result<Self, String> {
+///         switchyard_sdk::parse_config(config)
+///     }
+///
+///     fn handle(&self, event: Event) -> Result<Outcome, String> {
+///         switchyard_sdk::log(switchyard_sdk::Level::Info, &format!("{} {}", self.greeting, event.route));
+///         Ok(Outcome::Done)
+///     }
+/// }
+///
+/// export_handler!(Greeter);
+/// ```
+pub trait Configured: Sized + 'static {
+    /// Builds the handler from its `config` (JSON; `null` when the YAML has none). An `Err`
+    /// refuses the config: the daemon reports it and calls no `handle`.
+    fn new(config: &str) -> Result<Self, String>;
+
+    /// Handles one event with the handler built by [`Configured::new`]; an `Err` is retried
+    /// by the daemon with backoff.
+    fn handle(&self, event: Event) -> Result<Outcome, String>;
+}
+
+/// The handler [`Configured::new`] built for this instance. An instance runs one call at a
+/// time on one thread (natively, [`testing::TestHost`] runs `init` and `handle` on the test's
+/// thread), so a thread-local holds it.
+mod instance {
+    use std::any::Any;
+    use std::cell::RefCell;
+
+    thread_local! {
+        static BUILT: RefCell<Option<Box<dyn Any>>> = const { RefCell::new(None) };
+    }
+
+    /// Keeps `handler` for the instance's calls (`None`: none), replacing any kept before.
+    pub fn keep<T: 'static>(handler: Option<T>) {
+        let boxed = handler.map(|h| Box::new(h) as Box<dyn Any>);
+        BUILT.with(|built| *built.borrow_mut() = boxed);
+    }
+
+    /// Runs `f` on the kept handler; an `Err` when `init` did not build one of type `T`.
+    pub fn with<T: 'static, R>(f: impl FnOnce(&T) -> R) -> Result<R, String> {
+        BUILT.with(|built| {
+            let built = built.borrow();
+            let handler = built
+                .as_ref()
+                .and_then(|b| b.downcast_ref::<T>())
+                .ok_or("handle called before init built the handler")?;
+            Ok(f(handler))
+        })
+    }
+}
+
+impl<T: Configured> Handler for T {
+    fn init(config: String) -> Result<(), String> {
+        instance::keep::<T>(None);
+        instance::keep(Some(T::new(&config)?));
+        Ok(())
+    }
+
+    fn handle(event: Event) -> Result<Outcome, String> {
+        instance::with(|handler: &T| handler.handle(event))?
+    }
+}
+
+/// Reads a handler's `config` (JSON) into `T`, with an error that names the field at fault
+/// (`config: unknown field `urll`, expected `url` ...`); `null` (no `config:` in the YAML)
+/// reads as an empty mapping, so a `T` whose fields all have defaults needs none.
+pub fn parse_config<T: serde::de::DeserializeOwned>(config: &str) -> Result<T, String> {
+    let config = if config.trim() == "null" {
+        "{}"
+    } else {
+        config
+    };
+    serde_json::from_str(config).map_err(|e| format!("config: {e}"))
 }
 
 /// Adapts a [`Handler`] to the generated component export. Used by [`export_handler!`].

@@ -554,6 +554,90 @@ mod tests {
         assert!(report.logs.is_empty());
     }
 
+    /// Labels what it gets with the label its config names.
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Stamp {
+        label: String,
+        #[serde(default)]
+        value: Option<String>,
+    }
+
+    impl crate::Configured for Stamp {
+        fn new(config: &str) -> Result<Self, String> {
+            crate::parse_config(config)
+        }
+
+        fn handle(&self, event: Event) -> Result<Outcome, String> {
+            let object: Value = serde_json::from_str(&event.object).unwrap();
+            let name = object["metadata"]["name"].as_str().unwrap();
+            let value = self.value.as_deref().unwrap_or("yes");
+            log(Level::Info, &format!("{name}: {}={value}", self.label));
+            Ok(Outcome::Done)
+        }
+    }
+
+    /// A config with defaults for every field.
+    #[derive(serde::Deserialize, Default)]
+    struct Quiet {
+        #[serde(default)]
+        verbose: bool,
+    }
+
+    impl crate::Configured for Quiet {
+        fn new(config: &str) -> Result<Self, String> {
+            crate::parse_config(config)
+        }
+
+        fn handle(&self, _event: Event) -> Result<Outcome, String> {
+            log(Level::Info, &format!("verbose={}", self.verbose));
+            Ok(Outcome::Done)
+        }
+    }
+
+    #[test]
+    fn a_configured_handler_is_built_from_each_instance_s_config_and_called_with_it() {
+        let report = TestHost::new()
+            .config(json!({"label": "owner"}))
+            .handle::<Stamp>(event(EventKind::Added, cm("a")));
+        assert_eq!(report.outcome, Ok(Outcome::Done));
+        assert_eq!(report.lines(), ["a: owner=yes"]);
+        // Another instance, another config: the handler built for the first is not reused.
+        let report = TestHost::new()
+            .config(json!({"label": "team", "value": "web"}))
+            .handle::<Stamp>(event(EventKind::Added, cm("b")));
+        assert_eq!(report.lines(), ["b: team=web"]);
+        let report = TestHost::new()
+            .config(json!({"lable": "team"}))
+            .handle::<Stamp>(event(EventKind::Added, cm("c")));
+        let error = report.outcome.unwrap_err();
+        assert!(
+            error.starts_with("init: config: unknown field `lable`, expected `label` or `value`"),
+            "{error}"
+        );
+        assert!(report.logs.is_empty());
+        // No `config:` at all: fields with defaults take them.
+        let report = TestHost::new().handle::<Quiet>(event(EventKind::Added, cm("d")));
+        assert_eq!(report.lines(), ["verbose=false"]);
+    }
+
+    #[test]
+    fn handle_before_init_built_the_handler_is_an_error_not_a_panic() {
+        let handle = |e| <Stamp as crate::Handler>::handle(e);
+        let before = Err("handle called before init built the handler".into());
+        assert_eq!(handle(event(EventKind::Added, cm("a"))), before);
+        // A failed init leaves nothing behind, not the handler an earlier init built.
+        let report = TestHost::new()
+            .config(json!({"label": "x"}))
+            .handle::<Stamp>(event(EventKind::Added, cm("a")));
+        assert_eq!(report.outcome, Ok(Outcome::Done));
+        let report = TestHost::new()
+            .config(json!({"lable": "x"}))
+            .handle::<Stamp>(event(EventKind::Added, cm("a")));
+        assert!(report.outcome.is_err());
+        assert_eq!(handle(event(EventKind::Added, cm("a"))), before);
+    }
+
     #[test]
     fn merge_patch_follows_rfc_7386() {
         let mut target = json!({"a": {"b": 1, "c": 2}, "d": [1]});

@@ -123,6 +123,7 @@ function render(status) {
   renderShadows(status.handlers);
   renderOutbound(status.handlers);
   renderWaiting(status.waiting);
+  renderStore(status.state);
   renderPlots(status.handlers);
 }
 
@@ -192,8 +193,8 @@ function renderHandlers(handlers) {
 function fillHandler(entry, h, detail) {
   const c = entry.cells;
   const latency = detail && detail.latency;
-  c.plugin.textContent = h.plugin + (h.plugin_loaded ? "" : " (not loaded)");
-  c.plugin.className = h.plugin_loaded ? "" : "bad";
+  c.plugin.textContent = h.plugin + (h.plugin_loaded ? "" : h.plugin_pulling ? " (pulling…)" : " (not loaded)");
+  c.plugin.className = h.plugin_loaded ? "" : h.plugin_pulling ? "paused" : "bad";
   c.rate.textContent = fmt(lastRate(h.name), 1);
   c.processed.textContent = fmt(h.processed);
   c.queue_depth.textContent = fmt(h.queue_depth) + (h.delayed ? " (+" + h.delayed + " delayed)" : "");
@@ -204,14 +205,30 @@ function fillHandler(entry, h, detail) {
   c.failed.className = h.failed ? "n bad" : "n";
   c.dead_letters.textContent = fmt(h.dead_letters);
   c.dead_letters.className = h.dead_letters ? "n bad" : "n";
-  const waits = h.waiting_for && h.waiting_for.length;
-  c.state.textContent = waits ? "waiting" : h.paused ? "paused" : "running";
-  c.state.className = waits || h.paused ? "paused" : "yes";
-  c.state.title = waits ? "waits for " + h.waiting_for.join("; ") : "";
+  const [word, why, cls] = handlerState(h);
+  c.state.replaceChildren(el("span", { class: cls }, word), why ? el("div", { class: "why" }, why) : "");
+  c.state.dataset.state = word;
   entry.actions.querySelector('[data-action="pause"]').disabled = h.paused;
   entry.actions.querySelector('[data-action="resume"]').disabled = !h.paused;
   entry.actions.querySelector('[data-action="retry"]').disabled = !h.dead_letters;
   entry.actions.querySelector('[data-action="purge"]').disabled = !h.dead_letters;
+}
+
+// What a handler is doing, in a word, why (shown under it, not in a tooltip), and its
+// class: a quarantine first (no call is made but its tries), then what it waits for.
+function handlerState(h) {
+  const q = h.quarantine;
+  if (q) return ["quarantined", "since " + clock(q.since) + ", next try " + clock(q.next_try) + ": " + q.last_error, "bad"];
+  if (h.waiting_for && h.waiting_for.length) return ["waiting", "for " + h.waiting_for.join("; "), "paused"];
+  if (h.plugin_pulling) return ["pulling", "its plugin is being pulled; events queue up", "paused"];
+  if (h.paused) return ["paused", "", "paused"];
+  return ["running", "", "yes"];
+}
+
+// The time of an RFC 3339 timestamp, as the page's clock shows it.
+function clock(at) {
+  const t = new Date(at);
+  return isNaN(t) ? String(at) : t.toLocaleTimeString();
 }
 
 function renderLastErrors(handlers) {
@@ -338,6 +355,24 @@ function renderOutbound(handlers) {
     el("td", {}, o.handler), el("td", {}, o.host),
     count(o.requests), count(o.errors, true), count(o.refused, true),
     el("td", { class: "n" }, o.p99_ms == null ? "–" : fmt(Math.round(o.p99_ms)) + " ms"))));
+}
+
+// The state store (state_dir): its commits, and backpressure (the informers wait for it)
+// and failures in red.
+function renderStore(store) {
+  $("state-section").hidden = !store;
+  if (!store) return;
+  const pressed = store.backpressure;
+  const items = [
+    ["path", store.path],
+    ["size", fmt(Math.round(store.size_bytes / 1024)) + " KiB"],
+    ["commits", fmt(store.commits) + (store.last_commit ? ", last " + clock(store.last_commit) : "")],
+    ["pending writes", fmt(store.pending_writes) + " of at most " + fmt(store.max_pending_writes)],
+    ["backpressure", (pressed ? "yes: the informers wait for the store" : "no") + " (" + fmt(store.backpressure_waits) + " waits so far)", pressed ? "bad" : "yes"],
+    ["failures", fmt(store.failures) + (store.failing_since ? ", failing since " + clock(store.failing_since) : ""), store.failing_since ? "bad" : ""],
+  ];
+  if (store.last_error) items.push(["last error", store.last_error, "err"]);
+  definitions("state", items);
 }
 
 function renderWaiting(waiting) {

@@ -105,9 +105,15 @@ fn log_limits(h: &HandlerFile) -> LogLimits {
 }
 
 /// A plugin reference written at `at` (`plugin:` or `shadow:`): a name in the plugins
-/// folder or an `oci://` reference; what is wrong with it is recorded at its place.
+/// folder, an `oci://` reference or `builtin:NAME`; what is wrong with it is recorded at
+/// its place.
 fn checked_plugin(at: &str, p: String, errors: &mut Errors) -> String {
-    if crate::config::oci::Reference::is_oci(&p) {
+    use crate::plugin::builtin;
+    if builtin::is_builtin(&p) {
+        if !builtin::names().contains(&p) {
+            errors.at(at, builtin::unknown(&p));
+        }
+    } else if crate::config::oci::Reference::is_oci(&p) {
         if let Err(reason) = crate::config::oci::Reference::parse(&p) {
             errors.at(at, format!("invalid plugin reference: {reason}"));
         }
@@ -115,7 +121,7 @@ fn checked_plugin(at: &str, p: String, errors: &mut Errors) -> String {
         errors.at(
             at,
             format!(
-                "invalid plugin name {p:?}: name the file NAME.wasm in the plugins folder by NAME (lower case letters, digits and '-'), or a registry artifact by oci://HOST/REPOSITORY:TAG"
+                "invalid plugin name {p:?}: name the file NAME.wasm in the plugins folder by NAME (lower case letters, digits and '-'), a registry artifact by oci://HOST/REPOSITORY:TAG, or a plugin the binary carries by builtin:NAME"
             ),
         );
     }

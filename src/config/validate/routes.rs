@@ -9,9 +9,11 @@ use super::watch::{
     check_built_in, check_drop_fields, check_indexes, check_namespace, check_namespaces,
     check_selectors,
 };
-use crate::config::schema::{ConditionFile, DeliveryFile, EventKindFile, FinalizerFile, RouteFile};
+use crate::config::schema::{
+    ConditionFile, DeliveryFile, EventKindFile, FinalizerFile, InitialFile, RouteFile,
+};
 use crate::config::{
-    Condition, DEFAULT_FINALIZER_PREFIX, Delivery, EventFilter, FieldPath, InformerSpec,
+    Condition, DEFAULT_FINALIZER_PREFIX, Delivery, EventFilter, FieldPath, InformerSpec, Initial,
     ROUTE_INFORMER_PREFIX, ResourceName, ResourceRef, RouteFilter, RouteSource, RouteSpec, Test,
 };
 
@@ -88,6 +90,10 @@ pub(super) fn build_route(
         delivery,
         handler: r.handler,
         finalizer,
+        initial: match r.initial.unwrap_or_default() {
+            InitialFile::Deliver => Initial::Deliver,
+            InitialFile::Skip => Initial::Skip,
+        },
     };
     Some((route, own))
 }
@@ -448,7 +454,7 @@ fn check_kinds(cx: &RouteContext, kinds: &[String], errors: &mut Errors) {
     }
 }
 
-/// A route's `when:` conditions, each with a valid path and exactly one test.
+/// A route's `when:` conditions, each with valid paths and exactly one test.
 fn build_conditions(
     cx: &RouteContext,
     conditions: Vec<ConditionFile>,
@@ -457,11 +463,13 @@ fn build_conditions(
     let mut built = Vec::new();
     for (j, c) in conditions.into_iter().enumerate() {
         let at = format!("{}.when[{j}]", cx.at);
-        let path = FieldPath::parse(&c.path).map_err(|e| errors.at(format!("{at}.path"), e));
+        let paths = condition_paths(&at, &c.path.0, errors);
         let tests: Vec<Test> = [
             c.equals.map(Test::Equals),
             c.exists.map(Test::Exists),
             c.changed.map(Test::Changed),
+            c.newer_than.map(|d| Test::NewerThan(d.0)),
+            c.older_than.map(|d| Test::OlderThan(d.0)),
         ]
         .into_iter()
         .flatten()
@@ -470,13 +478,34 @@ fn build_conditions(
         if tests.len() != 1 && !(tests.is_empty() && errors.unreadable(&at)) {
             errors.at(
                 at,
-                "a condition has a `path` and exactly one of `equals`, `exists` or `changed`",
+                "a condition has a `path` and exactly one of `equals`, `exists`, `changed`, `newer_than` or `older_than`",
             );
             continue;
         }
-        if let (Ok(path), Some(test)) = (path, tests.into_iter().next()) {
-            built.push(Condition { path, test });
+        if let (Some(paths), Some(test)) = (paths, tests.into_iter().next()) {
+            built.push(Condition { paths, test });
         }
     }
     built
+}
+
+/// A condition's paths, each parsed; `None` when one is invalid (reported at
+/// `AT.path`, or `AT.path[k]` in a list).
+fn condition_paths(at: &str, texts: &[String], errors: &mut Errors) -> Option<Vec<FieldPath>> {
+    if texts.is_empty() {
+        let at = format!("{at}.path");
+        if !errors.unreadable(&at) {
+            errors.at(at, "an empty list: name at least one field path");
+        }
+        return None;
+    }
+    let mut paths = Vec::new();
+    for (k, text) in texts.iter().enumerate() {
+        match FieldPath::parse(text) {
+            Ok(path) => paths.push(path),
+            Err(e) if texts.len() == 1 => errors.at(format!("{at}.path"), e),
+            Err(e) => errors.at(format!("{at}.path[{k}]"), e),
+        }
+    }
+    (paths.len() == texts.len()).then_some(paths)
 }

@@ -286,7 +286,7 @@ routes:
         vec![
             (6, 14, "routes[0].events[0]"),
             (6, 28, "routes[0].events[2]"),
-            (8, 15, "routes[0].when[0].path"),
+            (8, 16, "routes[0].when[0].path[0]"),
             (11, 9, "routes[0].when[1].equal"),
         ],
         "{all}"
@@ -671,5 +671,105 @@ routes:
     assert!(
         errors[0].contains("handlers.h.capabilities.deployments: handler \"h\" neither watches nor reads \"deployments\""),
         "{errors:?}"
+    );
+}
+
+#[test]
+fn initial_and_timestamp_conditions_are_read_and_their_mistakes_located() {
+    let text = "\
+handlers:
+  h: {}
+routes:
+  - name: events
+    resource: v1/events
+    initial: skip
+    when:
+      - path: [lastTimestamp, eventTime]
+        newer_than: 1h
+      - path: metadata.creationTimestamp
+        older_than: 90s
+    handler: h
+";
+    let config = validate(Path::new("c.yaml"), text).unwrap();
+    let route = &config.routes[0];
+    assert_eq!(route.initial, crate::config::Initial::Skip);
+    assert_eq!(route.filter.when[0].paths.len(), 2);
+    assert_eq!(
+        route.filter.when[0].test,
+        Test::NewerThan(Duration::from_secs(3600))
+    );
+    assert_eq!(
+        route.filter.when[1].test,
+        Test::OlderThan(Duration::from_secs(90))
+    );
+    assert_eq!(
+        validate(Path::new("c.yaml"), GOOD).unwrap().routes[0].initial,
+        crate::config::Initial::Deliver
+    );
+    let wrong = "\
+handlers:
+  h: {}
+routes:
+  - name: events
+    resource: v1/events
+    initial: sometimes
+    when:
+      - path: [lastTimestamp, a..b]
+        newer_than: 1h
+      - path: lastTimestamp
+        newer_than: an hour
+      - path: lastTimestamp
+        newer_than: 1h
+        exists: true
+      - path: []
+        newer_than: 1h
+    handler: h
+";
+    let errors = all_errors(wrong);
+    assert_eq!(errors.len(), 5, "{errors:#?}");
+    assert!(
+        errors[0].starts_with(
+            "6:14: routes[0].initial: unknown variant `sometimes`, expected `deliver` or `skip`"
+        ),
+        "{errors:#?}"
+    );
+    assert!(
+        errors[1].starts_with("8:31: routes[0].when[0].path[1]: invalid field path \"a..b\""),
+        "{errors:#?}"
+    );
+    assert!(
+        errors[2].starts_with("11:21: routes[0].when[1].newer_than: invalid duration \"an hour\""),
+        "{errors:#?}"
+    );
+    assert!(
+        errors[3]
+            .starts_with("12:9: routes[0].when[2]: a condition has a `path` and exactly one of"),
+        "{errors:#?}"
+    );
+    assert!(
+        errors[4].starts_with("15:15: routes[0].when[3].path: an empty list"),
+        "{errors:#?}"
+    );
+}
+
+#[test]
+fn a_builtin_plugin_is_named_by_builtin_name_and_an_unknown_one_located() {
+    let text = "\
+handlers:
+  hook:
+    plugin: builtin:webhook
+  typo:
+    plugin: builtin:webhok
+routes:
+  - name: cms
+    resource: configmaps
+    handler: hook
+";
+    let errors = all_errors(text);
+    assert_eq!(
+        errors,
+        [
+            "5:13: handlers.typo.plugin: there is no built-in plugin \"builtin:webhok\"; the binary carries builtin:webhook, builtin:slack, builtin:cloudevents"
+        ]
     );
 }

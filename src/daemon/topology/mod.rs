@@ -467,7 +467,8 @@ impl Topology {
                 spec.delivery,
                 handler,
             )
-            .with_finalizer(spec.finalizer.as_deref());
+            .with_finalizer(spec.finalizer.as_deref())
+            .with_initial(spec.initial);
             let subscribed = if wiring.waits(&spec.name) {
                 0
             } else {

@@ -209,10 +209,7 @@ async fn a_deployment_is_one_cloudevent(t: &TestDaemon, sink: &Receiver) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn create_update_delete_become_three_cloudevents_and_an_outage_loses_none() {
     let sink = Receiver::start().await;
-    let t = TestDaemon::builder(&fragment(&sink))
-        .plugin_file("cloudevents", "cloudevents")
-        .start()
-        .await;
+    let t = TestDaemon::builder(&fragment(&sink)).start().await;
     support::create_namespaces(&t.client(), &[NS]).await;
     create_secret(&t, &sink).await;
     a_configmaps_life_is_three_cloudevents(&t, &sink).await;

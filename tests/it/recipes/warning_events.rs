@@ -40,6 +40,11 @@ fn fragment(webhook: &Receiver, slack: &Receiver) -> String {
 
 /// The Secret `warning-events` the fragment takes both URLs from.
 async fn create_secret(t: &TestDaemon, webhook: &Receiver, slack: &Receiver) {
+    create_secret_with(&t.client(), webhook, slack).await;
+}
+
+/// Creates the Secret `warning-events` through `client`.
+async fn create_secret_with(client: &kube::Client, webhook: &Receiver, slack: &Receiver) {
     let data = [
         ("webhook-url", format!("{}/events", webhook.url("http"))),
         (
@@ -59,15 +64,35 @@ async fn create_secret(t: &TestDaemon, webhook: &Receiver, slack: &Receiver) {
         ),
         ..Default::default()
     };
-    Api::<Secret>::namespaced(t.client(), "default")
+    Api::<Secret>::namespaced(client.clone(), "default")
         .create(&PostParams::default(), &secret)
         .await
         .unwrap();
 }
 
+/// When the events [`create_event`] makes first and last happened: a minute ago and now,
+/// to the second as Kubernetes writes them.
+fn just_now() -> (String, String) {
+    let now = jiff::Timestamp::now().round(jiff::Unit::Second).unwrap();
+    let before = now - jiff::SignedDuration::from_secs(60);
+    (before.to_string(), now.to_string())
+}
+
 /// Creates a core v1 Event `event_type`/`reason` about the Pod `pod`, reported by the
-/// kubelet (the scheduler for FailedScheduling), seen `count` times.
+/// kubelet (the scheduler for FailedScheduling), seen 3 times, last just now.
 async fn create_event(t: &TestDaemon, pod: &str, event_type: &str, reason: &str, message: &str) {
+    create_event_at(&t.client(), pod, event_type, reason, message, just_now()).await;
+}
+
+/// Creates an Event as [`create_event`] does, first and last seen at `(first, last)`.
+async fn create_event_at(
+    client: &kube::Client,
+    pod: &str,
+    event_type: &str,
+    reason: &str,
+    message: &str,
+    (first, last): (String, String),
+) {
     let component = if reason == "FailedScheduling" {
         "default-scheduler"
     } else {
@@ -82,11 +107,11 @@ async fn create_event(t: &TestDaemon, pod: &str, event_type: &str, reason: &str,
                            "name": pod},
         "source": {"component": component},
         "count": 3,
-        "firstTimestamp": "2026-01-02T03:04:05Z",
-        "lastTimestamp": "2026-01-02T03:05:05Z",
+        "firstTimestamp": first,
+        "lastTimestamp": last,
     }))
     .unwrap();
-    Api::<CoreEvent>::namespaced(t.client(), "default")
+    Api::<CoreEvent>::namespaced(client.clone(), "default")
         .create(&PostParams::default(), &event)
         .await
         .unwrap();
@@ -181,7 +206,9 @@ async fn warnings_arrive_and_normal_events_do_not(
     // The Normal one first: the routes see the three in this order, so had they let it
     // through, it would have been counted before the Warnings were delivered.
     create_event(t, "web-1", "Normal", "Pulled", "Successfully pulled image").await;
-    create_event(t, "web-1", "Warning", "BackOff", BACKOFF).await;
+    let (first, last) = just_now();
+    let times = (first.clone(), last.clone());
+    create_event_at(&t.client(), "web-1", "Warning", "BackOff", BACKOFF, times).await;
     create_event(t, "web-2", "Warning", "FailedScheduling", UNSCHEDULABLE).await;
 
     let hooked = delivered_by_pod(webhook, 2, webhook_pod).await;
@@ -192,7 +219,7 @@ async fn warnings_arrive_and_normal_events_do_not(
             "involvedObject": {"apiVersion": "v1", "kind": "Pod", "namespace": "default",
                                "name": "web-1"},
             "namespace": "default", "count": 3, "source": {"component": "kubelet"},
-            "firstTimestamp": "2026-01-02T03:04:05Z", "lastTimestamp": "2026-01-02T03:05:05Z",
+            "firstTimestamp": first, "lastTimestamp": last,
         })
     );
     assert_eq!(hooked["web-1"][0].path, "/events");
@@ -268,8 +295,6 @@ async fn warnings_reach_the_webhook_and_slack_normal_events_do_not_and_an_outage
     let webhook = Receiver::start().await;
     let slack = Receiver::start().await;
     let t = TestDaemon::builder(&fragment(&webhook, &slack))
-        .plugin_file("webhook", "webhook")
-        .plugin_file("slack", "slack")
         .start()
         .await;
     create_secret(&t, &webhook, &slack).await;
@@ -301,6 +326,145 @@ async fn warnings_reach_the_webhook_and_slack_normal_events_do_not_and_an_outage
     assert_eq!(counted[WEBHOOK], 5, "{counted:?}");
     assert_eq!(counted[SLACK], 5, "{counted:?}");
     t.stop().await;
+}
+
+/// kubernetes-event-exporter replaced: its pod is replaced (a config edit) with no
+/// `state_dir`. The Warnings there are posted once, not again after the restart; a Warning
+/// made after it is posted, one that last happened two hours before is not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_without_state_posts_no_warning_again_and_an_old_warning_not_at_all() {
+    let webhook = Receiver::start().await;
+    let slack = Receiver::start().await;
+    let mut t = TestDaemon::builder(&fragment(&webhook, &slack))
+        .start()
+        .await;
+    create_secret(&t, &webhook, &slack).await;
+    create_event(&t, "web-1", "Warning", "BackOff", BACKOFF).await;
+    create_event(&t, "web-2", "Warning", "FailedScheduling", UNSCHEDULABLE).await;
+    delivered_by_pod(&webhook, 2, webhook_pod).await;
+    delivered_by_pod(&slack, 2, slack_pod).await;
+
+    t.restart().await;
+    let (_, routes) = t.get("/routes").await;
+    for route in routes["routes"].as_array().unwrap() {
+        assert_eq!(route["initial_skipped"], 2, "{routes:#}");
+        assert_eq!(route["delivered"], 0, "{routes:#}");
+    }
+    let hours_ago = |h: i64| {
+        let at = jiff::Timestamp::now().round(jiff::Unit::Second).unwrap()
+            - jiff::SignedDuration::from_hours(h);
+        at.to_string()
+    };
+    create_event_at(
+        &t.client(),
+        "web-7",
+        "Warning",
+        "BackOff",
+        "Back-off restarting failed container app",
+        (hours_ago(3), hours_ago(2)),
+    )
+    .await;
+    create_event(&t, "web-8", "Warning", "Unhealthy", "Liveness probe failed").await;
+    // The routes see the old Warning before the new one: once the new one is posted, the
+    // old one was left out.
+    let hooked = delivered_by_pod(&webhook, 3, webhook_pod).await;
+    let posted = delivered_by_pod(&slack, 3, slack_pod).await;
+    for by_pod in [&hooked, &posted] {
+        let pods: Vec<(&str, usize)> = by_pod.iter().map(|(p, r)| (p.as_str(), r.len())).collect();
+        assert_eq!(pods, [("web-1", 1), ("web-2", 1), ("web-8", 1)]);
+    }
+    let counted = routes_delivered(&t).await;
+    assert_eq!(counted[WEBHOOK], 1, "{counted:?}");
+    assert_eq!(counted[SLACK], 1, "{counted:?}");
+    assert_eq!(webhook.received().len(), 3);
+    assert_eq!(slack.received().len(), 3);
+    t.stop().await;
+}
+
+/// The recipe from the binary alone, as `cargo install` leaves it: its fragment (the
+/// allow-lists naming the receivers) in a folder outside the checkout with no plugins folder
+/// and nothing built, run by `switchyard run` against the simulator. A Warning reaches both
+/// receivers through the sinks the binary carries; after a restart without `state_dir`,
+/// nothing is posted again, and a new Warning is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_recipe_runs_from_the_binary_alone_outside_the_checkout_and_restarts_quietly() {
+    let webhook = Receiver::start().await;
+    let slack = Receiver::start().await;
+    let sim = support::start_sim().await;
+    let client = sim.client().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    assert!(!dir.path().starts_with(support::root()));
+    let kubeconfig = dir.path().join("kubeconfig");
+    sim.write_kubeconfig(&kubeconfig).unwrap();
+    std::fs::write(
+        dir.path().join("admin-token"),
+        format!("{}\n", support::TOKEN),
+    )
+    .unwrap();
+    let yaml = format!(
+        "admin:\n  listen: 127.0.0.1:0\n  probes_listen: null\n  token_file: admin-token\n{}",
+        fragment(&webhook, &slack)
+    );
+    std::fs::write(dir.path().join("switchyard.yaml"), yaml).unwrap();
+    create_secret_with(&client, &webhook, &slack).await;
+    create_event_at(&client, "web-1", "Warning", "BackOff", BACKOFF, just_now()).await;
+    let first = crate::state::Child::start(dir.path(), &kubeconfig).await;
+    // Made after the start: posted (the one before it is passed over).
+    create_event_at(&client, "web-2", "Warning", "BackOff", BACKOFF, just_now()).await;
+    let hooked = delivered_by_pod(&webhook, 1, webhook_pod).await;
+    let posted = delivered_by_pod(&slack, 1, slack_pod).await;
+    assert_eq!(hooked.keys().collect::<Vec<_>>(), ["web-2"]);
+    assert_eq!(posted.keys().collect::<Vec<_>>(), ["web-2"]);
+    let plugins = first.status().await["handlers"].clone();
+    for handler in plugins.as_array().unwrap() {
+        assert!(
+            handler["plugin"].as_str().unwrap().starts_with("builtin:"),
+            "{handler:#}"
+        );
+    }
+    first.process.terminate(WAIT);
+
+    let second = crate::state::Child::start(dir.path(), &kubeconfig).await;
+    support::eventually("the restarted daemon synced", WAIT, async || {
+        let status = second.status().await;
+        (status["informers"][0]["synced"] == true).then_some(())
+    })
+    .await;
+    create_event_at(
+        &client,
+        "web-3",
+        "Warning",
+        "Unhealthy",
+        "Liveness probe failed",
+        just_now(),
+    )
+    .await;
+    let hooked = delivered_by_pod(&webhook, 2, webhook_pod).await;
+    let posted = delivered_by_pod(&slack, 2, slack_pod).await;
+    for by_pod in [&hooked, &posted] {
+        let pods: Vec<(&str, usize)> = by_pod.iter().map(|(p, r)| (p.as_str(), r.len())).collect();
+        assert_eq!(pods, [("web-2", 1), ("web-3", 1)]);
+    }
+    drop(second);
+    sim.stop().await;
+}
+
+/// The components the binary carries were built from the sources as they are: the digest
+/// `scripts/update-builtin-plugins.sh` recorded is that of the sinks, the SDK and the
+/// contract now.
+#[test]
+fn the_builtin_sinks_were_built_from_the_sources_as_they_are() {
+    let output = std::process::Command::new("bash")
+        .arg(support::root().join("scripts/builtin-sources-digest.sh"))
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout).trim(),
+        switchyard::plugin::builtin::SOURCES_DIGEST.trim(),
+        "a sink, the SDK or the contract changed since src/plugin/builtin/ was built: run \
+         scripts/update-builtin-plugins.sh"
+    );
 }
 
 #[test]

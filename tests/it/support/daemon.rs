@@ -95,20 +95,9 @@ impl Builder {
             dir.path(),
             &with_plugins(own_plugins.as_deref(), &self.yaml),
         );
-        let config = config::load(&path).expect("a valid config");
         // The daemon's client and the test's are separate, as a real cluster's would be.
         let client = sim.client().expect("a client for the simulator");
-        let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
-        let options = daemon::Options {
-            client: Some(sim.client().expect("a client for the simulator")),
-            admin_listen: Some(self.admin_listen.unwrap_or(loopback)),
-            probes_listen: Some(Some(loopback)),
-            watch_config: true,
-            ..daemon::Options::default()
-        };
-        let daemon = Daemon::start(config, options)
-            .await
-            .expect("start the daemon");
+        let daemon = start_daemon(&sim, &path, self.admin_listen).await;
         let logs = daemon.plugin_logs().subscribe();
         daemon.wait_until_synced().await;
         TestDaemon {
@@ -126,6 +115,23 @@ impl Builder {
             logs,
         }
     }
+}
+
+/// A daemon on the config at `path` against `sim`, its admin API on `admin_listen` (else a
+/// free loopback port), its probes on a free loopback port.
+async fn start_daemon(sim: &Simulator, path: &Path, admin_listen: Option<SocketAddr>) -> Daemon {
+    let config = config::load(path).expect("a valid config");
+    let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
+    let options = daemon::Options {
+        client: Some(sim.client().expect("a client for the simulator")),
+        admin_listen: Some(admin_listen.unwrap_or(loopback)),
+        probes_listen: Some(Some(loopback)),
+        watch_config: true,
+        ..daemon::Options::default()
+    };
+    Daemon::start(config, options)
+        .await
+        .expect("start the daemon")
 }
 
 /// `yaml` with `plugins_dir` set to `folder`, when the fixture has a plugins folder of its own.
@@ -256,6 +262,21 @@ impl TestDaemon {
         std::fs::copy(super::built_plugin(built), &temporary).expect("copy the built plugin");
         std::fs::rename(&temporary, folder.join(format!("{file}.wasm")))
             .expect("rename the plugin into place");
+    }
+
+    /// Replaces the daemon with a new one on the same config and simulator, as a pod
+    /// replaced after a config edit: the old one shuts down (handlers get 5 s), the new one
+    /// starts on a free admin port and has synced when this returns. (Not with `state_dir`:
+    /// the store is held until the test's runtime ends; restart a `switchyard run` child.)
+    pub async fn restart(&mut self) {
+        if let Some(daemon) = self.daemon.take() {
+            daemon.shut_down(GRACE).await;
+        }
+        let path = self.dir.path().join("switchyard.yaml");
+        let daemon = start_daemon(self.sim(), &path, None).await;
+        self.logs = daemon.plugin_logs().subscribe();
+        daemon.wait_until_synced().await;
+        self.daemon = Some(daemon);
     }
 
     /// Shuts the daemon down (handlers get 5 s to finish queued work) and stops the simulator.

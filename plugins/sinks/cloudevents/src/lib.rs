@@ -28,13 +28,12 @@
 
 mod event;
 
-use std::cell::RefCell;
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use switchyard_sdk::http::Request;
-use switchyard_sdk::{Event, Handler, Level, Outcome, export_handler, log};
+use switchyard_sdk::{Configured, Event, Level, Outcome, export_handler, log};
 
 use event::{CloudEvent, Data};
 
@@ -121,10 +120,6 @@ impl Config {
     }
 }
 
-thread_local! {
-    static CONFIG: RefCell<Option<Config>> = const { RefCell::new(None) };
-}
-
 /// The request carrying `event` in `mode`.
 fn request(config: &Config, event: CloudEvent) -> Request {
     let mut request = Request::post(&config.url);
@@ -152,54 +147,52 @@ fn request(config: &Config, event: CloudEvent) -> Request {
     }
 }
 
-struct CloudEvents;
+/// The handler, built from its `config` once per instance.
+struct CloudEvents {
+    config: Config,
+}
 
-impl Handler for CloudEvents {
-    fn init(config: String) -> Result<(), String> {
-        let config = Config::parse(&config)?;
-        CONFIG.with(|c| *c.borrow_mut() = Some(config));
-        Ok(())
+impl Configured for CloudEvents {
+    fn new(config: &str) -> Result<Self, String> {
+        Ok(Self {
+            config: Config::parse(config)?,
+        })
     }
 
-    fn handle(event: Event) -> Result<Outcome, String> {
-        CONFIG.with(|c| {
-            let config = c.borrow();
-            let config = config.as_ref().ok_or("handle before init")?;
-            let object: Value = serde_json::from_str(&event.object)
-                .map_err(|e| format!("the event's object: {e}"))?;
-            let cloud_event = event::build(event.kind, &object, &config.source, config.data);
-            let id = cloud_event.attributes[1].1.clone();
-            let response = request(config, cloud_event).send().map_err(|e| {
-                let too_large = e.is_request_too_large();
-                let message = String::from(e);
-                if too_large && config.data == Data::Resource {
-                    format!(
-                        "{message}: or `data: reference`, which sends a reference, not the object"
-                    )
-                } else {
-                    message
-                }
-            })?;
-            if let Some(wait) = response.retry_later() {
-                log(
-                    Level::Warn,
-                    &format!(
-                        "the receiver answered {}: sending {id} again in {} ms, as it asked",
-                        response.status,
-                        wait.as_millis()
-                    ),
-                );
-                return Ok(Outcome::RequeueAfter(
-                    u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
-                ));
+    fn handle(&self, event: Event) -> Result<Outcome, String> {
+        let config = &self.config;
+        let object: Value =
+            serde_json::from_str(&event.object).map_err(|e| format!("the event's object: {e}"))?;
+        let cloud_event = event::build(event.kind, &object, &config.source, config.data);
+        let id = cloud_event.attributes[1].1.clone();
+        let response = request(config, cloud_event).send().map_err(|e| {
+            let too_large = e.is_request_too_large();
+            let message = String::from(e);
+            if too_large && config.data == Data::Resource {
+                format!("{message}: or `data: reference`, which sends a reference, not the object")
+            } else {
+                message
             }
-            let response = response.error_for_status()?;
+        })?;
+        if let Some(wait) = response.retry_later() {
             log(
-                Level::Debug,
-                &format!("delivered {id}: {}", response.status),
+                Level::Warn,
+                &format!(
+                    "the receiver answered {}: sending {id} again in {} ms, as it asked",
+                    response.status,
+                    wait.as_millis()
+                ),
             );
-            Ok(Outcome::Done)
-        })
+            return Ok(Outcome::RequeueAfter(
+                u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+            ));
+        }
+        let response = response.error_for_status()?;
+        log(
+            Level::Debug,
+            &format!("delivered {id}: {}", response.status),
+        );
+        Ok(Outcome::Done)
     }
 }
 

@@ -31,12 +31,10 @@
 
 mod message;
 
-use std::cell::RefCell;
-
 use serde::Deserialize;
 use serde_json::Value;
 use switchyard_sdk::http::Request;
-use switchyard_sdk::{Event, Handler, Level, Outcome, export_handler, log};
+use switchyard_sdk::{Configured, Event, Level, Outcome, export_handler, log};
 
 /// The handler's `config`.
 #[derive(Debug, Deserialize)]
@@ -80,57 +78,52 @@ impl Config {
     }
 }
 
-thread_local! {
-    static CONFIG: RefCell<Option<Config>> = const { RefCell::new(None) };
+/// The handler, built from its `config` once per instance.
+struct Slack {
+    config: Config,
 }
 
-struct Slack;
-
-impl Handler for Slack {
-    fn init(config: String) -> Result<(), String> {
-        let config = Config::parse(&config)?;
-        CONFIG.with(|c| *c.borrow_mut() = Some(config));
-        Ok(())
+impl Configured for Slack {
+    fn new(config: &str) -> Result<Self, String> {
+        Ok(Self {
+            config: Config::parse(config)?,
+        })
     }
 
-    fn handle(event: Event) -> Result<Outcome, String> {
-        CONFIG.with(|c| {
-            let config = c.borrow();
-            let config = config.as_ref().ok_or("handle before init")?;
-            let object: Value = serde_json::from_str(&event.object)
-                .map_err(|e| format!("the event's object: {e}"))?;
-            let Some(mut body) = message::build(event.kind, &object, config.cluster.as_deref())
-            else {
-                log(Level::Debug, "nothing to post for this change");
-                return Ok(Outcome::Done);
-            };
-            for (key, value) in [
-                ("channel", &config.channel),
-                ("username", &config.username),
-                ("icon_emoji", &config.icon_emoji),
-                ("icon_url", &config.icon_url),
-            ] {
-                if let Some(value) = value {
-                    body[key] = value.as_str().into();
-                }
+    fn handle(&self, event: Event) -> Result<Outcome, String> {
+        let config = &self.config;
+        let object: Value =
+            serde_json::from_str(&event.object).map_err(|e| format!("the event's object: {e}"))?;
+        let Some(mut body) = message::build(event.kind, &object, config.cluster.as_deref()) else {
+            log(Level::Debug, "nothing to post for this change");
+            return Ok(Outcome::Done);
+        };
+        for (key, value) in [
+            ("channel", &config.channel),
+            ("username", &config.username),
+            ("icon_emoji", &config.icon_emoji),
+            ("icon_url", &config.icon_url),
+        ] {
+            if let Some(value) = value {
+                body[key] = value.as_str().into();
             }
-            let response = Request::post(&config.url).json(&body).send()?;
-            if let Some(wait) = response.retry_later() {
-                log(
-                    Level::Warn,
-                    &format!(
-                        "slack answered {}: posting again in {} ms, as it asked",
-                        response.status,
-                        wait.as_millis()
-                    ),
-                );
-                return Ok(Outcome::RequeueAfter(
-                    u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
-                ));
-            }
-            response.error_for_status()?;
-            Ok(Outcome::Done)
-        })
+        }
+        let response = Request::post(&config.url).json(&body).send()?;
+        if let Some(wait) = response.retry_later() {
+            log(
+                Level::Warn,
+                &format!(
+                    "slack answered {}: posting again in {} ms, as it asked",
+                    response.status,
+                    wait.as_millis()
+                ),
+            );
+            return Ok(Outcome::RequeueAfter(
+                u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+            ));
+        }
+        response.error_for_status()?;
+        Ok(Outcome::Done)
     }
 }
 

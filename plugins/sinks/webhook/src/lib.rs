@@ -29,13 +29,12 @@
 
 mod template;
 
-use std::cell::RefCell;
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
 use serde_json::{Value, json};
 use switchyard_sdk::http::Request;
-use switchyard_sdk::{Event, EventKind, Handler, Level, Outcome, export_handler, log};
+use switchyard_sdk::{Configured, Event, EventKind, Level, Outcome, export_handler, log};
 
 /// The handler's `config`.
 #[derive(Debug, Deserialize)]
@@ -112,10 +111,6 @@ fn check_header(name: &str, value: &str) -> Result<(), String> {
     Ok(())
 }
 
-thread_local! {
-    static CONFIG: RefCell<Option<Config>> = const { RefCell::new(None) };
-}
-
 /// The event as JSON: what the template reads, and the body without one.
 fn event_json(event: &Event) -> Result<Value, String> {
     let parse = |what: &str, text: &str| {
@@ -169,51 +164,51 @@ fn retry_later(response: &switchyard_sdk::http::Response) -> Option<Outcome> {
     ))
 }
 
-struct Webhook;
+/// The handler, built from its `config` once per instance.
+struct Webhook {
+    config: Config,
+}
 
-impl Handler for Webhook {
-    fn init(config: String) -> Result<(), String> {
-        let config = Config::parse(&config)?;
-        CONFIG.with(|c| *c.borrow_mut() = Some(config));
-        Ok(())
+impl Configured for Webhook {
+    fn new(config: &str) -> Result<Self, String> {
+        Ok(Self {
+            config: Config::parse(config)?,
+        })
     }
 
-    fn handle(event: Event) -> Result<Outcome, String> {
-        CONFIG.with(|c| {
-            let config = c.borrow();
-            let config = config.as_ref().ok_or("handle before init")?;
-            let event = event_json(&event)?;
-            let body = match &config.body {
-                Some(template) => template::fill(template, &event),
-                None => event,
-            };
-            let mut request = Request::new(&config.method, &config.url);
-            for (name, value) in &config.headers {
-                request = request.header(name, value);
-            }
-            let typed = config
-                .headers
-                .keys()
-                .any(|n| n.eq_ignore_ascii_case("content-type"));
-            request = if typed {
-                request.body(body.to_string())
-            } else {
-                request.json(&body)
-            };
-            let response = request.send().map_err(|e| {
-                too_large_hint(
-                    e,
-                    "or a `body:` template that sends only what the receiver needs (the \
-                     default body is the whole event, object and old object)",
-                )
-            })?;
-            if let Some(later) = retry_later(&response) {
-                return Ok(later);
-            }
-            let response = response.error_for_status()?;
-            log(Level::Debug, &format!("delivered: {}", response.status));
-            Ok(Outcome::Done)
-        })
+    fn handle(&self, event: Event) -> Result<Outcome, String> {
+        let config = &self.config;
+        let event = event_json(&event)?;
+        let body = match &config.body {
+            Some(template) => template::fill(template, &event),
+            None => event,
+        };
+        let mut request = Request::new(&config.method, &config.url);
+        for (name, value) in &config.headers {
+            request = request.header(name, value);
+        }
+        let typed = config
+            .headers
+            .keys()
+            .any(|n| n.eq_ignore_ascii_case("content-type"));
+        request = if typed {
+            request.body(body.to_string())
+        } else {
+            request.json(&body)
+        };
+        let response = request.send().map_err(|e| {
+            too_large_hint(
+                e,
+                "or a `body:` template that sends only what the receiver needs (the \
+                 default body is the whole event, object and old object)",
+            )
+        })?;
+        if let Some(later) = retry_later(&response) {
+            return Ok(later);
+        }
+        let response = response.error_for_status()?;
+        log(Level::Debug, &format!("delivered: {}", response.status));
+        Ok(Outcome::Done)
     }
 }
 

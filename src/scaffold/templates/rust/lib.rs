@@ -1,13 +1,27 @@
 //! {{name}}: a switchyard handler. Logs one line per event: the kind of change, the
-//! object's kind and namespace/name.
+//! object's kind and namespace/name, after the `prefix` its config may give.
 
+use serde::Deserialize;
 use serde_json::Value;
-use switchyard_sdk::{Event, EventKind, Handler, Level, Outcome, export_handler, log};
+use switchyard_sdk::{Configured, Event, EventKind, Level, Outcome, export_handler, log};
 
-struct Plugin;
+/// The handler, built from its `config` (`handlers.NAME.config` in the daemon's YAML) once
+/// per instance. Every field has a default, so a handler without `config:` works; a field
+/// the struct does not know is refused, naming it.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Plugin {
+    /// Written before each line (`config: {prefix: "audit: "}`).
+    #[serde(default)]
+    prefix: String,
+}
 
-impl Handler for Plugin {
-    fn handle(event: Event) -> Result<Outcome, String> {
+impl Configured for Plugin {
+    fn new(config: &str) -> Result<Self, String> {
+        switchyard_sdk::parse_config(config)
+    }
+
+    fn handle(&self, event: Event) -> Result<Outcome, String> {
         let object: Value =
             serde_json::from_str(&event.object).map_err(|e| format!("object is not JSON: {e}"))?;
         let change = match event.kind {
@@ -23,7 +37,10 @@ impl Handler for Plugin {
             None => name.to_string(),
         };
         let kind = object["kind"].as_str().unwrap_or("?");
-        log(Level::Info, &format!("{change} {kind} {key}"));
+        log(
+            Level::Info,
+            &format!("{}{change} {kind} {key}", self.prefix),
+        );
         Ok(Outcome::Done)
     }
 }
@@ -33,6 +50,7 @@ export_handler!(Plugin);
 #[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests {
     use serde_json::json;
+    use switchyard_sdk::Handler;
     use switchyard_sdk::http::{Error as HttpError, Request, Response};
     use switchyard_sdk::testing::{TestHost, event};
 
@@ -51,8 +69,22 @@ mod tests {
         assert!(report.writes.is_empty());
     }
 
-    /// A handler that tells a webhook of each change, with `switchyard_sdk::http`. Deployed,
-    /// it needs `capabilities: {http: ["https://hooks.example.com"]}` in its handler's config.
+    #[test]
+    fn the_config_s_prefix_starts_each_line_and_a_misspelt_field_is_refused() {
+        let configmap = json!({"kind": "ConfigMap", "metadata": {"name": "demo"}});
+        let report = TestHost::new()
+            .config(json!({"prefix": "audit: "}))
+            .handle::<Plugin>(event(EventKind::Deleted, configmap.clone()));
+        assert_eq!(report.lines(), ["audit: deleted ConfigMap demo"]);
+        let report = TestHost::new()
+            .config(json!({"prefx": "audit: "}))
+            .handle::<Plugin>(event(EventKind::Deleted, configmap));
+        let error = report.outcome.unwrap_err();
+        assert!(error.contains("unknown field `prefx`"), "{error}");
+    }
+
+    /// A handler without settings implements `Handler`. This one tells a webhook of each
+    /// change, with `switchyard_sdk::http`. Deployed, it needs `capabilities: {http: ["https://hooks.example.com"]}` in its handler's config.
     struct Notifier;
 
     impl Handler for Notifier {
