@@ -514,7 +514,7 @@ impl<'de> Deserialize<'de> for PathsFile {
 
 /// `routes[i].initial:` — what a route does with the objects its informers list at its
 /// start.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum InitialFile {
     /// Deliver them as `added` (the default).
@@ -675,6 +675,22 @@ impl JsonSchema for FinalizerFile {
         schemars::json_schema!({
             "description": "true, false or a finalizer name such as example.com/cleanup",
             "type": ["boolean", "string"],
+        })
+    }
+}
+
+impl JsonSchema for PathsFile {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "PathsFile".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "a field path such as spec.replicas, or a list of them (the first with a value is tested)",
+            "anyOf": [
+                {"type": "string"},
+                {"type": "array", "items": {"type": "string"}, "minItems": 1},
+            ],
         })
     }
 }
