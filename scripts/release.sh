@@ -6,7 +6,7 @@
 #  2. the images, with buildah from scratch: switchyard per architecture and their multi-arch
 #     index, switchyard-plugins (the plugins and a static copier, no daemon) likewise, as OCI
 #     layouts; every plugin as an OCI artifact (the format `switchyard push` writes and an
-#     `oci://` pull reads); the chart packaged (Helm's engine, helm-python-sdk); a CycloneDX
+#     `oci://` pull reads); each recipe's config; the chart packaged (Helm's engine, helm-python-sdk); a CycloneDX
 #     SBOM per image (cyclonedx-python-lib, validated against the CycloneDX schema);
 #  3. SHA256SUMS over every file, signed with minisign and verified;
 #  4. in network and mount namespaces of their own: everything pushed to a docker-registry on
@@ -83,6 +83,7 @@ build_daemons
 build_plugins
 package_images
 package_plugins
+package_recipes
 package_chart
 write_sboms
 sign_sums

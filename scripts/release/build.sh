@@ -41,8 +41,9 @@ run_daemon() {
 
 # Both daemons into bin/, each run for --version and `check` on the demo config.
 build_daemons() {
-  rustup target list --installed | grep -qx aarch64-unknown-linux-gnu \
-    || rustup target add aarch64-unknown-linux-gnu
+  if [[ " ${arches[*]} " == *" arm64 "* ]] && ! rustup target list --installed | grep -qx aarch64-unknown-linux-gnu; then
+    rustup target add aarch64-unknown-linux-gnu
+  fi
   mkdir -p "$out/bin"
   local arch binary started
   for arch in "${arches[@]}"; do

@@ -94,6 +94,15 @@ package_plugins() {
   done < "$work/plugins"
 }
 
+# Each recipe's config (plugins/recipes/NAME/switchyard.yaml) as recipes/NAME.yaml.
+package_recipes() {
+  mkdir -p "$out/recipes"
+  local config
+  for config in "$root"/plugins/recipes/*/switchyard.yaml; do
+    install -m 0644 "$config" "$out/recipes/$(basename "$(dirname "$config")").yaml"
+  done
+}
+
 # The Python of target/release-tools/venv, with helm-python-sdk, cyclonedx-python-lib and
 # PyYAML.
 tools_python() {
@@ -129,7 +138,7 @@ write_sboms() {
     for name in switchyard switchyard-plugins; do
       "$(tools_python)" "$root/scripts/release/sbom.py" --name "$name" --version "$version" \
         --arch "$arch" --triple "$(triple "$arch")" --rootfs "$work/context-$name-$arch/rootfs" \
-        --root "$root" --out "$out/sbom/$name-$version-linux-$arch.cdx.json"
+        --root "$root" --cache "$work/cargo-metadata" --out "$out/sbom/$name-$version-linux-$arch.cdx.json"
     done
   done
 }

@@ -27,12 +27,23 @@ from cyclonedx.validation.json import JsonStrictValidator
 from cyclonedx.schema import SchemaVersion
 from packageurl import PackageURL
 
+ARGS = None  # the command line, once parsed
+
+
+def cargo_metadata(manifest, triple):
+    """`cargo metadata` for `triple`, kept in --cache (one workspace serves several images)."""
+    cache = pathlib.Path(ARGS.cache) / f"{hashlib.sha256(f'{manifest} {triple}'.encode()).hexdigest()}.json"
+    if not cache.exists():
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        cache.write_bytes(subprocess.check_output(
+            ["cargo", "metadata", "--format-version", "1", "--locked", "--manifest-path",
+             str(manifest), "--filter-platform", triple]))
+    return cache.read_bytes()
+
 
 def crates(manifest, triple, root_name):
     """The crates `root_name` compiles in for `triple`: its normal dependencies, transitively."""
-    metadata = json.loads(subprocess.check_output(
-        ["cargo", "metadata", "--format-version", "1", "--locked", "--manifest-path",
-         str(manifest), "--filter-platform", triple]))
+    metadata = json.loads(cargo_metadata(manifest, triple))
     packages = {p["id"]: p for p in metadata["packages"]}
     nodes = {n["id"]: n for n in metadata["resolve"]["nodes"]}
     roots = [p["id"] for p in metadata["packages"]
@@ -87,9 +98,10 @@ def source_of(relative, arch, sysroot):
 
 def main():
     parser = argparse.ArgumentParser()
-    for flag in ["--name", "--version", "--arch", "--triple", "--rootfs", "--root", "--out"]:
+    for flag in ["--name", "--version", "--arch", "--triple", "--rootfs", "--root", "--out", "--cache"]:
         parser.add_argument(flag, required=True)
-    args = parser.parse_args()
+    global ARGS
+    ARGS = args = parser.parse_args()
     rootfs, root = pathlib.Path(args.rootfs), pathlib.Path(args.root)
     sysroot = "/usr/aarch64-linux-gnu" if args.arch == "arm64" else None
 
