@@ -419,7 +419,8 @@ async fn the_warning_events_recipe_installs_from_oci_as_the_docs_say() {
         );
     let path = dir.path().join("config.yaml");
     std::fs::write(&path, config).unwrap();
-    let kubeconfig = Kubectl::new(&sim).kubeconfig();
+    let outside = Kubectl::new(&sim); // its kubeconfig file lives as long as it does
+    let kubeconfig = outside.kubeconfig();
     let daemon = crate::support::process::Process::start(
         &["run", "--config", path.to_str().unwrap()],
         &[
