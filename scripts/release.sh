@@ -67,6 +67,8 @@ source "$root/scripts/release/package.sh"
 source "$root/scripts/release/publish.sh"
 
 if [ -n "${inside:-}" ]; then
+  # The registry, the simulator and the daemon stop with the script, however it ends.
+  trap 'kill $(jobs -p) 2> /dev/null || true' EXIT
   publish_and_install
   exit
 fi
