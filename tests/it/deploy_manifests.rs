@@ -119,3 +119,41 @@ fn the_image_built_without_docker_has_the_steps_of_the_dockerfiles_runtime_stage
     );
     assert_eq!(buildah.len(), 4, "{buildah:?}");
 }
+
+#[test]
+fn the_plugins_image_is_built_without_the_daemon_and_has_the_steps_buildah_builds_it_with() {
+    let root = crate::support::root();
+    let read = |path: &str| std::fs::read_to_string(root.join(path)).unwrap();
+    let dockerfile = read("deploy/Dockerfile");
+    // The stage the plugins image copies from builds the plugins' workspace alone.
+    let build = stage(&dockerfile, "FROM rust:1.99-bookworm AS plugin-build").join("\n");
+    let cargo_builds: Vec<&str> = build.matches("cargo build").collect();
+    assert_eq!(cargo_builds.len(), 1, "{build}");
+    assert!(
+        build.contains("cargo build --release --locked --manifest-path plugins/Cargo.toml"),
+        "{build}"
+    );
+    let docker = stage(&dockerfile, "FROM scratch AS plugins");
+    assert!(
+        docker
+            .iter()
+            .all(|l| !l.starts_with("COPY") || l.contains("--from=plugin-build")),
+        "the plugins image copies from the build of the daemon: {docker:?}"
+    );
+    // The same steps as scripts/release.sh's buildah build, from another layout of the files.
+    let buildah = stage(&read("deploy/image/Containerfile.plugins"), "FROM scratch");
+    let docker_rest: Vec<&String> = docker.iter().filter(|l| !l.starts_with("COPY")).collect();
+    let buildah_rest: Vec<&String> = buildah.iter().filter(|l| !l.starts_with("COPY")).collect();
+    assert_eq!(
+        docker_rest.len(),
+        buildah_rest.len(),
+        "{docker:?} {buildah:?}"
+    );
+    for (d, b) in docker_rest.iter().zip(&buildah_rest) {
+        assert_eq!(d.replace("FROM scratch AS plugins", "FROM scratch"), **b);
+    }
+    assert!(
+        buildah.contains(&"ENTRYPOINT [\"/usr/local/bin/copy-plugins\"]".to_string()),
+        "{buildah:?}"
+    );
+}

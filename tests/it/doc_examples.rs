@@ -3,7 +3,8 @@
 //! that drifts from what the commands do fails here.
 //!
 //! Each page's blocks run in order in a temporary folder of its own holding copies of
-//! `config/` and `deploy/` and the built plugins, with `switchyard` first on `PATH` and the
+//! `config/` and `deploy/`, the recipes' configs at `recipes/NAME.yaml` (as in a release
+//! folder) and the built plugins, with `switchyard` first on `PATH` and the
 //! repository's pinned toolchain. An HTML comment on the line before a block says how it
 //! runs; items are separated by `;`:
 //!
@@ -152,6 +153,16 @@ fn workspace(page: &Path) -> tempfile::TempDir {
             .status()
             .expect("cp");
         assert!(status.success(), "copy {folder}");
+    }
+    // Each recipe's config at recipes/NAME.yaml, as a release folder holds them.
+    let recipes = dir.path().join("recipes");
+    std::fs::create_dir(&recipes).unwrap();
+    for entry in std::fs::read_dir(root.join("plugins/recipes")).expect("plugins/recipes") {
+        let config = entry.unwrap().path().join("switchyard.yaml");
+        if config.exists() {
+            let name = config.parent().unwrap().file_name().unwrap().to_owned();
+            std::fs::copy(&config, recipes.join(name).with_extension("yaml")).unwrap();
+        }
     }
     let plugins = dir.path().join("plugins");
     std::fs::create_dir(&plugins).unwrap();

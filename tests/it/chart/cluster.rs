@@ -304,3 +304,145 @@ async fn the_packaged_chart_pushed_to_a_registry_installs_from_oci() {
         "application/vnd.cncf.helm.chart.content.v1.tar+gzip"
     );
 }
+
+/// The shell block of docs/cluster.md's "Install with Helm" that follows `heading`.
+fn install_block(heading: &str) -> String {
+    let doc = std::fs::read_to_string(support::root().join("docs/cluster.md")).unwrap();
+    let after = &doc[doc
+        .find(heading)
+        .unwrap_or_else(|| panic!("no {heading:?}"))..];
+    let start = after.find("```sh\n").expect("a shell block") + "```sh\n".len();
+    after[start..start + after[start..].find("```").unwrap()].to_string()
+}
+
+/// Runs a shell `block` with bash in `dir`, the built switchyard first on PATH.
+fn run_block(block: &str, dir: &std::path::Path, env: &[(&str, &std::path::Path)]) {
+    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_switchyard"));
+    let path = format!(
+        "{}:{}",
+        bin.parent().unwrap().display(),
+        std::env::var("PATH").unwrap()
+    );
+    let out = std::process::Command::new("bash")
+        .args(["-euo", "pipefail", "-c", block])
+        .current_dir(dir)
+        .env("PATH", path)
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{block}\nfailed: {err}");
+}
+
+/// A loopback address with a port nothing listens on now.
+fn free_address() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().to_string()
+}
+
+/// docs/cluster.md's "Install with Helm", against the simulator: the values and the RBAC
+/// made by the doc's own commands from the recipe's config, the Secret made by its kubectl
+/// commands, then the chart installed from `oci://` as its `helm install` says (Helm's engine
+/// instead of the helm binary), and the daemon run with the config the chart made, in the
+/// daemon's namespace, until it is ready.
+#[tokio::test]
+async fn the_warning_events_recipe_installs_from_oci_as_the_docs_say() {
+    let registry = Registry::start().await;
+    let sim = start_sim().await;
+    let kubectl = Kubectl::new(&sim);
+    let host = registry.host.clone();
+    let dir = tempfile::tempdir().unwrap();
+    let (probes, admin) = (free_address(), free_address());
+    let config = blocking({
+        let dir = dir.path().to_path_buf();
+        move || {
+            // A release folder's recipe config, and the doc's steps 1 and 2 run as written.
+            std::fs::create_dir(dir.join("recipes")).unwrap();
+            let recipe = support::root().join("plugins/recipes/warning-events/switchyard.yaml");
+            std::fs::copy(recipe, dir.join("recipes/warning-events.yaml")).unwrap();
+            run_block(&install_block("**1. The values.**"), &dir, &[]);
+            let kubeconfig = kubectl.kubeconfig();
+            let secret = install_block("**2. Where the Warnings go.**");
+            run_block(&secret, &dir, &[("KUBECONFIG", &kubeconfig)]);
+
+            let archive =
+                helm(json!({"action": "package", "chart": chart(), "destination": &dir}))
+                    .expect("package");
+            helm(json!({"action": "push", "archive": archive,
+                "remote": format!("oci://{host}/charts")}))
+            .unwrap_or_else(|e| panic!("push: {e:?}"));
+            // Step 3: the two values files and the --set values of the doc's helm install.
+            let install = install_block("**3. Install**");
+            for set in [
+                "-f warning-events-values.yaml -f rbac-values.json",
+                "--set image.repository=REGISTRY/switchyard",
+                "--set image.digest=",
+                "--set plugins.initImage.enabled=false",
+                "oci://REGISTRY/charts/switchyard --version 0.1.0 -n switchyard",
+            ] {
+                assert!(install.contains(set), "{set:?} is not in {install}");
+            }
+            let read = |name: &str| std::fs::read_to_string(dir.join(name)).unwrap();
+            let mut values: Value = serde_saphyr::from_str(&read("warning-events-values.yaml"))
+                .expect("the values file is YAML");
+            let rbac: Value = serde_json::from_str(&read("rbac-values.json")).unwrap();
+            values["rbac"] = rbac["rbac"].clone();
+            let digest = format!("sha256:{}", "0123456789abcdef".repeat(4));
+            values["image"] = json!({"repository": format!("{host}/switchyard"), "digest": digest});
+            values["plugins"] = json!({"initImage": {"enabled": false}});
+            release(
+                &kubectl,
+                json!({"action": "install", "chart": format!("oci://{host}/charts/switchyard"),
+                    "version": "0.1.0", "plain_http": true, "name": "switchyard", "values": values}),
+            );
+            let spec = get(&kubectl, "deployment/switchyard")["spec"]["template"]["spec"].clone();
+            assert_eq!(spec["containers"][0]["image"], format!("{host}/switchyard@{digest}"));
+            assert!(spec["initContainers"].is_null(), "{spec:#}");
+            let config = get(&kubectl, "configmap/switchyard-config");
+            config["data"]["config.yaml"].as_str().unwrap().to_string()
+        }
+    })
+    .await;
+    assert!(config.contains("plugin: builtin:webhook"), "{config}");
+
+    // The pod's config, its listeners and volumes moved to this test's own.
+    let config = config
+        .replace("127.0.0.1:9470", &admin)
+        .replace("0.0.0.0:9471", &probes)
+        .replace(
+            "/var/cache/switchyard",
+            &dir.path().join("cache").display().to_string(),
+        )
+        .replace(
+            "plugins_dir: /plugins",
+            &format!("plugins_dir: {}", dir.path().display()),
+        );
+    let path = dir.path().join("config.yaml");
+    std::fs::write(&path, config).unwrap();
+    let outside = Kubectl::new(&sim); // its kubeconfig file lives as long as it does
+    let kubeconfig = outside.kubeconfig();
+    let daemon = crate::support::process::Process::start(
+        &["run", "--config", path.to_str().unwrap()],
+        &[
+            ("KUBECONFIG", kubeconfig.to_str().unwrap()),
+            ("POD_NAMESPACE", "switchyard"),
+        ],
+        &[],
+    );
+    // Ready: the Secret read, the Events informer synced.
+    let url = format!("http://{probes}/readyz");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let status = reqwest::get(&url).await.map(|r| r.status().as_u16());
+        if matches!(status, Ok(200)) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not ready ({status:?}): {}",
+            daemon.lines().join("\n")
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    daemon.terminate(std::time::Duration::from_secs(10));
+}
