@@ -4,6 +4,7 @@
 //! condition or for what a plugin logs. Tests wait by polling with a deadline
 //! ([`eventually`], [`wait_for_log`]), never by sleeping a fixed time.
 
+pub mod alertmanager;
 pub mod browser;
 pub mod daemon;
 pub mod hostile;
