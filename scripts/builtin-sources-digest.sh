@@ -6,5 +6,6 @@ set -euo pipefail
 cd "$(dirname "$0")/../plugins"
 find sinks/webhook sinks/slack sinks/cloudevents \
   sinks/alertmanager \
+  sinks/rabbitmq \
   sdk wit Cargo.toml Cargo.lock -type f \
   -not -path '*/target/*' | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -d' ' -f1

@@ -13,6 +13,7 @@ names=(
   slack
   cloudevents
   alertmanager
+  rabbitmq
 )
 cargo build --quiet --manifest-path plugins/Cargo.toml --target wasm32-wasip2 --release \
   --target-dir plugins/target "${names[@]/#/--package=}"

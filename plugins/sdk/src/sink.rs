@@ -86,6 +86,41 @@ pub fn check_header(name: &str, value: &str, at: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// `text` as one segment of a URL's path: every byte but the unreserved ones
+/// (`A-Z a-z 0-9 - . _ ~`) percent-encoded, so `/` is `%2F`.
+pub fn path_segment(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        if byte.is_ascii_alphanumeric() || b"-._~".contains(&byte) {
+            out.push(byte as char);
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}
+
+/// The `authorization` header's value for HTTP Basic authentication (RFC 7617).
+pub fn basic_auth(user: &str, password: &str) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let bytes = format!("{user}:{password}").into_bytes();
+    let mut out = String::from("Basic ");
+    for chunk in bytes.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
 /// `text` cut to at most `max` characters, the last one `…` when it was cut.
 pub fn cut(text: &str, max: usize) -> String {
     match text.char_indices().nth(max) {
@@ -192,6 +227,20 @@ mod tests {
         assert_eq!(rfc3339(951_782_400, 5), "2000-02-29T00:00:00.005Z");
         assert_eq!(rfc3339(1_795_781_045, 123), "2026-11-27T12:04:05.123Z");
         assert!(now_rfc3339().starts_with("20"));
+    }
+
+    #[test]
+    fn path_segments_and_basic_credentials_are_encoded() {
+        assert_eq!(path_segment("/"), "%2F");
+        assert_eq!(path_segment("a b.c~d"), "a%20b.c~d");
+        // RFC 7617's example, and the three lengths of a last group.
+        assert_eq!(
+            basic_auth("Aladdin", "open sesame"),
+            "Basic QWxhZGRpbjpvcGVuIHNlc2FtZQ=="
+        );
+        assert_eq!(basic_auth("guest", "guest"), "Basic Z3Vlc3Q6Z3Vlc3Q=");
+        assert_eq!(basic_auth("a", "b"), "Basic YTpi");
+        assert_eq!(basic_auth("ab", "c"), "Basic YWI6Yw==");
     }
 
     #[test]
