@@ -7,5 +7,6 @@ cd "$(dirname "$0")/../plugins"
 find sinks/webhook sinks/slack sinks/cloudevents \
   sinks/alertmanager \
   sinks/rabbitmq \
+  sinks/otlp \
   sdk wit Cargo.toml Cargo.lock -type f \
   -not -path '*/target/*' | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -d' ' -f1

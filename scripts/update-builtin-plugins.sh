@@ -14,6 +14,7 @@ names=(
   cloudevents
   alertmanager
   rabbitmq
+  otlp
 )
 cargo build --quiet --manifest-path plugins/Cargo.toml --target wasm32-wasip2 --release \
   --target-dir plugins/target "${names[@]/#/--package=}"

@@ -27,6 +27,7 @@ const PLUGINS: &[(&str, &[u8])] = &[
     ("cloudevents", include_bytes!("builtin/cloudevents.wasm")),
     ("alertmanager", include_bytes!("builtin/alertmanager.wasm")),
     ("rabbitmq", include_bytes!("builtin/rabbitmq.wasm")),
+    ("otlp", include_bytes!("builtin/otlp.wasm")),
 ];
 
 /// The digest of the sources the carried plugins were built from (see the module docs).
@@ -85,7 +86,7 @@ mod tests {
         assert!(component("webhook").is_none());
         assert_eq!(
             unknown("builtin:webhok"),
-            "there is no built-in plugin \"builtin:webhok\"; the binary carries builtin:webhook, builtin:slack, builtin:cloudevents, builtin:alertmanager, builtin:rabbitmq"
+            "there is no built-in plugin \"builtin:webhok\"; the binary carries builtin:webhook, builtin:slack, builtin:cloudevents, builtin:alertmanager, builtin:rabbitmq, builtin:otlp"
         );
     }
 }

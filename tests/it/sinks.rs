@@ -11,6 +11,7 @@ use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
 mod alertmanager;
+mod otlp;
 mod rabbitmq;
 
 use crate::support::receiver::{Mode, Received, Receiver};

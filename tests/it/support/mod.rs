@@ -11,6 +11,7 @@ pub mod hostile;
 pub mod process;
 pub mod prometheus;
 pub mod promql;
+pub mod python;
 pub mod rabbitmq;
 pub mod receiver;
 pub mod registry;
