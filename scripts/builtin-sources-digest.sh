@@ -8,5 +8,6 @@ find sinks/webhook sinks/slack sinks/cloudevents \
   sinks/alertmanager \
   sinks/rabbitmq \
   sinks/otlp \
+  sinks/pagerduty sinks/opsgenie sinks/teams sinks/discord \
   sdk wit Cargo.toml Cargo.lock -type f \
   -not -path '*/target/*' | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -d' ' -f1

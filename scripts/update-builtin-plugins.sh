@@ -15,6 +15,10 @@ names=(
   alertmanager
   rabbitmq
   otlp
+  pagerduty
+  opsgenie
+  teams
+  discord
 )
 cargo build --quiet --manifest-path plugins/Cargo.toml --target wasm32-wasip2 --release \
   --target-dir plugins/target "${names[@]/#/--package=}"

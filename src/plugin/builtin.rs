@@ -28,6 +28,10 @@ const PLUGINS: &[(&str, &[u8])] = &[
     ("alertmanager", include_bytes!("builtin/alertmanager.wasm")),
     ("rabbitmq", include_bytes!("builtin/rabbitmq.wasm")),
     ("otlp", include_bytes!("builtin/otlp.wasm")),
+    ("pagerduty", include_bytes!("builtin/pagerduty.wasm")),
+    ("opsgenie", include_bytes!("builtin/opsgenie.wasm")),
+    ("teams", include_bytes!("builtin/teams.wasm")),
+    ("discord", include_bytes!("builtin/discord.wasm")),
 ];
 
 /// The digest of the sources the carried plugins were built from (see the module docs).
@@ -86,7 +90,7 @@ mod tests {
         assert!(component("webhook").is_none());
         assert_eq!(
             unknown("builtin:webhok"),
-            "there is no built-in plugin \"builtin:webhok\"; the binary carries builtin:webhook, builtin:slack, builtin:cloudevents, builtin:alertmanager, builtin:rabbitmq, builtin:otlp"
+            "there is no built-in plugin \"builtin:webhok\"; the binary carries builtin:webhook, builtin:slack, builtin:cloudevents, builtin:alertmanager, builtin:rabbitmq, builtin:otlp, builtin:pagerduty, builtin:opsgenie, builtin:teams, builtin:discord"
         );
     }
 }

@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 mod alertmanager;
 mod otlp;
 mod rabbitmq;
+mod vendors;
 
 use crate::support::receiver::{Mode, Received, Receiver};
 use crate::support::{self, TestDaemon};

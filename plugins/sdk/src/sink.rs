@@ -60,6 +60,95 @@ pub fn event_json(event: &Event) -> Result<Value, String> {
     }))
 }
 
+/// What a chat or incident sink says about a change: for a core v1 Event, about the object
+/// it is about (`Warning BackOff on Pod shop/web-1`, its message, reason, count, source);
+/// for any other object, the object and the change (`Deployment shop/web was updated`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Summary {
+    /// One line: what happened to what.
+    pub title: String,
+    /// The Event's message; empty for another object.
+    pub text: String,
+    /// `warning` for a Warning Event; `info` for any other change.
+    pub severity: &'static str,
+    /// Name and value pairs worth showing (empty values left out).
+    pub facts: Vec<(&'static str, String)>,
+    /// The uid of the object the change is about (of the Event itself, for an Event: one
+    /// Event counted again is the same incident); its namespace/name without one.
+    pub uid: String,
+}
+
+/// The [`Summary`] of `event` (as [`event_json`] gives it).
+pub fn summary(event: &Value) -> Summary {
+    let object = &event["object"];
+    let text = |v: &Value| match v {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    };
+    let meta = &object["metadata"];
+    let is_event = object["kind"] == "Event" && object["involvedObject"].is_object();
+    let subject = if is_event {
+        &object["involvedObject"]
+    } else {
+        meta
+    };
+    let kind = text(if is_event {
+        &subject["kind"]
+    } else {
+        &object["kind"]
+    });
+    let (namespace, name) = (text(&subject["namespace"]), text(&subject["name"]));
+    let path = if namespace.is_empty() {
+        name.clone()
+    } else {
+        format!("{namespace}/{name}")
+    };
+    let uid = match meta["uid"].as_str() {
+        Some(uid) if !uid.is_empty() => uid.to_string(),
+        _ => format!("{}/{}", text(&meta["namespace"]), text(&meta["name"])),
+    };
+    let mut facts = vec![
+        ("Kind", kind.clone()),
+        ("Namespace", namespace),
+        ("Name", name),
+    ];
+    let summary = if is_event {
+        let (event_type, reason) = (text(&object["type"]), text(&object["reason"]));
+        facts.push(("Reason", reason.clone()));
+        facts.push(("Count", text(&object["count"])));
+        facts.push(("Source", text(&object["source"]["component"])));
+        Summary {
+            title: format!("{event_type} {reason} on {kind} {path}"),
+            text: text(&object["message"]),
+            severity: if event_type == "Warning" {
+                "warning"
+            } else {
+                "info"
+            },
+            facts,
+            uid,
+        }
+    } else {
+        facts.push(("Change", text(&event["kind"])));
+        Summary {
+            title: format!("{kind} {path} was {}", text(&event["kind"])),
+            text: String::new(),
+            severity: "info",
+            facts,
+            uid,
+        }
+    };
+    Summary {
+        facts: summary
+            .facts
+            .into_iter()
+            .filter(|(_, v)| !v.is_empty())
+            .collect(),
+        ..summary
+    }
+}
+
 /// `url` without surrounding whitespace (a value from a Secret made with `--from-file` ends
 /// in a newline), or an error naming `at` when it is not an `http://` or `https://` URL.
 /// The URL itself is left out of the error: it may hold a credential.
@@ -219,6 +308,29 @@ mod tests {
         assert_eq!(change_key(EventKind::Deleted, &pod), "u-1.42.delete");
         let named = json!({"metadata": {"namespace": "a", "name": "b", "resourceVersion": "7"}});
         assert_eq!(change_key(EventKind::Updated, &named), "a/b.7.update");
+    }
+
+    #[test]
+    fn a_summary_speaks_of_an_event_s_object_and_of_another_object_itself() {
+        let warning = json!({"kind": "added", "object": {"kind": "Event", "type": "Warning",
+            "reason": "BackOff", "message": "Back-off", "count": 3,
+            "metadata": {"uid": "e-1", "namespace": "shop", "name": "web-1.1"},
+            "involvedObject": {"kind": "Pod", "namespace": "shop", "name": "web-1"}}});
+        let summary = summary(&warning);
+        assert_eq!(summary.title, "Warning BackOff on Pod shop/web-1");
+        assert_eq!(
+            (summary.text.as_str(), summary.severity),
+            ("Back-off", "warning")
+        );
+        assert_eq!(summary.uid, "e-1");
+        assert_eq!(summary.facts[3], ("Reason", "BackOff".to_string()));
+        assert_eq!(summary.facts[4], ("Count", "3".to_string()));
+        assert_eq!(summary.facts.len(), 5);
+        let node = json!({"kind": "deleted", "object": {"kind": "Node",
+            "metadata": {"name": "n1"}}});
+        let summary = super::summary(&node);
+        assert_eq!(summary.title, "Node n1 was deleted");
+        assert_eq!((summary.severity, summary.uid.as_str()), ("info", "/n1"));
     }
 
     #[test]
