@@ -11,6 +11,7 @@ use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
 mod alertmanager;
+mod doc_configs;
 mod otlp;
 mod rabbitmq;
 mod vendors;
