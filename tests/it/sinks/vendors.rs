@@ -1,8 +1,10 @@
 //! The sinks for hosted services (PagerDuty, Opsgenie, Microsoft Teams, Discord), carried in
 //! the binary, against a receiver on loopback that checks each request against the
 //! vendor's documented format (no such service runs here): a Warning Event reaches it after
-//! 503s, the same incident key on every attempt; PagerDuty's and Opsgenie's incidents are
+//! 503s, the same incident key on every attempt; Discord's 429 is waited out; PagerDuty's and Opsgenie's incidents are
 //! resolved or closed when the Event is deleted; a 400 is a dead letter naming the answer.
+
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Event as CoreEvent;
 use kube::Api;
@@ -73,6 +75,41 @@ impl Running {
             .await
             .unwrap();
         delivered(&self.receiver, 2).await.remove(1)
+    }
+
+    /// Makes the receiver answer 429 with `Retry-After: 1`, creates another Event, and
+    /// checks that it is sent again after the second asked, and never dead-lettered.
+    async fn rate_limited(&self) {
+        let before = self.receiver.received().len();
+        self.receiver.set(Mode::RateLimited);
+        self.events
+            .create(
+                &PostParams::default(),
+                &core_event("web-1.4", "Warning", "Slow", "x"),
+            )
+            .await
+            .unwrap();
+        let asked = support::eventually_sync("two 429s", WAIT, || {
+            let received = self.receiver.received().split_off(before);
+            (received.len() >= 2).then_some(received)
+        })
+        .await;
+        let gap = asked[1].at - asked[0].at;
+        assert!(
+            gap >= Duration::from_millis(950),
+            "sent again after {gap:?}"
+        );
+        self.receiver.set(Mode::Ok);
+        support::eventually_sync("the 429ed event delivered", WAIT, || {
+            let delivered = self.receiver.delivered();
+            delivered
+                .iter()
+                .any(|r| r.body.to_string().contains("Slow"))
+                .then_some(())
+        })
+        .await;
+        let (_, letters) = self.t.get("/handlers/sink/dead-letters").await;
+        assert_eq!(letters["dead_letters"], json!([]), "{letters}");
     }
 
     /// Makes the receiver answer 400, creates another Event, and checks that it becomes a
@@ -207,5 +244,7 @@ async fn discord_posts_an_embed_to_the_webhook() {
         json!({"name": "Reason", "value": "BackOff", "inline": true})
     );
     assert!(embed["timestamp"].as_str().unwrap().ends_with('Z'));
+    // Discord's rate limit: a 429 with Retry-After is waited out, not a failure.
+    running.rate_limited().await;
     running.refused().await;
 }
