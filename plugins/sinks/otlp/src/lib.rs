@@ -17,8 +17,10 @@
 //!
 //! A 4xx is permanent (a dead letter naming the answer); a 5xx, a timeout or a refused
 //! connection is retried; a 429 or a 503 with `Retry-After` is sent again after the wait
-//! asked (at most 5 minutes), as the OTLP specification asks of a client. Each record's
-//! `log.record.uid` is the change's idempotency key.
+//! asked (at most 5 minutes), as the OTLP specification asks of a client. A 2xx whose
+//! `partial_success` rejects the record is permanent too (a dead letter naming the
+//! receiver's `error_message`). Each record's `log.record.uid` is the change's idempotency
+//! key.
 
 mod proto;
 mod record;
@@ -28,7 +30,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::json;
 use switchyard_sdk::http::Request;
-use switchyard_sdk::sink::{change_key, check_header, check_url, deliver, event_json, object};
+use switchyard_sdk::sink::{Sent, change_key, check_header, check_url, event_json, object, send};
 use switchyard_sdk::{Configured, Event, Outcome, export_handler, template};
 
 /// The handler's `config`.
@@ -104,8 +106,37 @@ impl Configured for Otlp {
         let request = request
             .header("content-type", "application/x-protobuf")
             .body(record::encode(&record, now));
-        deliver(request)
+        match send(request)? {
+            Sent::Answered(response) => match rejected(&response.body) {
+                Some(why) => Err(switchyard_sdk::permanent(&format!(
+                    "the receiver rejected the log record: {why}"
+                ))),
+                None => Ok(Outcome::Done),
+            },
+            Sent::Later(outcome) => Ok(outcome),
+        }
     }
+}
+
+/// Why a 2xx answer (an `ExportLogsServiceResponse`) rejected the record, if its
+/// `partial_success` (field 1) says it did: `rejected_log_records` (1) above 0, with its
+/// `error_message` (2). An empty or unreadable answer rejects nothing.
+fn rejected(body: &[u8]) -> Option<String> {
+    let partial = proto::fields(body)?
+        .into_iter()
+        .find_map(|(n, v)| match (n, v) {
+            (1, proto::Field::Bytes(b)) => Some(b),
+            _ => None,
+        })?;
+    let (mut count, mut message) = (0, String::new());
+    for (n, value) in proto::fields(partial)? {
+        match (n, value) {
+            (1, proto::Field::Varint(c)) => count = c,
+            (2, proto::Field::Bytes(b)) => message = String::from_utf8_lossy(b).into_owned(),
+            _ => {}
+        }
+    }
+    (count > 0).then(|| format!("{count} rejected: {message}"))
 }
 
 export_handler!(Otlp);
@@ -143,6 +174,28 @@ mod tests {
             Response::new(200, ""),
         );
         assert_eq!(explicit.requests[0].url, "http://otel:4318/v1/logs");
+    }
+
+    #[test]
+    fn a_partial_success_that_rejects_the_record_is_permanent() {
+        let partial = proto::Message::new().uint(1, 1).string(2, "too old");
+        let answer = proto::Message::new().message(1, &partial).0;
+        let refused = handle(
+            json!({"url": "http://otel:4318"}),
+            Response::new(200, answer),
+        );
+        assert_eq!(
+            refused.outcome,
+            Err("permanent: the receiver rejected the log record: 1 rejected: too old".into())
+        );
+        // A partial_success that rejects nothing (a warning) is a success.
+        let warning = proto::Message::new().string(2, "slow down");
+        let answer = proto::Message::new().message(1, &warning).0;
+        let ok = handle(
+            json!({"url": "http://otel:4318"}),
+            Response::new(200, answer),
+        );
+        assert_eq!(ok.outcome, Ok(Outcome::Done));
     }
 
     #[test]

@@ -92,6 +92,55 @@ pub fn any_value(value: &Value) -> Message {
     }
 }
 
+/// The fields of a message read from `bytes`: field number and value, a varint as its
+/// number and a length-delimited field as its bytes; fixed-width fields are skipped.
+/// `None` when the bytes are not a message.
+pub fn fields(mut bytes: &[u8]) -> Option<Vec<(u32, Field<'_>)>> {
+    fn varint(bytes: &mut &[u8]) -> Option<u64> {
+        let mut n = 0u64;
+        for shift in (0..64).step_by(7) {
+            let (&byte, rest) = bytes.split_first()?;
+            *bytes = rest;
+            n |= u64::from(byte & 0x7f) << shift;
+            if byte < 0x80 {
+                return Some(n);
+            }
+        }
+        None
+    }
+    let mut out = Vec::new();
+    while !bytes.is_empty() {
+        let key = varint(&mut bytes)?;
+        let field = u32::try_from(key >> 3).ok()?;
+        let value = match key & 7 {
+            0 => Field::Varint(varint(&mut bytes)?),
+            1 | 5 => {
+                let width = if key & 7 == 1 { 8 } else { 4 };
+                bytes = bytes.get(width..)?;
+                continue;
+            }
+            2 => {
+                let len = usize::try_from(varint(&mut bytes)?).ok()?;
+                let (value, rest) = (bytes.get(..len)?, &bytes[len..]);
+                bytes = rest;
+                Field::Bytes(value)
+            }
+            _ => return None,
+        };
+        out.push((field, value));
+    }
+    Some(out)
+}
+
+/// A field's value as [`fields`] reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Field<'a> {
+    /// A varint.
+    Varint(u64),
+    /// A length-delimited value.
+    Bytes(&'a [u8]),
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -114,5 +163,18 @@ mod tests {
         assert_eq!(any_value(&json!(-1)).0.len(), 1 + 10);
         assert_eq!(any_value(&json!(true)).0, [0x10, 1]);
         assert!(any_value(&json!(null)).0.is_empty());
+    }
+
+    #[test]
+    fn fields_are_read_back() {
+        let message = Message::new()
+            .uint(1, 150)
+            .fixed64(3, 7)
+            .string(2, "testing");
+        assert_eq!(
+            fields(&message.0),
+            Some(vec![(1, Field::Varint(150)), (2, Field::Bytes(b"testing"))])
+        );
+        assert_eq!(fields(&[0x12, 0x07, b't']), None);
     }
 }
