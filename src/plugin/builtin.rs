@@ -21,10 +21,17 @@ use super::loader::PluginFile;
 pub const PREFIX: &str = "builtin:";
 
 /// The plugins carried in the binary, by name.
-const PLUGINS: [(&str, &[u8]); 3] = [
+const PLUGINS: &[(&str, &[u8])] = &[
     ("webhook", include_bytes!("builtin/webhook.wasm")),
     ("slack", include_bytes!("builtin/slack.wasm")),
     ("cloudevents", include_bytes!("builtin/cloudevents.wasm")),
+    ("alertmanager", include_bytes!("builtin/alertmanager.wasm")),
+    ("rabbitmq", include_bytes!("builtin/rabbitmq.wasm")),
+    ("otlp", include_bytes!("builtin/otlp.wasm")),
+    ("pagerduty", include_bytes!("builtin/pagerduty.wasm")),
+    ("opsgenie", include_bytes!("builtin/opsgenie.wasm")),
+    ("teams", include_bytes!("builtin/teams.wasm")),
+    ("discord", include_bytes!("builtin/discord.wasm")),
 ];
 
 /// The digest of the sources the carried plugins were built from (see the module docs).
@@ -83,7 +90,7 @@ mod tests {
         assert!(component("webhook").is_none());
         assert_eq!(
             unknown("builtin:webhok"),
-            "there is no built-in plugin \"builtin:webhok\"; the binary carries builtin:webhook, builtin:slack, builtin:cloudevents"
+            "there is no built-in plugin \"builtin:webhok\"; the binary carries builtin:webhook, builtin:slack, builtin:cloudevents, builtin:alertmanager, builtin:rabbitmq, builtin:otlp, builtin:pagerduty, builtin:opsgenie, builtin:teams, builtin:discord"
         );
     }
 }

@@ -10,15 +10,26 @@ use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
+mod alertmanager;
+mod doc_configs;
+mod otlp;
+mod rabbitmq;
+mod vendors;
+
 use crate::support::receiver::{Mode, Received, Receiver};
 use crate::support::{self, TestDaemon};
 
-const WAIT: Duration = Duration::from_secs(60);
+pub(crate) const WAIT: Duration = Duration::from_secs(60);
 
 /// A handler `sink` running `plugin` with `config` (JSON, which YAML reads as it is),
 /// allowed to reach `receiver`, and a route `sink` to it, `route` giving its other lines.
 /// Each worker keeps its instance (`instance: reuse`), as docs/sinks.md suggests.
 fn config(plugin: &str, config: Value, receiver: &Receiver, route: &str) -> String {
+    config_for(plugin, config, &receiver.url("http"), route)
+}
+
+/// [`config`] for a sink allowed to reach `allow` (`http://HOST:PORT`).
+pub(crate) fn config_for(plugin: &str, config: Value, allow: &str, route: &str) -> String {
     format!(
         "
 handlers:
@@ -38,12 +49,11 @@ routes:
   - name: sink
     handler: sink
 {route}
-",
-        allow = receiver.url("http"),
+"
     )
 }
 
-const CONFIGMAPS: &str = "    resource: configmaps\n    delivery: every";
+pub(crate) const CONFIGMAPS: &str = "    resource: configmaps\n    delivery: every";
 
 async fn start(plugin: &str, yaml: &str) -> TestDaemon {
     TestDaemon::builder(yaml)
@@ -53,7 +63,7 @@ async fn start(plugin: &str, yaml: &str) -> TestDaemon {
 }
 
 /// Waits until `receiver` answered 200 to `count` requests, and returns them.
-async fn delivered(receiver: &Receiver, count: usize) -> Vec<Received> {
+pub(crate) async fn delivered(receiver: &Receiver, count: usize) -> Vec<Received> {
     support::eventually_sync(&format!("{count} deliveries"), WAIT, || {
         let delivered = receiver.delivered();
         (delivered.len() >= count).then_some(delivered)
@@ -235,7 +245,7 @@ async fn cloudevents_structured_carries_the_envelope_and_keeps_its_id_across_ret
 }
 
 /// A core v1 Event of `event_type` about the Pod `pod`.
-fn core_event(name: &str, event_type: &str, reason: &str, message: &str) -> CoreEvent {
+pub(crate) fn core_event(name: &str, event_type: &str, reason: &str, message: &str) -> CoreEvent {
     serde_json::from_value(json!({
         "metadata": {"name": name, "namespace": "default"},
         "type": event_type,
@@ -301,7 +311,8 @@ async fn slack_posts_a_warning_event_and_nothing_for_a_normal_one() {
 
 /// Issue 43, item 12: the sinks ignored `Retry-After` (attempts at 0, 0.1, 0.3 s ... then a
 /// dead letter before the time the receiver asked for). A 429 now comes back after the
-/// wait it asks for, and does not count toward `max_retries`.
+/// wait it asks for, and does not count toward `max_retries`; each attempt carries the same
+/// `Idempotency-Key`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn webhook_waits_as_a_429_asks_and_never_dead_letters_for_it() {
     let receiver = Receiver::start().await;
@@ -310,12 +321,21 @@ async fn webhook_waits_as_a_429_asks_and_never_dead_letters_for_it() {
     let yaml = config("webhook", sink, &receiver, CONFIGMAPS)
         .replace("max_retries: 1000", "max_retries: 1");
     let t = start("webhook", &yaml).await;
-    t.create_configmap(json!({"metadata": {"name": "a"}})).await;
+    let made = t.create_configmap(json!({"metadata": {"name": "a"}})).await;
     let asked = support::eventually_sync("three 429s", WAIT, || {
         let received = receiver.received();
         (received.len() >= 3).then_some(received)
     })
     .await;
+    // Every attempt at the change carries its idempotency key: uid, resourceVersion, change.
+    let key = format!(
+        "{}.{}.add",
+        made.metadata.uid.unwrap(),
+        made.metadata.resource_version.unwrap()
+    );
+    for request in &asked {
+        assert_eq!(header(request, "idempotency-key"), Some(key.as_str()));
+    }
     for pair in asked.windows(2) {
         let gap = pair[1].at - pair[0].at;
         assert!(

@@ -53,6 +53,8 @@ pub use bindings::switchyard::plugin::host::Level;
 pub use bindings::switchyard::plugin::types::{Event, EventKind, Outcome};
 
 pub mod http;
+pub mod sink;
+pub mod template;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod testing;
 

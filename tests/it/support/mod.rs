@@ -4,12 +4,15 @@
 //! condition or for what a plugin logs. Tests wait by polling with a deadline
 //! ([`eventually`], [`wait_for_log`]), never by sleeping a fixed time.
 
+pub mod alertmanager;
 pub mod browser;
 pub mod daemon;
 pub mod hostile;
 pub mod process;
 pub mod prometheus;
 pub mod promql;
+pub mod python;
+pub mod rabbitmq;
 pub mod receiver;
 pub mod registry;
 pub mod sim;

@@ -45,6 +45,8 @@ pub struct Received {
     pub headers: Vec<(String, String)>,
     /// The body, parsed as JSON (null if it is not).
     pub body: Value,
+    /// The body as it came (a protobuf one, say).
+    pub raw: Vec<u8>,
     /// What the receiver did with it.
     pub mode: Mode,
     /// When it was read.
@@ -179,6 +181,7 @@ async fn serve(mut stream: impl AsyncRead + AsyncWrite + Unpin, shared: Arc<Shar
             path,
             headers,
             body: serde_json::from_slice(&body).unwrap_or(Value::Null),
+            raw: body,
             mode,
             at: std::time::Instant::now(),
         });

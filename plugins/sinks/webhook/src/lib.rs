@@ -17,7 +17,12 @@
 //!
 //! The event, as the template sees it (and as the body is without one):
 //! `{"kind": "added|updated|deleted|sync", "route", "attempt", "object", "oldObject",
-//! "finalStateUnknown"}`. See [`template`] for the placeholders.
+//! "finalStateUnknown"}`. See `switchyard_sdk::template` for the
+//! placeholders.
+//!
+//! Each request carries an `Idempotency-Key` header (unless `headers` sets one):
+//! `UID.RESOURCEVERSION.CHANGE` (`add`, `update`, `delete`), the same for every attempt at
+//! one change, across retries and restarts, so a receiver can drop a duplicate.
 //!
 //! Anything but a 2xx answer, and a timeout or a failed connection, is an error: the daemon
 //! retries the event with backoff and then keeps it as a dead letter, whose error names the
@@ -27,14 +32,14 @@
 //! event is sent again after the wait the receiver asks for (at most 5 minutes; 1 s for a
 //! 429 without `Retry-After`), and the wait does not count toward `max_retries`.
 
-mod template;
-
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 use switchyard_sdk::http::Request;
-use switchyard_sdk::{Configured, Event, EventKind, Level, Outcome, export_handler, log};
+use switchyard_sdk::sink::{change_key, check_header, event_json};
+use switchyard_sdk::template;
+use switchyard_sdk::{Configured, Event, Level, Outcome, export_handler, log};
 
 /// The handler's `config`.
 #[derive(Debug, Deserialize)]
@@ -86,7 +91,7 @@ impl Config {
             ));
         }
         for (name, value) in &config.headers {
-            check_header(name, value)?;
+            check_header(name, value, "config.headers")?;
         }
         if let Some(body) = &config.body {
             template::check(body, "config.body")?;
@@ -95,45 +100,11 @@ impl Config {
     }
 }
 
-/// A header name must be an HTTP token and a value must not hold control characters.
-fn check_header(name: &str, value: &str) -> Result<(), String> {
-    let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
-    if name.is_empty() || !name.chars().all(token) {
-        return Err(format!(
-            "config.headers: {name:?} is not a valid header name"
-        ));
+impl Config {
+    /// Whether the config sets the header `name` (any case).
+    fn has_header(&self, name: &str) -> bool {
+        self.headers.keys().any(|n| n.eq_ignore_ascii_case(name))
     }
-    if value.chars().any(|c| c.is_control() && c != '\t') {
-        return Err(format!(
-            "config.headers.{name}: the value holds a control character (a line break?)"
-        ));
-    }
-    Ok(())
-}
-
-/// The event as JSON: what the template reads, and the body without one.
-fn event_json(event: &Event) -> Result<Value, String> {
-    let parse = |what: &str, text: &str| {
-        serde_json::from_str::<Value>(text).map_err(|e| format!("the event's {what}: {e}"))
-    };
-    let kind = match event.kind {
-        EventKind::Added => "added",
-        EventKind::Updated => "updated",
-        EventKind::Deleted => "deleted",
-        EventKind::Sync => "sync",
-    };
-    let old = match &event.old_object {
-        Some(text) => parse("old object", text)?,
-        None => Value::Null,
-    };
-    Ok(json!({
-        "kind": kind,
-        "route": event.route,
-        "attempt": event.attempt,
-        "object": parse("object", &event.object)?,
-        "oldObject": old,
-        "finalStateUnknown": event.final_state_unknown,
-    }))
 }
 
 /// The error for a request that failed; one too large also names `hint`, what else helps.
@@ -178,6 +149,7 @@ impl Configured for Webhook {
 
     fn handle(&self, event: Event) -> Result<Outcome, String> {
         let config = &self.config;
+        let key = change_key(event.kind, &switchyard_sdk::sink::object(&event)?);
         let event = event_json(&event)?;
         let body = match &config.body {
             Some(template) => template::fill(template, &event),
@@ -187,10 +159,10 @@ impl Configured for Webhook {
         for (name, value) in &config.headers {
             request = request.header(name, value);
         }
-        let typed = config
-            .headers
-            .keys()
-            .any(|n| n.eq_ignore_ascii_case("content-type"));
+        if !config.has_header("idempotency-key") {
+            request = request.header("idempotency-key", &key);
+        }
+        let typed = config.has_header("content-type");
         request = if typed {
             request.body(body.to_string())
         } else {
@@ -216,6 +188,8 @@ export_handler!(Webhook);
 
 #[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests {
+    use serde_json::json;
+    use switchyard_sdk::EventKind;
     use switchyard_sdk::http::{Error, Response};
     use switchyard_sdk::testing::{TestHost, event, updated};
 
@@ -250,6 +224,10 @@ mod tests {
             request.headers,
             [
                 ("authorization".to_string(), "Bearer t".to_string()),
+                (
+                    "idempotency-key".to_string(),
+                    "default/a..update".to_string()
+                ),
                 ("content-type".to_string(), "application/json".to_string()),
             ]
         );
@@ -277,10 +255,13 @@ mod tests {
         assert_eq!(request.method, "PUT");
         assert_eq!(
             request.headers,
-            [(
-                "Content-Type".to_string(),
-                "application/vnd.audit+json".to_string()
-            )]
+            [
+                (
+                    "Content-Type".to_string(),
+                    "application/vnd.audit+json".to_string()
+                ),
+                ("idempotency-key".to_string(), "default/a..add".to_string()),
+            ]
         );
         let body: Value = serde_json::from_slice(&request.body).unwrap();
         assert_eq!(
@@ -288,6 +269,29 @@ mod tests {
             json!({"change": "added", "name": "a", "labels": {"app": "shop"},
                    "cluster": "prod", "text": "ConfigMap a was added"})
         );
+    }
+
+    #[test]
+    fn the_idempotency_key_names_the_change_unless_the_config_sets_one() {
+        let mut object = cm("a", "1");
+        object["metadata"]["uid"] = json!("u-1");
+        object["metadata"]["resourceVersion"] = json!("9");
+        let key = |config: Value, kind| {
+            let report = host(config).handle::<Webhook>(event(kind, object.clone()));
+            let request = &report.requests[0];
+            let found = request
+                .headers
+                .iter()
+                .filter(|(n, _)| n.eq_ignore_ascii_case("idempotency-key"));
+            found.map(|(_, v)| v.clone()).collect::<Vec<_>>()
+        };
+        assert_eq!(key(json!({"url": URL}), EventKind::Added), ["u-1.9.add"]);
+        assert_eq!(
+            key(json!({"url": URL}), EventKind::Deleted),
+            ["u-1.9.delete"]
+        );
+        let own = json!({"url": URL, "headers": {"Idempotency-Key": "mine"}});
+        assert_eq!(key(own, EventKind::Added), ["mine"]);
     }
 
     #[test]
