@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the shipped sinks (plugins/sinks: webhook, slack, cloudevents) and puts the
+# Builds the shipped sinks (plugins/sinks: webhook, slack, cloudevents, aws) and puts the
 # components the binary carries as `builtin:NAME` into src/plugin/builtin/, with the digest
 # of the sources they were built from (sources.sha256). Run it after changing a sink, the
 # SDK, the WIT contract or plugins/Cargo.lock: a test fails until the components match
@@ -8,8 +8,8 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 cargo build --quiet --manifest-path plugins/Cargo.toml --target wasm32-wasip2 --release \
-  --target-dir plugins/target -p webhook -p slack -p cloudevents
-for name in webhook slack cloudevents; do
+  --target-dir plugins/target -p webhook -p slack -p cloudevents -p aws
+for name in webhook slack cloudevents aws; do
   cp "plugins/target/wasm32-wasip2/release/$name.wasm" "src/plugin/builtin/$name.wasm"
 done
 scripts/builtin-sources-digest.sh > src/plugin/builtin/sources.sha256

@@ -1,5 +1,5 @@
 //! Plugins carried in the binary: the shipped sinks (`plugins/sinks`), named
-//! `builtin:webhook`, `builtin:slack` and `builtin:cloudevents` in a handler's `plugin:`, so
+//! `builtin:webhook`, `builtin:slack`, `builtin:cloudevents` and `builtin:aws` in a handler's `plugin:`, so
 //! the recipes that use them run from an installed binary with nothing built.
 //!
 //! # Decision: built components committed beside this file, checked against their sources
@@ -21,10 +21,11 @@ use super::loader::PluginFile;
 pub const PREFIX: &str = "builtin:";
 
 /// The plugins carried in the binary, by name.
-const PLUGINS: [(&str, &[u8]); 3] = [
+const PLUGINS: [(&str, &[u8]); 4] = [
     ("webhook", include_bytes!("builtin/webhook.wasm")),
     ("slack", include_bytes!("builtin/slack.wasm")),
     ("cloudevents", include_bytes!("builtin/cloudevents.wasm")),
+    ("aws", include_bytes!("builtin/aws.wasm")),
 ];
 
 /// The digest of the sources the carried plugins were built from (see the module docs).
@@ -83,7 +84,7 @@ mod tests {
         assert!(component("webhook").is_none());
         assert_eq!(
             unknown("builtin:webhok"),
-            "there is no built-in plugin \"builtin:webhok\"; the binary carries builtin:webhook, builtin:slack, builtin:cloudevents"
+            "there is no built-in plugin \"builtin:webhok\"; the binary carries builtin:webhook, builtin:slack, builtin:cloudevents, builtin:aws"
         );
     }
 }
