@@ -2,9 +2,9 @@
 //! of the AWS APIs, from PyPI) and the simulator: a ConfigMap's change reaches SNS (and the
 //! queue subscribed to it), an SQS FIFO queue, EventBridge (and the queue its rule
 //! targets), Firehose (and the S3 bucket it writes to) and CloudWatch Logs (a stream the
-//! sink creates), read back with boto3; a refusal is a dead letter naming AWS's code; a
-//! failing endpoint is retried with the same deduplication id; a web identity token read
-//! from a file is exchanged with moto's STS.
+//! sink creates), read back with boto3; a refusal is a dead letter naming AWS's code, and
+//! so is a message too large; a throttling, then failing endpoint is retried with the same
+//! deduplication id; a web identity token read from a file is exchanged with moto's STS.
 
 mod moto;
 
@@ -152,7 +152,7 @@ async fn a_change_reaches_sns_sqs_eventbridge_firehose_and_cloudwatch_logs_read_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_missing_queue_is_a_dead_letter_naming_aws_s_error_code_and_message() {
+async fn a_missing_queue_and_a_message_too_large_are_dead_letters_saying_why() {
     let moto = Moto::start().await;
     let m = &moto.endpoint;
     let settings = format!(
@@ -160,33 +160,56 @@ async fn a_missing_queue_is_a_dead_letter_naming_aws_s_error_code_and_message() 
     );
     let t = TestDaemon::start(&config(&[handler("sqs", &settings, m)])).await;
     t.create_configmap(json!({"metadata": {"name": "a"}})).await;
-    let letters = support::eventually("a dead letter", WAIT, async || {
+    // Larger than SQS takes, even without an old object: refused before it is sent.
+    t.create_configmap(json!({"metadata": {"name": "big"}, "data": {"v": "x".repeat(300_000)}}))
+        .await;
+    let letters = support::eventually("two dead letters", WAIT, async || {
         let (_, body) = t.get("/handlers/sqs/dead-letters").await;
         let letters = body["dead_letters"].as_array().cloned().unwrap_or_default();
-        (!letters.is_empty()).then_some(letters)
+        (letters.len() == 2).then_some(letters)
     })
     .await;
+    let letter = |id: &str| letters.iter().find(|l| l["id"] == id).unwrap();
+    let missing = letter("sqs/default/a");
     assert_eq!(
-        letters[0]["last_error"],
+        missing["last_error"],
         "permanent: AWS answered 400 QueueDoesNotExist: The specified queue does not exist.",
         "{letters:#?}"
     );
-    assert_eq!(letters[0]["attempts"], 1, "{letters:#?}");
+    assert_eq!(missing["attempts"], 1, "{letters:#?}");
+    let big = letter("sqs/default/big")["last_error"].as_str().unwrap();
+    assert!(
+        big.starts_with("permanent: the message is 300")
+            && big.ends_with("more than SQS takes (262144 bytes) even without the old object"),
+        "{big}"
+    );
     t.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_failing_endpoint_is_retried_with_the_same_deduplication_id_until_it_answers() {
+async fn a_throttling_then_failing_endpoint_is_retried_with_the_same_deduplication_id_until_it_answers()
+ {
     let receiver = Receiver::start().await;
-    receiver.set(Mode::InternalError);
+    receiver.set(Mode::RateLimited);
     let r = receiver.url("http");
     let settings = format!(
         "service: sqs, endpoint: \"{r}\", credentials: {KEYS}, queue_url: \"{r}/1/q.fifo\""
     );
     let t = TestDaemon::start(&config(&[handler("sqs", &settings, &r)])).await;
+    let mut logs = t.logs.resubscribe();
     t.create_configmap(json!({"metadata": {"name": "a"}})).await;
+    // A 429 with `Retry-After: 1` is waited out, logged, and no failure.
+    support::wait_for_log(&mut logs, WAIT, |l| {
+        l.message == "SQS asked to slow down: sending again in 1000 ms"
+    })
+    .await;
+    support::eventually_sync("two throttled attempts", WAIT, || {
+        (receiver.received().len() >= 2).then_some(())
+    })
+    .await;
+    receiver.set(Mode::InternalError);
     support::eventually_sync("three failed attempts", WAIT, || {
-        (receiver.received().len() >= 3).then_some(())
+        (receiver.received().len() >= 5).then_some(())
     })
     .await;
     receiver.set(Mode::Ok);
