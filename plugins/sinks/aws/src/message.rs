@@ -113,7 +113,7 @@ pub fn fifo_id(text: &str) -> String {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests {
     use switchyard_sdk::testing::{event, updated};
 
