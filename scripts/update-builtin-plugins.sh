@@ -19,6 +19,7 @@ names=(
   opsgenie
   teams
   discord
+  aws
 )
 cargo build --quiet --manifest-path plugins/Cargo.toml --target wasm32-wasip2 --release \
   --target-dir plugins/target "${names[@]/#/--package=}"

@@ -43,7 +43,8 @@
 //!   bindings, host imports, loading and the plugins folder watcher.
 //! - [`informer`]: shared watches (reflector), the indexed cache (store) and deltas.
 //! - [`secrets`]: the Secrets handlers' configs name (`valueFrom: {secretKeyRef: …}`),
-//!   each watched alone, resolved into the config a plugin's `init` takes.
+//!   each watched alone, and the files they name (`valueFrom: {file: …}`), polled,
+//!   resolved into the config a plugin's `init` takes.
 //! - [`election`]: `ha.mode: leader`: leader election through a Lease (client-go's
 //!   algorithm) and its status.
 //! - [`sim`]: the built-in Kubernetes API simulator (a stage of its own, used by tests,

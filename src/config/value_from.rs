@@ -1,6 +1,7 @@
 //! Values of a handler's `config:` that are not written in the file: a mapping whose one key
-//! is `valueFrom:` takes its value from a key of a Kubernetes Secret or from an environment
-//! variable of the daemon, when the plugin's instances are made.
+//! is `valueFrom:` takes its value from a key of a Kubernetes Secret, from an environment
+//! variable of the daemon, or from a file the daemon reads (a projected service account
+//! token), when the plugin's instances are made.
 //!
 //! ```yaml
 //! config:
@@ -8,6 +9,7 @@
 //!   headers:
 //!     Authorization: {valueFrom: {secretKeyRef: {name: receiver, key: token, namespace: ops}}}
 //!   channel: {valueFrom: {env: SLACK_CHANNEL}}
+//!   token: {valueFrom: {file: /var/run/secrets/eks.amazonaws.com/serviceaccount/token}}
 //! ```
 //!
 //! The config keeps the reference (what `/status`, `/handlers/…` and `check` show); only the
@@ -38,6 +40,8 @@ pub enum ValueSource {
     Secret(SecretKeyRef),
     /// An environment variable of the daemon.
     Env(String),
+    /// A file the daemon reads, by absolute path (a projected token the kubelet rotates).
+    File(String),
 }
 
 impl fmt::Display for ValueSource {
@@ -48,6 +52,7 @@ impl fmt::Display for ValueSource {
                 None => write!(f, "Secret {} key {:?}", s.name, s.key),
             },
             ValueSource::Env(var) => write!(f, "environment variable {var}"),
+            ValueSource::File(path) => write!(f, "file {path}"),
         }
     }
 }
@@ -125,8 +130,7 @@ fn walk(
     }
 }
 
-const EXPECTED: &str =
-    "expected {secretKeyRef: {name: NAME, key: KEY}} (namespace: optional) or {env: VARIABLE}";
+const EXPECTED: &str = "expected {secretKeyRef: {name: NAME, key: KEY}} (namespace: optional), {env: VARIABLE} or {file: /ABSOLUTE/PATH}";
 
 /// The source a `valueFrom:` names.
 fn source(from: &Value) -> Result<ValueSource, String> {
@@ -138,6 +142,16 @@ fn source(from: &Value) -> Result<ValueSource, String> {
             Some(var) if is_env_name(var) => Ok(ValueSource::Env(var.to_string())),
             _ => Err(format!(
                 "env: {env} is not an environment variable name (letters, digits and '_', not starting with a digit)"
+            )),
+        };
+    }
+    if let Some(file) = map.get("file") {
+        return match file.as_str() {
+            Some(path) if path.starts_with('/') && !path.split('/').any(|p| p == "..") => {
+                Ok(ValueSource::File(path.to_string()))
+            }
+            _ => Err(format!(
+                "file: {file} is not an absolute path without `..` (the daemon's file system)"
             )),
         };
     }
@@ -245,11 +259,12 @@ mod tests {
             "headers": {"X-Token": {"valueFrom": {"secretKeyRef": {"name": "r", "key": "t", "namespace": "ops"}}}},
             "list": [1, {"valueFrom": {"env": "CHANNEL"}}],
             "plain": {"env": "not a reference"},
+            "token": {"valueFrom": {"file": "/var/run/token"}},
         });
         let (refs, errors) = collect(&config);
         assert!(errors.is_empty(), "{errors:?}");
         let pointers: Vec<_> = refs.iter().map(|r| r.pointer.as_str()).collect();
-        assert_eq!(pointers, ["/headers/X-Token", "/list/1", "/url"]);
+        assert_eq!(pointers, ["/headers/X-Token", "/list/1", "/token", "/url"]);
         let resolved = substitute(&config, &refs, |s| Some(s.to_string())).unwrap();
         assert_eq!(resolved["url"], json!("Secret slack key \"url\""));
         assert_eq!(
@@ -258,6 +273,7 @@ mod tests {
         );
         assert_eq!(resolved["list"][1], json!("environment variable CHANNEL"));
         assert_eq!(resolved["plain"], json!({"env": "not a reference"}));
+        assert_eq!(resolved["token"], json!("file /var/run/token"));
         let missing = substitute(&config, &refs, |s| match s {
             ValueSource::Env(_) => None,
             _ => Some("v".into()),
@@ -274,6 +290,8 @@ mod tests {
             "c": {"valueFrom": {"secretKeyRef": {"name": "s"}}},
             "d": {"valueFrom": {"env": "X"}, "other": 1},
             "e": {"valueFrom": "X"},
+            "f": {"valueFrom": {"file": "token"}},
+            "g": {"valueFrom": {"file": "/var/../etc/shadow"}},
         });
         let (refs, errors) = collect(&config);
         assert!(refs.is_empty());
@@ -285,8 +303,15 @@ mod tests {
                 "b.valueFrom",
                 "c.valueFrom",
                 "d.valueFrom",
-                "e.valueFrom"
+                "e.valueFrom",
+                "f.valueFrom",
+                "g.valueFrom"
             ]
+        );
+        assert!(
+            errors[5].1.contains("not an absolute path"),
+            "{}",
+            errors[5].1
         );
         assert!(errors[0].1.contains("\"Bad_Name\""), "{}", errors[0].1);
         assert!(errors[2].1.contains("name and key"), "{}", errors[2].1);

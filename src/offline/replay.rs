@@ -280,6 +280,7 @@ pub fn placeholder_config(spec: &HandlerSpec) -> (serde_json::Value, Vec<String>
             let slug: String = match &r.source {
                 ValueSource::Secret(s) => format!("secret/{}/{}", s.name, s.key),
                 ValueSource::Env(var) => format!("env/{var}"),
+                ValueSource::File(path) => format!("file{path}"),
             }
             .chars()
             .map(|c| {

@@ -1,5 +1,5 @@
 //! Plugins carried in the binary: the shipped sinks (`plugins/sinks`), named
-//! `builtin:webhook`, `builtin:slack` and `builtin:cloudevents` in a handler's `plugin:`, so
+//! `builtin:webhook`, `builtin:slack`, `builtin:cloudevents` and `builtin:aws` in a handler's `plugin:`, so
 //! the recipes that use them run from an installed binary with nothing built.
 //!
 //! # Decision: built components committed beside this file, checked against their sources
@@ -32,6 +32,7 @@ const PLUGINS: &[(&str, &[u8])] = &[
     ("opsgenie", include_bytes!("builtin/opsgenie.wasm")),
     ("teams", include_bytes!("builtin/teams.wasm")),
     ("discord", include_bytes!("builtin/discord.wasm")),
+    ("aws", include_bytes!("builtin/aws.wasm")),
 ];
 
 /// The digest of the sources the carried plugins were built from (see the module docs).
@@ -90,7 +91,7 @@ mod tests {
         assert!(component("webhook").is_none());
         assert_eq!(
             unknown("builtin:webhok"),
-            "there is no built-in plugin \"builtin:webhok\"; the binary carries builtin:webhook, builtin:slack, builtin:cloudevents, builtin:alertmanager, builtin:rabbitmq, builtin:otlp, builtin:pagerduty, builtin:opsgenie, builtin:teams, builtin:discord"
+            "there is no built-in plugin \"builtin:webhok\"; the binary carries builtin:webhook, builtin:slack, builtin:cloudevents, builtin:alertmanager, builtin:rabbitmq, builtin:otlp, builtin:pagerduty, builtin:opsgenie, builtin:teams, builtin:discord, builtin:aws"
         );
     }
 }

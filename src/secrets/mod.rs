@@ -5,8 +5,13 @@
 //! [`Secrets::changed`], and the daemon then applies its config again, which replaces each
 //! handler whose resolved config differs: new instances are made with the new value.
 //!
+//! Files named (`valueFrom: {file: …}`) are read again every few seconds ([`files`]), and a
+//! change is announced the same way.
+//!
 //! A value resolved here is remembered by [`crate::util::redact`], so the daemon's output
 //! never shows it.
+
+mod files;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -62,6 +67,7 @@ pub struct Secrets {
     client: kube::Client,
     namespace: String,
     watched: Mutex<HashMap<SecretName, Watched>>,
+    files: Mutex<HashMap<String, files::Polled>>,
     changed: watch::Sender<u64>,
 }
 
@@ -74,6 +80,7 @@ impl Secrets {
             namespace: crate::util::identity::namespace_of(&client),
             client,
             watched: Mutex::new(HashMap::new()),
+            files: Mutex::new(HashMap::new()),
             changed: watch::channel(0).0,
         })
     }
@@ -94,13 +101,14 @@ impl Secrets {
     /// those no longer named stop. Waits (up to a few seconds) until each new one has been
     /// read once, so a config applied now resolves what exists.
     pub async fn track(&self, config: &Config) {
+        self.track_files(config);
         let wanted: BTreeSet<SecretName> = config
             .handlers
             .iter()
             .flat_map(|h| &h.value_refs)
             .filter_map(|r| match &r.source {
                 ValueSource::Secret(s) => Some(self.name_of(s)),
-                ValueSource::Env(_) => None,
+                ValueSource::Env(_) | ValueSource::File(_) => None,
             })
             .collect();
         let mut started = Vec::new();
@@ -131,6 +139,27 @@ impl Secrets {
             }
         };
         let _ = tokio::time::timeout(FIRST_READ, read).await;
+    }
+
+    /// Polls every file `config`'s handlers name, and no other.
+    fn track_files(&self, config: &Config) {
+        let wanted: BTreeSet<&String> = config
+            .handlers
+            .iter()
+            .flat_map(|h| &h.value_refs)
+            .filter_map(|r| match &r.source {
+                ValueSource::File(path) => Some(path),
+                _ => None,
+            })
+            .collect();
+        let mut files = lock(&self.files);
+        files.retain(|path, _| wanted.contains(path));
+        for path in wanted {
+            if !files.contains_key(path) {
+                let polled = files::poll(path.clone(), self.changed.clone());
+                files.insert(path.clone(), polled);
+            }
+        }
     }
 
     /// `spec`'s config with every `valueFrom:` replaced by its value, as the JSON the
@@ -172,6 +201,7 @@ impl Secrets {
                     std::env::VarError::NotUnicode(_) => "not UTF-8 text".into(),
                 });
             }
+            ValueSource::File(path) => return files::read(path),
             ValueSource::Secret(secret) => secret,
         };
         let name = self.name_of(secret);

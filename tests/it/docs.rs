@@ -189,7 +189,7 @@ fn every_relative_link_and_anchor_in_the_documentation_resolves() {
 }
 
 /// The first ```yaml block of `text` after `after`.
-fn yaml_block<'a>(text: &'a str, after: &str) -> &'a str {
+pub(crate) fn yaml_block<'a>(text: &'a str, after: &str) -> &'a str {
     text.split(after)
         .nth(1)
         .and_then(|s| s.split("```yaml\n").nth(1))

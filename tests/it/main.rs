@@ -53,6 +53,7 @@ mod secrets;
 mod shadow;
 mod sharded;
 mod sinks;
+mod sinks_aws;
 mod state;
 mod state_faults;
 mod unserved;

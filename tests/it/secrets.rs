@@ -3,7 +3,8 @@
 //! handler waits for a Secret not there yet (named in `/readyz?verbose` and `/status`),
 //! starts once it is created, and a rotated value reaches the next call; no value ever
 //! appears in the daemon's log, `/status`, `/handlers/…` or the metrics, though the plugin
-//! logs its whole config. `rbac` grants exactly that Secret.
+//! logs its whole config. `rbac` grants exactly that Secret. A value from a file is waited
+//! for until the file is there, and a rewritten file reaches the next call.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -305,4 +306,73 @@ routes:
     for doc in out.split("---").filter(|d| d.contains("\"secrets\"")) {
         assert!(doc.contains("resourceNames"), "{doc}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_value_is_waited_for_and_a_rewritten_file_reaches_new_instances() {
+    let receiver = Receiver::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    let yaml = format!(
+        "
+handlers:
+  sink:
+    plugin: builtin:webhook
+    timeout: 2s
+    backoff_base: 20ms
+    qps: 0
+    config:
+      url: {url}
+      headers:
+        x-token: {{valueFrom: {{file: \"{token}\"}}}}
+    capabilities:
+      http: [\"{url}\"]
+routes:
+  - name: cms
+    resource: configmaps
+    handler: sink
+    delivery: every
+",
+        url = receiver.url("http"),
+        token = token.display(),
+    );
+    let t = support::TestDaemon::start(&yaml).await;
+    t.create_configmap(json!({"metadata": {"name": "a"}})).await;
+    let waiting = support::eventually("the handler waiting for the file", WAIT, async || {
+        let status = t.status_json().await;
+        let waiting = status["handlers"][0]["waiting_for"].to_string();
+        waiting.contains("no such file").then_some(waiting)
+    })
+    .await;
+    assert!(
+        waiting.contains(&format!("file {}", token.display())),
+        "{waiting}"
+    );
+    assert!(receiver.received().is_empty());
+    std::fs::write(&token, "first-token-value\n").unwrap();
+    let first = support::eventually_sync("the first delivery", WAIT, || {
+        receiver.received().into_iter().next()
+    })
+    .await;
+    assert_eq!(header(&first, "x-token"), Some("first-token-value"));
+    // The kubelet rewrites a projected token before it expires: the next call has the new one.
+    // The daemon reads the file again every few seconds: changes made until then go with
+    // the first token, so one more is made each half second until one has the second.
+    std::fs::write(&token, "second-token-value\n").unwrap();
+    let mut made = 0;
+    support::eventually("a delivery with the new token", WAIT, async || {
+        let rotated = receiver
+            .received()
+            .into_iter()
+            .find(|r| header(r, "x-token") == Some("second-token-value"));
+        if rotated.is_none() {
+            made += 1;
+            t.create_configmap(json!({"metadata": {"name": format!("b{made}")}}))
+                .await;
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        rotated
+    })
+    .await;
+    t.stop().await;
 }

@@ -55,14 +55,19 @@ pub(super) fn build_handler(
         errors.at(at(&format!("config.{path}")), why);
     }
     for r in &value_refs {
-        if let crate::config::value_from::ValueSource::Env(var) = &r.source
-            && std::env::var_os(var).is_none()
-        {
-            errors.warn_at(
-                at(&format!("config.{}.valueFrom", r.path)),
-                format!("environment variable {var} is not set here: the handler waits until the daemon runs with it set"),
-            );
-        }
+        use crate::config::value_from::ValueSource;
+        let missing = match &r.source {
+            ValueSource::Env(var) if std::env::var_os(var).is_none() => {
+                format!(
+                    "environment variable {var} is not set here: the handler waits until the daemon runs with it set"
+                )
+            }
+            ValueSource::File(path) if !std::path::Path::new(path).is_file() => {
+                format!("file {path} is not here: the handler waits until the daemon can read it")
+            }
+            _ => continue,
+        };
+        errors.warn_at(at(&format!("config.{}.valueFrom", r.path)), missing);
     }
     let qps = match h.qps {
         Some(0.0) => None,

@@ -1,6 +1,6 @@
 //! Helm's own engine for the chart tests: `helm-python-sdk` from PyPI (Helm v4's Go SDK
 //! through `libhelm_c`; no `helm` binary), installed with pip into a virtual environment
-//! under the build's temporary folder on first use, driven through `helm.py` beside this
+//! under the build's temporary folder on first use (`support::python`), driven through `helm.py` beside this
 //! file: one JSON request in, one JSON answer out.
 
 use std::path::{Path, PathBuf};

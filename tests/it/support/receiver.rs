@@ -34,6 +34,8 @@ pub enum Mode {
     EchoReject,
     /// Answers 503 (without `Retry-After`) with a body that echoes the request likewise.
     EchoUnavailable,
+    /// Answers 500 with an AWS JSON error (`InternalFailure`), as a failing AWS API does.
+    InternalError,
 }
 
 /// One request the receiver read.
@@ -205,6 +207,9 @@ async fn serve(mut stream: impl AsyncRead + AsyncWrite + Unpin, shared: Arc<Shar
             }
             Mode::Down => {
                 b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 4\r\n\r\ndown"
+            }
+            Mode::InternalError => {
+                b"HTTP/1.1 500 Internal Server Error\r\ncontent-length: 45\r\n\r\n{\"__type\":\"InternalFailure\",\"message\":\"down\"}"
             }
             Mode::RateLimited => {
                 b"HTTP/1.1 429 Too Many Requests\r\nretry-after: 1\r\ncontent-length: 12\r\n\r\nrate_limited"

@@ -1,0 +1,252 @@
+//! Each service's call for one message: SNS `Publish`, SQS `SendMessage`, EventBridge
+//! `PutEvents`, Firehose `PutRecord`, CloudWatch Logs `PutLogEvents`. One event per
+//! request; each builds its request body from a [`Message`] so that a batch call
+//! (`SendMessageBatch`, `PutRecordBatch`, several `PutEvents` entries) can take a list of
+//! them later.
+
+use serde_json::{Value, json};
+use sigv4::{Credentials, Scope};
+
+use crate::aws::{self, AwsError, Protocol, Refusal, Target};
+use crate::config::{Config, Service};
+use crate::message::{Message, fifo_id};
+
+/// Sends `message` to the service `config` names.
+pub fn send(config: &Config, credentials: &Credentials, message: &Message) -> Result<(), Refusal> {
+    let endpoint = config.endpoint();
+    let target = |protocol| Target {
+        endpoint: &endpoint,
+        scope: Scope {
+            region: &config.region,
+            service: config.service.signing_name(),
+        },
+        protocol,
+    };
+    let call =
+        |protocol, body: &str| aws::call(&target(protocol), Some(credentials), body.as_bytes());
+    match config.service {
+        Service::Sns => call(Protocol::Query, &sns(config, message)).map(drop),
+        Service::Sqs => call(
+            Protocol::Json10("AmazonSQS.SendMessage"),
+            &sqs(config, message),
+        )
+        .map(drop),
+        Service::Eventbridge => {
+            let answer = call(
+                Protocol::Json11("AWSEvents.PutEvents"),
+                &eventbridge(config, message),
+            )?;
+            eventbridge_entry(&answer.text())
+        }
+        Service::Firehose => call(
+            Protocol::Json11("Firehose_20150804.PutRecord"),
+            &firehose(config, message),
+        )
+        .map(drop),
+        Service::Logs => logs(config, message, &call),
+    }
+}
+
+/// SNS `Publish` (query protocol); a FIFO topic (`….fifo`) gets the group and the
+/// change's id as deduplication id.
+fn sns(config: &Config, message: &Message) -> String {
+    let topic = config.topic_arn.as_deref().unwrap_or_default();
+    let mut pairs = vec![
+        ("Action", "Publish".to_string()),
+        ("Version", "2010-03-31".to_string()),
+        ("TopicArn", topic.to_string()),
+        ("Message", message.text.clone()),
+    ];
+    if let Some(subject) = &config.subject {
+        pairs.push(("Subject", subject.clone()));
+    }
+    if topic.ends_with(".fifo") {
+        pairs.push(("MessageGroupId", group(config, message)));
+        pairs.push(("MessageDeduplicationId", fifo_id(&message.id)));
+    }
+    let pairs: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    aws::form(&pairs)
+}
+
+/// The FIFO message group: `message_group_id`, else the object.
+fn group(config: &Config, message: &Message) -> String {
+    fifo_id(
+        config
+            .message_group_id
+            .as_deref()
+            .unwrap_or(&message.object),
+    )
+}
+
+/// SQS `SendMessage` (JSON 1.0); a FIFO queue (`….fifo`) as for SNS.
+fn sqs(config: &Config, message: &Message) -> String {
+    let queue = config.queue_url.as_deref().unwrap_or_default();
+    let mut body = json!({"QueueUrl": queue, "MessageBody": message.text});
+    if queue.ends_with(".fifo") {
+        body["MessageGroupId"] = group(config, message).into();
+        body["MessageDeduplicationId"] = fifo_id(&message.id).into();
+    }
+    body.to_string()
+}
+
+/// EventBridge's `Source` and `DetailType` for `message`.
+pub fn eventbridge_names(config: &Config, kind: &str, change: &str) -> (String, String) {
+    let source = config.source.clone().unwrap_or_else(|| "switchyard".into());
+    let detail_type = config
+        .detail_type
+        .clone()
+        .unwrap_or_else(|| format!("Kubernetes {kind} {change}"));
+    (source, detail_type)
+}
+
+/// EventBridge `PutEvents` with one entry (JSON 1.1).
+fn eventbridge(config: &Config, message: &Message) -> String {
+    let (source, detail_type) = eventbridge_names(config, &message.kind, message.change);
+    let bus = config.event_bus.as_deref().unwrap_or("default");
+    json!({"Entries": [{"Source": source, "DetailType": detail_type, "Detail": message.text,
+                        "EventBusName": bus}]})
+    .to_string()
+}
+
+/// `PutEvents` answers 200 with a failed entry: its error code says whether to retry.
+fn eventbridge_entry(answer: &str) -> Result<(), Refusal> {
+    let answer: Value = serde_json::from_str(answer).unwrap_or_default();
+    if answer["FailedEntryCount"].as_u64().unwrap_or(0) == 0 {
+        return Ok(());
+    }
+    let entry = &answer["Entries"][0];
+    let code = entry["ErrorCode"].as_str().unwrap_or("Unknown").to_string();
+    let message = entry["ErrorMessage"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    if aws::is_throttling(&code) {
+        return Err(Refusal::Throttled(aws::throttle_wait(None)));
+    }
+    // `InternalFailure` is the one failure of an entry that a retry can change.
+    let status = if code == "InternalFailure" { 500 } else { 400 };
+    Err(Refusal::Refused(AwsError {
+        status,
+        code,
+        message,
+    }))
+}
+
+/// Firehose `PutRecord`: the message and a newline (so the objects Firehose writes to S3
+/// are newline-delimited JSON), base64.
+fn firehose(config: &Config, message: &Message) -> String {
+    let data = base64(format!("{}\n", message.text).as_bytes());
+    json!({"DeliveryStreamName": config.delivery_stream, "Record": {"Data": data}}).to_string()
+}
+
+/// CloudWatch Logs `PutLogEvents`; a missing stream is created (`CreateLogStream`) and the
+/// event put again. A missing group is a refusal: the sink does not create groups (their
+/// retention and encryption are the account's choice).
+fn logs(
+    config: &Config,
+    message: &Message,
+    call: &dyn Fn(Protocol, &str) -> Result<switchyard_sdk::http::Response, Refusal>,
+) -> Result<(), Refusal> {
+    let stream = json!({"logGroupName": config.log_group, "logStreamName": config.log_stream});
+    let mut put = stream.clone();
+    put["logEvents"] = json!([{"timestamp": aws::now() * 1000, "message": message.text}]);
+    let put = put.to_string();
+    match call(Protocol::Json11("Logs_20140328.PutLogEvents"), &put) {
+        Err(Refusal::Refused(e))
+            if e.code == "ResourceNotFoundException" && !e.message.contains("group") =>
+        {
+            match call(
+                Protocol::Json11("Logs_20140328.CreateLogStream"),
+                &stream.to_string(),
+            ) {
+                Err(Refusal::Refused(e)) if e.code == "ResourceAlreadyExistsException" => {}
+                created => {
+                    created?;
+                }
+            }
+            switchyard_sdk::log(
+                switchyard_sdk::Level::Info,
+                &format!(
+                    "created the log stream {:?} in {:?}",
+                    config.log_stream.as_deref().unwrap_or_default(),
+                    config.log_group.as_deref().unwrap_or_default()
+                ),
+            );
+            call(Protocol::Json11("Logs_20140328.PutLogEvents"), &put).map(drop)
+        }
+        other => other.map(drop),
+    }
+}
+
+/// Standard base64 with padding.
+fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// The bytes of an EventBridge entry besides its `Detail`, which count toward its 256 KiB.
+pub fn eventbridge_overhead(config: &Config, kind: &str) -> usize {
+    let (source, detail_type) = eventbridge_names(config, kind, "updated");
+    // The entry's time (14 bytes) and the bus's name are counted too.
+    source.len() + detail_type.len() + 14 + config.event_bus.as_deref().unwrap_or("default").len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_is_the_standard_alphabet_with_padding() {
+        assert_eq!(base64(b""), "");
+        assert_eq!(base64(b"f"), "Zg==");
+        assert_eq!(base64(b"fo"), "Zm8=");
+        assert_eq!(base64(b"foo"), "Zm9v");
+        assert_eq!(base64(b"foobar\n"), "Zm9vYmFyCg==");
+        assert_eq!(base64(&[0xff, 0xfe, 0xfd]), "//79");
+    }
+
+    #[test]
+    fn a_failed_eventbridge_entry_is_a_refusal_with_its_code() {
+        assert_eq!(
+            eventbridge_entry(r#"{"FailedEntryCount":0,"Entries":[{"EventId":"1"}]}"#),
+            Ok(())
+        );
+        let failed = eventbridge_entry(
+            r#"{"FailedEntryCount":1,"Entries":[{"ErrorCode":"NotAuthorizedForSourceException","ErrorMessage":"no"}]}"#,
+        );
+        let Err(Refusal::Refused(error)) = failed else {
+            panic!("{failed:?}")
+        };
+        assert_eq!(
+            error.into_error(),
+            "permanent: AWS answered 400 NotAuthorizedForSourceException: no"
+        );
+        let internal = eventbridge_entry(
+            r#"{"FailedEntryCount":1,"Entries":[{"ErrorCode":"InternalFailure"}]}"#,
+        );
+        let Err(Refusal::Refused(error)) = internal else {
+            panic!("{internal:?}")
+        };
+        assert!(!error.into_error().starts_with("permanent"));
+        assert!(matches!(
+            eventbridge_entry(
+                r#"{"FailedEntryCount":1,"Entries":[{"ErrorCode":"ThrottlingException"}]}"#
+            ),
+            Err(Refusal::Throttled(_))
+        ));
+    }
+}
