@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::{self, spawned::Spawned, venv};
+use crate::support::{self, spawned::Spawned};
 
 /// The moto release the tests are written against.
 pub const MOTO: &str = "5.2.5";
@@ -21,7 +21,7 @@ pub const BOTO3: &str = "1.44.8";
 fn bin() -> &'static PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
-        let python = venv::python(
+        let python = support::python::venv(
             &format!("moto-{MOTO}"),
             &[&format!("moto[server]=={MOTO}"), &format!("boto3=={BOTO3}")],
         );
