@@ -12,6 +12,10 @@ use crate::plugin::contract::{self, WIT};
 const SDK_LIB: &str = include_str!("../../plugins/sdk/src/lib.rs");
 /// The Rust SDK's outbound HTTP.
 const SDK_HTTP: &str = include_str!("../../plugins/sdk/src/http.rs");
+/// The Rust SDK's helpers for sinks.
+const SDK_SINK: &str = include_str!("../../plugins/sdk/src/sink.rs");
+/// The Rust SDK's templates.
+const SDK_TEMPLATE: &str = include_str!("../../plugins/sdk/src/template.rs");
 /// The Rust SDK's test host.
 const SDK_TESTING: &str = include_str!("../../plugins/sdk/src/testing.rs");
 /// The JavaScript build script and the pinned componentize-js.
@@ -56,6 +60,8 @@ pub fn files(name: &str, lang: Lang) -> Vec<(String, String)> {
                 ("switchyard-sdk/src/lib.rs", SDK_LIB.to_string()),
                 ("switchyard-sdk/src/testing.rs", SDK_TESTING.to_string()),
                 ("switchyard-sdk/src/http.rs", SDK_HTTP.to_string()),
+                ("switchyard-sdk/src/sink.rs", SDK_SINK.to_string()),
+                ("switchyard-sdk/src/template.rs", SDK_TEMPLATE.to_string()),
                 ("Cargo.lock", RUST_LOCK.to_string()),
                 (".gitignore", "/target\n*.wasm\n".to_string()),
             ]);

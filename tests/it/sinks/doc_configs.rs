@@ -15,13 +15,15 @@ use serde_json::json;
 use super::{WAIT, core_event};
 use crate::support::{self, TestDaemon};
 
-/// The ```yaml blocks of docs/sinks.md that are a whole config for a `builtin:` sink.
+/// The ```yaml blocks of docs/sinks.md that are a whole config for a `builtin:` sink (the
+/// `aws` configs are held by `sinks_aws::the_documented_config_of_every_service_is_a_valid_config`).
 fn configs() -> Vec<String> {
     let page = std::fs::read_to_string(support::root().join("docs/sinks.md")).unwrap();
     page.split("```yaml\n")
         .skip(1)
         .filter_map(|rest| rest.split_once("```").map(|(block, _)| block.to_string()))
         .filter(|block| block.contains("plugin: builtin:") && block.contains("routes:"))
+        .filter(|block| !block.contains("plugin: builtin:aws"))
         .collect()
 }
 
