@@ -345,10 +345,12 @@ mod tests {
             );
             assert!(file("replay.yaml").contains("plugin: failed-pods"));
             assert!(file("README.md").contains("failed-pods.wasm"));
-            assert!(
-                !files.iter().any(|(_, text)| text.contains("{{")),
-                "{lang:?}"
-            );
+            // The SDK is copied as it is (its template module speaks `{{`); every other file
+            // is filled in.
+            let unfilled = files
+                .iter()
+                .find(|(path, text)| !path.starts_with("switchyard-sdk/") && text.contains("{{"));
+            assert!(unfilled.is_none(), "{lang:?}: {unfilled:?}");
         }
     }
 }
