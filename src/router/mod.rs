@@ -38,6 +38,8 @@ pub struct Route {
     memory: Option<memory::Memory>,
     /// Its finalizer (`finalizer:`), if it holds its objects with one.
     held: Option<finalizer::Held>,
+    /// Where the daemon sends traces, if it does: each event delivered starts one.
+    traces: Option<Arc<crate::traces::Traces>>,
 }
 
 /// A route's state as /status shows it.
@@ -89,7 +91,15 @@ impl Route {
             initial_skipped: AtomicU64::new(0),
             memory: None,
             held: None,
+            traces: None,
         }
+    }
+
+    /// Starts a trace for each event it delivers, sent through `traces` (none with `None`).
+    #[must_use]
+    pub fn with_traces(mut self, traces: Option<Arc<crate::traces::Traces>>) -> Self {
+        self.traces = traces;
+        self
     }
 
     /// Holds the objects it delivers with the finalizer `name`, delivering their deletion
@@ -171,7 +181,8 @@ impl Route {
     /// change, and records it (with `state_dir`) in the same step: queued before it is
     /// recorded, so the store never holds "delivered" without the queued event (see
     /// `state`), and both sent before a worker can take it.
-    fn emit(&self, delta: &Delta) {
+    /// `received`: when the informer handed the delta over, if the route traces its events.
+    fn emit(&self, delta: &Delta, received: Option<std::time::SystemTime>) {
         let finalized;
         let delta = match self.held.as_ref().map(|held| held.step(delta)) {
             None => delta,
@@ -187,12 +198,54 @@ impl Route {
         };
         if wanted(&self.events, delta) {
             self.delivered.fetch_add(1, Ordering::Relaxed);
-            self.handler()
-                .enqueue(&self.name, self.delivery, delta, || self.remember(delta));
+            let handler = self.handler();
+            let trace = self
+                .traces
+                .as_ref()
+                .zip(received)
+                .and_then(|(traces, received)| self.trace(traces, received, handler.name(), delta));
+            handler.enqueue(&self.name, self.delivery, (delta, trace), || {
+                self.remember(delta)
+            });
         } else {
             self.skipped.fetch_add(1, Ordering::Relaxed);
             self.remember(delta);
         }
+    }
+}
+
+impl Route {
+    /// Now, if the route traces its events (else no clock is read): when the informer
+    /// handed over what it delivers now.
+    fn received(&self) -> Option<std::time::SystemTime> {
+        self.traces.as_ref().map(|_| std::time::SystemTime::now())
+    }
+
+    /// The trace of the event `delta` gives `handler`, which the informer handed over at
+    /// `received`.
+    fn trace(
+        &self,
+        traces: &crate::traces::Traces,
+        received: std::time::SystemTime,
+        handler: &str,
+        delta: &Delta,
+    ) -> Option<crate::traces::EventTrace> {
+        let object = delta.object()?;
+        let change = match delta {
+            Delta::Added(_) => "added",
+            Delta::Updated { .. } => "updated",
+            Delta::Deleted { .. } => "deleted",
+            Delta::Sync(_) | Delta::Replaced { .. } => "sync",
+        };
+        let about = crate::traces::About {
+            handler,
+            route: &self.name,
+            change,
+            object: object.key().as_str(),
+            resource_version: object.resource_version(),
+            json: object.json_str(),
+        };
+        Some(traces.event(received, &about))
     }
 }
 
@@ -212,8 +265,9 @@ impl DeltaSink for Route {
         if matches!(delta, Delta::Replaced { .. }) || self.restore(delta) {
             return;
         }
+        let received = self.received();
         match self.filter.apply(delta) {
-            Some(admitted) => self.emit(&admitted),
+            Some(admitted) => self.emit(&admitted, received),
             None => {
                 self.skipped.fetch_add(1, Ordering::Relaxed);
             }
