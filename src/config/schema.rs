@@ -184,10 +184,12 @@ pub struct TracingFile {
     /// The collector's OTLP/HTTP address (`http://collector:4318`): spans are sent to
     /// `/v1/traces` under it. Traces are off without it.
     #[serde(default)]
+    #[schemars(pattern(r"^https?://"))]
     pub otlp_endpoint: Option<String>,
     /// The share of events traced, from 0 to 1; default 1. A trace continued from a sampled
     /// parent is kept whatever the ratio.
     #[serde(default)]
+    #[schemars(range(min = 0.0, max = 1.0))]
     pub sample_ratio: Option<f64>,
     /// `service.name` of the spans; default `switchyard`.
     #[serde(default)]

@@ -248,7 +248,11 @@ mod tests {
     fn a_changed_tracing_section_needs_a_restart() {
         let file = Path::new("/tmp/c.yaml");
         let off = validate(file, ROUTES).unwrap();
-        let on = validate(file, &format!("tracing:\n  otlp_endpoint: http://c:4318\n{ROUTES}")).unwrap();
+        let on = validate(
+            file,
+            &format!("tracing:\n  otlp_endpoint: http://c:4318\n{ROUTES}"),
+        )
+        .unwrap();
         assert_eq!(super::fixed_at_start(&off, &on), vec!["tracing"]);
     }
 }

@@ -230,7 +230,10 @@ impl Handler {
                 }
                 self.counters.processed.fetch_add(1, Ordering::Relaxed);
                 self.queue.forget(key);
-                let trace = event.trace.as_ref().map(crate::traces::EventTrace::requeued);
+                let trace = event
+                    .trace
+                    .as_ref()
+                    .map(crate::traces::EventTrace::requeued);
                 self.put_back(key, delivery, PendingEvent { trace, ..event });
                 // Paced by the handler's bucket: `requeue-after(0)` answered forever must not
                 // call the plugin as fast as it can.

@@ -228,7 +228,9 @@ impl EventTrace {
         let span = self.context.span();
         span.set_attribute(KeyValue::new("switchyard.outcome", outcome));
         if let Some(error) = error {
-            span.set_status(Status::error(crate::util::redact::redact_owned(error.to_string())));
+            span.set_status(Status::error(crate::util::redact::redact_owned(
+                error.to_string(),
+            )));
         }
         span.end();
     }
@@ -242,7 +244,8 @@ impl EventTrace {
     /// to this one, waiting in the queue from now.
     pub fn requeued(&self) -> EventTrace {
         self.end("requeue", None);
-        let link = opentelemetry::trace::Link::with_context(self.context.span().span_context().clone());
+        let link =
+            opentelemetry::trace::Link::with_context(self.context.span().span_context().clone());
         let span = self
             .tracer
             .span_builder("event")
@@ -273,7 +276,9 @@ impl CallTrace {
         let span = self.context.span();
         span.set_attribute(KeyValue::new("switchyard.outcome", outcome));
         if let Some(error) = error {
-            span.set_status(Status::error(crate::util::redact::redact_owned(error.to_string())));
+            span.set_status(Status::error(crate::util::redact::redact_owned(
+                error.to_string(),
+            )));
         }
         span.end();
     }
@@ -345,7 +350,9 @@ impl ChildSpan {
             }
             Err(error) => {
                 span.set_attribute(KeyValue::new("error.type", error.to_string()));
-                span.set_status(Status::error(crate::util::redact::redact_owned(error.to_string())));
+                span.set_status(Status::error(crate::util::redact::redact_owned(
+                    error.to_string(),
+                )));
             }
         }
         span.end();

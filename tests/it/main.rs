@@ -55,6 +55,7 @@ mod sharded;
 mod sinks;
 mod state;
 mod state_faults;
+mod traces;
 mod unserved;
 
 mod alerts {

@@ -790,7 +790,10 @@ fn tracing_is_off_by_default_and_its_endpoint_gets_the_traces_path() {
         (tracing.sample_ratio, tracing.service_name.as_str()),
         (1.0, "switchyard")
     );
-    assert_eq!(tracing.headers, [("x-api-key".to_string(), "k".to_string())]);
+    assert_eq!(
+        tracing.headers,
+        [("x-api-key".to_string(), "k".to_string())]
+    );
     let text = format!("tracing:\n  otlp_endpoint: https://c.example/otlp/v1/traces\n{GOOD}");
     let tracing = validate(Path::new("c.yaml"), &text).unwrap().tracing;
     assert_eq!(
@@ -824,6 +827,11 @@ fn tracing_mistakes_are_located() {
     let errors = all_errors(&format!("tracing:\n  sample_ratio: 0.5\n{GOOD}"));
     assert_eq!(errors.len(), 1, "{errors:?}");
     assert!(errors[0].contains("tracing: tracing has settings but no otlp_endpoint"));
-    let errors = all_errors(&format!("tracing:\n  otlp_endpoint: http://c:4318\n  ratio: 1\n{GOOD}"));
-    assert!(errors[0].contains("tracing.ratio") && errors[0].contains("sample_ratio"), "{errors:?}");
+    let errors = all_errors(&format!(
+        "tracing:\n  otlp_endpoint: http://c:4318\n  ratio: 1\n{GOOD}"
+    ));
+    assert!(
+        errors[0].contains("tracing.ratio") && errors[0].contains("sample_ratio"),
+        "{errors:?}"
+    );
 }

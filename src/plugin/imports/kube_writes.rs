@@ -460,7 +460,11 @@ impl wit::Host for CallState {
     ) -> wasmtime::Result<Result<String, String>> {
         let ctx = self.context().clone();
         let write = ctx.apply(&resource, namespace.as_deref(), &name, &body);
-        let about = ("apply", resource.as_str(), object_of(namespace.as_deref(), &name));
+        let about = (
+            "apply",
+            resource.as_str(),
+            object_of(namespace.as_deref(), &name),
+        );
         Ok(traced(self.trace(), about, 200, write).await)
     }
 
@@ -473,7 +477,11 @@ impl wit::Host for CallState {
     ) -> wasmtime::Result<Result<String, String>> {
         let ctx = self.context().clone();
         let write = ctx.merge_patch(&resource, namespace.as_deref(), &name, &patch);
-        let about = ("merge-patch", resource.as_str(), object_of(namespace.as_deref(), &name));
+        let about = (
+            "merge-patch",
+            resource.as_str(),
+            object_of(namespace.as_deref(), &name),
+        );
         Ok(traced(self.trace(), about, 200, write).await)
     }
 
@@ -485,7 +493,11 @@ impl wit::Host for CallState {
     ) -> wasmtime::Result<Result<(), String>> {
         let ctx = self.context().clone();
         let write = ctx.delete(&resource, namespace.as_deref(), &name);
-        let about = ("delete", resource.as_str(), object_of(namespace.as_deref(), &name));
+        let about = (
+            "delete",
+            resource.as_str(),
+            object_of(namespace.as_deref(), &name),
+        );
         Ok(traced(self.trace(), about, 200, write).await)
     }
 

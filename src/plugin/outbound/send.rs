@@ -81,7 +81,11 @@ pub async fn send(
     let (span, traceparent) = match parent {
         Parent::Derived(traceparent) => (None, traceparent),
         Parent::Span(call) => {
-            let span = call.request(parts.method.as_str(), &dest.host.to_string(), Some(dest.port));
+            let span = call.request(
+                parts.method.as_str(),
+                &dest.host.to_string(),
+                Some(dest.port),
+            );
             let traceparent = span.traceparent();
             (Some(span), Some(traceparent))
         }
@@ -96,7 +100,12 @@ pub async fn send(
         Err(e) => error_code(e).to_string(),
     };
     if let Some(span) = span {
-        span.end(result.as_ref().map(|r| r.status().as_u16()).map_err(|e| error_code(e)));
+        span.end(
+            result
+                .as_ref()
+                .map(|r| r.status().as_u16())
+                .map_err(|e| error_code(e)),
+        );
     }
     let failed = result
         .as_ref()

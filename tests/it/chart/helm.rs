@@ -1,11 +1,10 @@
 //! Helm's own engine for the chart tests: `helm-python-sdk` from PyPI (Helm v4's Go SDK
 //! through `libhelm_c`; no `helm` binary), installed with pip into a virtual environment
-//! under the build's temporary folder on first use, driven through `helm.py` beside this
-//! file: one JSON request in, one JSON answer out.
+//! under the build's temporary folder on first use ([`support::venv`]), driven through
+//! `helm.py` beside this file: one JSON request in, one JSON answer out.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::sync::OnceLock;
 
 use serde_json::{Value, json};
 
@@ -20,48 +19,11 @@ pub fn chart() -> PathBuf {
 }
 
 /// The virtual environment's Python, the SDK installed in it (once per test run).
-fn python() -> &'static Path {
-    static PYTHON: OnceLock<PathBuf> = OnceLock::new();
-    PYTHON.get_or_init(|| {
-        let venv =
-            PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("helm-sdk-{SDK_VERSION}"));
-        let python = venv.join("bin/python");
-        if !python.exists() {
-            install(&venv);
-        }
-        python
-    })
-}
-
-/// Makes the virtual environment at `venv` with the SDK, in a folder beside it first, so
-/// that an interrupted install leaves nothing half made at `venv`.
-fn install(venv: &Path) {
-    let partial = venv.with_extension("partial");
-    let _ = std::fs::remove_dir_all(&partial);
-    let run = |command: &mut Command, what: &str| {
-        let output = spawned::output(command, what);
-        assert!(
-            output.status.success(),
-            "{what} failed (Debian: apt-get install python3-venv; PyPI must be reachable): {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-    };
-    run(
-        Command::new("python3").args(["-m", "venv"]).arg(&partial),
-        "python3 -m venv",
-    );
-    run(
-        Command::new(partial.join("bin/python")).args([
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            &format!("helm-python-sdk=={SDK_VERSION}"),
-        ]),
-        "pip install helm-python-sdk",
-    );
-    std::fs::rename(&partial, venv).expect("move the virtual environment in place");
+fn python() -> PathBuf {
+    support::venv::python(
+        &format!("helm-sdk-{SDK_VERSION}"),
+        &[&format!("helm-python-sdk=={SDK_VERSION}")],
+    )
 }
 
 /// What Helm answered: the action's result, or the kind of `HelmError` and its message.

@@ -14,6 +14,7 @@ pub mod receiver;
 pub mod registry;
 pub mod sim;
 pub mod spawned;
+pub mod venv;
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
