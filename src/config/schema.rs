@@ -189,7 +189,7 @@ pub struct TracingFile {
     /// The share of events traced, from 0 to 1; default 1. A trace continued from a sampled
     /// parent is kept whatever the ratio.
     #[serde(default)]
-    #[schemars(range(min = 0.0, max = 1.0))]
+    #[schemars(range(min = 0, max = 1))]
     pub sample_ratio: Option<f64>,
     /// `service.name` of the spans; default `switchyard`.
     #[serde(default)]

@@ -102,14 +102,19 @@ impl Traces {
     /// its `event` span and the `route` span from then to now, when the route hands the
     /// event to its handler.
     pub fn event(&self, received: SystemTime, about: &About<'_>) -> EventTrace {
-        let attributes: Arc<[KeyValue]> = about.attributes().into();
-        let span = self
+        let mut span = self
             .tracer
             .span_builder("event")
             .with_kind(SpanKind::Consumer)
             .with_start_time(received)
-            .with_attributes(attributes.iter().cloned())
             .start(&self.tracer);
+        // An event not sampled costs no attributes (nor the parse of its kind and uid).
+        let attributes: Arc<[KeyValue]> = if span.is_recording() {
+            about.attributes().into()
+        } else {
+            Arc::new([])
+        };
+        span.set_attributes(attributes.iter().cloned());
         let context = Context::new().with_span(span);
         let now = SystemTime::now();
         self.tracer
