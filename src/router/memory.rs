@@ -181,7 +181,7 @@ impl Route {
                     last_known,
                     final_state_unknown: true,
                 },
-                route.received(),
+                route.stamps(None),
             ),
             None => route.remember(&Delta::Deleted {
                 last_known: new.clone(),
@@ -189,7 +189,7 @@ impl Route {
             }),
         };
         if let Delta::Deleted { .. } = delta {
-            self.emit(delta, self.received());
+            self.emit(delta, self.stamps(None));
             return;
         }
         if self.filter.apply(&Delta::Added(new.clone())).is_none() {
@@ -201,7 +201,7 @@ impl Route {
             Some(r) if r.is_same(prior) => {}
             Some(r) if r.uid != prior.uid => {
                 gone(self);
-                self.emit(&added, self.received());
+                self.emit(&added, self.stamps(None));
             }
             _ => {
                 let updated = match stub(prior, key) {
@@ -211,7 +211,7 @@ impl Route {
                     },
                     None => added,
                 };
-                self.emit(&updated, self.received());
+                self.emit(&updated, self.stamps(None));
             }
         }
     }
@@ -270,7 +270,7 @@ impl Route {
                         last_known,
                         final_state_unknown: true,
                     },
-                    self.received(),
+                    self.stamps(None),
                 ),
                 None => memory.state.forgot(&self.name, &key),
             }

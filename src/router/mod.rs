@@ -181,8 +181,9 @@ impl Route {
     /// change, and records it (with `state_dir`) in the same step: queued before it is
     /// recorded, so the store never holds "delivered" without the queued event (see
     /// `state`), and both sent before a worker can take it.
-    /// `received`: when the informer handed the delta over, if the route traces its events.
-    fn emit(&self, delta: &Delta, received: Option<std::time::SystemTime>) {
+    /// `stamps`: when the informer took the delta in and the route got it, if the route
+    /// traces its events.
+    fn emit(&self, delta: &Delta, stamps: Option<Stamps>) {
         let finalized;
         let delta = match self.held.as_ref().map(|held| held.step(delta)) {
             None => delta,
@@ -202,8 +203,8 @@ impl Route {
             let trace = self
                 .traces
                 .as_ref()
-                .zip(received)
-                .and_then(|(traces, received)| self.trace(traces, received, handler.name(), delta));
+                .zip(stamps)
+                .and_then(|(traces, stamps)| self.trace(traces, stamps, handler.name(), delta));
             handler.enqueue(&self.name, self.delivery, (delta, trace), || {
                 self.remember(delta)
             });
@@ -214,19 +215,31 @@ impl Route {
     }
 }
 
+/// When the informer took a delta in and when the route got it.
+#[derive(Debug, Clone, Copy)]
+struct Stamps {
+    received: std::time::SystemTime,
+    routed: std::time::SystemTime,
+}
+
 impl Route {
-    /// Now, if the route traces its events (else no clock is read): when the informer
-    /// handed over what it delivers now.
-    fn received(&self) -> Option<std::time::SystemTime> {
-        self.traces.as_ref().map(|_| std::time::SystemTime::now())
+    /// If the route traces its events (else no clock is read): now as the route gets a
+    /// delta, and when the informer took it in (`received`, else now too).
+    fn stamps(&self, received: Option<std::time::SystemTime>) -> Option<Stamps> {
+        self.traces.as_ref().map(|_| {
+            let routed = std::time::SystemTime::now();
+            Stamps {
+                received: received.unwrap_or(routed),
+                routed,
+            }
+        })
     }
 
-    /// The trace of the event `delta` gives `handler`, which the informer handed over at
-    /// `received`.
+    /// The trace of the event `delta` gives `handler`, taken in and routed at `stamps`.
     fn trace(
         &self,
         traces: &crate::traces::Traces,
-        received: std::time::SystemTime,
+        stamps: Stamps,
         handler: &str,
         delta: &Delta,
     ) -> Option<crate::traces::EventTrace> {
@@ -245,7 +258,7 @@ impl Route {
             resource_version: object.resource_version(),
             json: object.json_str(),
         };
-        Some(traces.event(received, &about))
+        Some(traces.event((stamps.received, stamps.routed), &about))
     }
 }
 
@@ -260,18 +273,29 @@ fn wanted(events: &EventFilter, delta: &Delta) -> bool {
     }
 }
 
-impl DeltaSink for Route {
-    fn deliver(&self, delta: &Delta) {
+impl Route {
+    /// Takes a delta the informer took in at `received`, if it says.
+    fn route_delta(&self, delta: &Delta, received: Option<std::time::SystemTime>) {
         if matches!(delta, Delta::Replaced { .. }) || self.restore(delta) {
             return;
         }
-        let received = self.received();
+        let stamps = self.stamps(received);
         match self.filter.apply(delta) {
-            Some(admitted) => self.emit(&admitted, received),
+            Some(admitted) => self.emit(&admitted, stamps),
             None => {
                 self.skipped.fetch_add(1, Ordering::Relaxed);
             }
         }
+    }
+}
+
+impl DeltaSink for Route {
+    fn deliver(&self, delta: &Delta) {
+        self.route_delta(delta, None);
+    }
+
+    fn deliver_received(&self, delta: &Delta, received: std::time::SystemTime) {
+        self.route_delta(delta, Some(received));
     }
 
     fn resync_period(&self) -> Option<std::time::Duration> {

@@ -3,7 +3,9 @@
 //!
 //! ```text
 //! event            from the informer taking the change in to its outcome (done, requeue,
-//! ├─ route         dead_letter, coalesced): handler, route, object, resourceVersion
+//! │                dead_letter, coalesced): handler, route, object, resourceVersion
+//! ├─ informer      caching the change and handing it to the route
+//! ├─ route         the route's filters, until the event is in the handler's queue
 //! ├─ queue         waiting in the handler's queue (again after each retry's backoff)
 //! └─ plugin.call   one per attempt, with its outcome
 //!    ├─ apply configmaps     each Kubernetes write: verb, resource, object, status code
@@ -98,10 +100,15 @@ impl Traces {
         }
     }
 
-    /// The trace of an event `about` an object, which the informer took in at `received`:
-    /// its `event` span and the `route` span from then to now, when the route hands the
-    /// event to its handler.
-    pub fn event(&self, received: SystemTime, about: &About<'_>) -> EventTrace {
+    /// The trace of an event `about` an object, which the informer took in at `received`
+    /// and handed to the route at `routed`: its `event` span, the `informer` span between
+    /// the two, and the `route` span from `routed` to now, when the route hands the event to
+    /// its handler.
+    pub fn event(
+        &self,
+        (received, routed): (SystemTime, SystemTime),
+        about: &About<'_>,
+    ) -> EventTrace {
         let mut span = self
             .tracer
             .span_builder("event")
@@ -118,8 +125,13 @@ impl Traces {
         let context = Context::new().with_span(span);
         let now = SystemTime::now();
         self.tracer
-            .span_builder("route")
+            .span_builder("informer")
             .with_start_time(received)
+            .start_with_context(&self.tracer, &context)
+            .end_with_timestamp(routed);
+        self.tracer
+            .span_builder("route")
+            .with_start_time(routed)
             .with_attributes([KeyValue::new("switchyard.route", about.route.to_string())])
             .start_with_context(&self.tracer, &context)
             .end_with_timestamp(now);

@@ -170,15 +170,18 @@ async fn an_event_is_one_trace_from_the_route_to_its_write_and_request() {
     ] {
         assert_eq!(attributes[key], value, "{key} in {event}");
     }
-    // Routed, queued and called, each under the event, in its trace, in that order.
+    // Taken in, routed, queued and called, each under the event, in its trace, in that
+    // order.
+    let informer = child(&spans, "informer", &event);
     let route = child(&spans, "route", &event);
     let queue = child(&spans, "queue", &event);
     let call = child(&spans, "plugin.call", &event);
-    for span in [route, queue, call] {
+    for span in [informer, route, queue, call] {
         assert_eq!(span["trace_id"], event["trace_id"]);
     }
     let time = |s: &Value, at: &str| s[at].as_u64().unwrap();
-    assert!(time(&event, "start") <= time(route, "start"));
+    assert_eq!(time(&event, "start"), time(informer, "start"));
+    assert!(time(informer, "end") <= time(route, "start"));
     assert!(time(route, "end") <= time(queue, "end"));
     assert!(time(queue, "end") <= time(call, "start"));
     assert!(time(call, "end") <= time(&event, "end"));
