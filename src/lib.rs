@@ -62,7 +62,8 @@
 //! - [`metrics`]: the Prometheus registry;
 //! - [`util`]: poison-tolerant locks, RFC 3339 times, bearer tokens, Kubernetes errors as
 //!   text, secret values redacted from what the daemon shows;
-//! - [`logging`]: the log the binary installs (text or JSON, one line per event).
+//! - [`logging`]: the log the binary installs (text or JSON, one line per event);
+//! - [`traces`]: a trace per event, exported over OTLP/HTTP when `tracing:` says where.
 
 pub mod admin;
 pub mod check;
@@ -84,6 +85,7 @@ pub mod secrets;
 pub mod sharding;
 pub mod sim;
 pub mod state;
+pub mod traces;
 pub mod util;
 
 pub use config::Config;

@@ -43,7 +43,7 @@ pub use selector::Selector;
 pub use spec::{
     Condition, Config, Delivery, EventFilter, HaMode, HaSpec, HandlerSpec, InformerSpec, Initial,
     LogLimits, OutboundSpec, QuarantineSpec, ResourceRef, RouteFilter, RouteSource, RouteSpec,
-    ShardBy, StateSpec, Test,
+    ShardBy, StateSpec, Test, TracingSpec,
 };
 pub use token::{TokenError, TokenSource};
 pub use validate::{nearest, validate};

@@ -51,6 +51,11 @@ pub struct ConfigFile {
     #[serde(default)]
     #[schemars(with = "Option<OciFile>")]
     pub oci: Option<serde_json::Value>,
+    /// Traces of each event, exported over OTLP/HTTP ([`TracingFile`]); off without an
+    /// `otlp_endpoint`.
+    #[serde(default)]
+    #[schemars(with = "Option<TracingFile>")]
+    pub tracing: Option<serde_json::Value>,
     /// Shared watches by name ([`InformerFile`]), for routes to name with `informer:` or
     /// `kinds:`.
     #[serde(default)]
@@ -169,6 +174,29 @@ pub struct HaFile {
     /// random suffix.
     #[serde(default)]
     pub identity: Option<String>,
+}
+
+/// `tracing:` — a trace per event (received, routed, queued, the plugin call and what it
+/// wrote or sent), exported to an OpenTelemetry collector over OTLP/HTTP.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TracingFile {
+    /// The collector's OTLP/HTTP address (`http://collector:4318`): spans are sent to
+    /// `/v1/traces` under it. Traces are off without it.
+    #[serde(default)]
+    #[schemars(pattern(r"^https?://"))]
+    pub otlp_endpoint: Option<String>,
+    /// The share of events traced, from 0 to 1; default 1. A trace continued from a sampled
+    /// parent is kept whatever the ratio.
+    #[serde(default)]
+    #[schemars(range(min = 0, max = 1))]
+    pub sample_ratio: Option<f64>,
+    /// `service.name` of the spans; default `switchyard`.
+    #[serde(default)]
+    pub service_name: Option<String>,
+    /// Headers sent with every export (a collector's API key, say).
+    #[serde(default)]
+    pub headers: Option<BTreeMap<String, String>>,
 }
 
 /// `oci:` — how plugins named `oci://...` are pulled from registries.

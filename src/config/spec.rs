@@ -42,6 +42,8 @@ pub struct Config {
     pub ha: HaSpec,
     /// How plugins are pulled from OCI registries.
     pub oci: super::oci::OciSpec,
+    /// Where traces go (`tracing:`); `None`: no traces.
+    pub tracing: Option<TracingSpec>,
     /// Informers, by name order: those under `informers:`, then each route's own watch.
     pub informers: Vec<InformerSpec>,
     /// Handlers, by name order.
@@ -59,6 +61,19 @@ pub struct StateSpec {
     pub on_corrupt: super::schema::OnCorrupt,
     /// Uncommitted changes at which the informers wait for the store.
     pub max_pending_writes: u64,
+}
+
+/// Where and how the daemon sends traces (`tracing:`), with every default filled in.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TracingSpec {
+    /// The URL spans are posted to: the configured endpoint with `/v1/traces`.
+    pub endpoint: url::Url,
+    /// The share of events traced, from 0 to 1.
+    pub sample_ratio: f64,
+    /// `service.name` of the spans.
+    pub service_name: String,
+    /// Headers sent with every export.
+    pub headers: Vec<(String, String)>,
 }
 
 /// How several replicas share the work, with every default filled in.

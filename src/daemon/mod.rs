@@ -59,6 +59,9 @@ pub enum Error {
     /// The wasm engine could not start.
     #[error(transparent)]
     Plugin(#[from] crate::plugin::Error),
+    /// The traces exporter (`tracing:`) could not be built.
+    #[error(transparent)]
+    Traces(#[from] crate::traces::Error),
     /// A watch could not be set up.
     #[error("{watch}: {source}")]
     Watch {
@@ -473,6 +476,10 @@ impl Daemon {
             // take over this replica's share at their next poll.
             let _ = stop.send(true);
             let _ = task.await;
+        }
+        if let Some(traces) = self.shared.traces.clone() {
+            // The last spans (the drained events') are sent before the daemon stops.
+            let _ = tokio::task::spawn_blocking(move || traces.shutdown()).await;
         }
         if let Some(state) = &self.shared.state {
             // While commits fail the writer keeps retrying: wait for it no longer than the

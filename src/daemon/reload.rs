@@ -190,6 +190,9 @@ fn fixed_at_start(running: &Config, new: &Config) -> Vec<String> {
     if running.ha != new.ha {
         fixed.push("ha");
     }
+    if running.tracing != new.tracing {
+        fixed.push("tracing");
+    }
     if running.kubeconfig != new.kubeconfig {
         fixed.push("kubeconfig");
     }
@@ -239,5 +242,17 @@ mod tests {
         let leader = validate(file, &format!("ha:\n  mode: leader\n{ROUTES}")).unwrap();
         assert_eq!(super::fixed_at_start(&single, &leader), vec!["ha"]);
         assert!(super::fixed_at_start(&single, &single.clone()).is_empty());
+    }
+
+    #[test]
+    fn a_changed_tracing_section_needs_a_restart() {
+        let file = Path::new("/tmp/c.yaml");
+        let off = validate(file, ROUTES).unwrap();
+        let on = validate(
+            file,
+            &format!("tracing:\n  otlp_endpoint: http://c:4318\n{ROUTES}"),
+        )
+        .unwrap();
+        assert_eq!(super::fixed_at_start(&off, &on), vec!["tracing"]);
     }
 }

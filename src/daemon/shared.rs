@@ -63,6 +63,8 @@ pub struct Shared {
     pub(super) ha: crate::config::HaSpec,
     /// The state store (`state_dir:`), if any.
     pub(super) state: Option<crate::state::State>,
+    /// Where traces go (`tracing:`), if anywhere.
+    pub(super) traces: Option<Arc<crate::traces::Traces>>,
     /// The state store's metrics, registered when there is a store.
     pub(super) state_metrics: crate::metrics::StateFamilies,
     /// How the plugin pool's slots are reset, decided at start.
@@ -147,6 +149,14 @@ impl Shared {
             }
         };
         let metrics = Arc::new(Metrics::new());
+        let traces = match &config.tracing {
+            Some(spec) => {
+                let traces = crate::traces::Traces::start(spec)?;
+                tracing::info!(endpoint = %spec.endpoint, sample_ratio = spec.sample_ratio, "sending traces");
+                Some(traces)
+            }
+            None => None,
+        };
         let ha = super::client::with_lease_namespace(&config.ha, &client);
         let shared = Arc::new(Shared {
             informers: match assignment {
@@ -174,6 +184,7 @@ impl Shared {
             tenure: None,
             ha,
             state: None,
+            traces,
             state_metrics: Default::default(),
             slots,
         });
@@ -217,6 +228,7 @@ impl Shared {
             active: &self.active,
             tenure: self.tenure.as_ref(),
             state: self.state.as_ref(),
+            traces: self.traces.as_ref(),
         }
     }
 

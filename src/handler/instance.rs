@@ -45,10 +45,12 @@ impl Instances {
         context: &Arc<HostContext>,
         limits: &CallLimits,
         config_json: &str,
-        event: &Event,
+        (event, trace): (&Event, Option<crate::traces::CallTrace>),
     ) -> plugin::Result<Outcome> {
         if self.mode == InstanceMode::PerEvent {
-            return plugin.call_in(context, limits, config_json, event).await;
+            return plugin
+                .call_traced(context, limits, config_json, event, trace)
+                .await;
         }
         let current = self
             .kept
@@ -67,7 +69,7 @@ impl Instances {
             });
         }
         let kept = self.kept.as_mut().expect("kept above");
-        let result = kept.instance.handle(event).await;
+        let result = kept.instance.handle_traced(event, trace).await;
         if result.is_err() {
             self.kept = None;
         }

@@ -219,17 +219,19 @@ impl Handler {
     /// a route records there what it delivered, so both are sent before a worker can take
     /// the event. The event remembers its queue entry's sequence number: the worker calls
     /// the plugin once that is committed (under load, long before the worker gets to it).
+    /// `trace` is the event's trace, when the daemon sends traces.
     pub fn enqueue(
         &self,
         route: &Arc<str>,
         delivery: Delivery,
-        delta: &Delta,
+        (delta, trace): (&Delta, Option<crate::traces::EventTrace>),
         recorded: impl FnOnce(),
     ) {
-        let Some(event) = PendingEvent::from_delta(delta) else {
+        let Some(mut event) = PendingEvent::from_delta(delta) else {
             recorded();
             return;
         };
+        event.trace = trace;
         let key = WorkKey {
             route: route.clone(),
             object: event.object.key().clone(),

@@ -44,6 +44,8 @@ pub struct PendingEvent {
     /// owed (0: none, or already in the store): a worker waits for it to be committed
     /// before it calls the plugin (write-ahead).
     pub recorded: u64,
+    /// Its trace, when the daemon sends traces (never stored: a restored event has none).
+    pub trace: Option<crate::traces::EventTrace>,
 }
 
 impl PendingEvent {
@@ -66,6 +68,7 @@ impl PendingEvent {
             final_state_unknown,
             first_failure: None,
             recorded: 0,
+            trace: None,
         })
     }
 
@@ -91,6 +94,14 @@ impl PendingEvent {
             (Deleted, _) => self.final_state_unknown,
             _ => false,
         };
+        // The earlier event's trace goes on; the later one's ends, folded into it.
+        let trace = match (self.trace, later.trace) {
+            (Some(earlier), Some(folded)) => {
+                folded.coalesced();
+                Some(earlier)
+            }
+            (earlier, folded) => earlier.or(folded),
+        };
         let first_failure = match (self.first_failure, later.first_failure) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -102,6 +113,7 @@ impl PendingEvent {
             final_state_unknown,
             first_failure,
             recorded: self.recorded.max(later.recorded),
+            trace,
         }
     }
 }

@@ -277,5 +277,6 @@ fn pending_event(stored: StoredEvent) -> Option<PendingEvent> {
         first_failure: stored.first_failure_ms.map(from_ms),
         // Read from the store: committed.
         recorded: 0,
+        trace: None,
     })
 }

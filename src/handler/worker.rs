@@ -152,6 +152,9 @@ impl Handler {
         is_try: bool,
     ) {
         let attempt = self.queue.num_requeues(key) + 1;
+        if let Some(trace) = &event.trace {
+            trace.dequeued(attempt);
+        }
         let finalizer = self.finalizers().of(&key.route).cloned();
         let deletion = event.kind == ChangeKind::Deleted;
         // The finalizer goes on before the plugin sees the object, so a deletion from now
@@ -164,6 +167,7 @@ impl Handler {
             return;
         }
         let call = plugin_event(key, &event, attempt);
+        let call_trace = event.trace.as_ref().map(|t| t.call(attempt));
         let limits = CallLimits {
             timeout: self.spec.timeout,
             memory: self.spec.memory,
@@ -181,7 +185,13 @@ impl Handler {
         // With a shadow, each call records into a capture of its own, so a kept instance
         // (`instance: reuse`) is not reused: see `super::instance`.
         let result = instances
-            .call(plugin, &primary_context, &limits, &self.config_json, &call)
+            .call(
+                plugin,
+                &primary_context,
+                &limits,
+                &self.config_json,
+                (&call, call_trace.clone()),
+            )
             .await;
         let compared =
             recorded.map(|c| CallResult::of(&result, c.writes()).with_requests(c.requests()));
@@ -195,6 +205,9 @@ impl Handler {
         self.track_quarantine(key, result.as_ref().err(), is_try);
         match result {
             Ok(Outcome::Done) => {
+                if let Some(trace) = &call_trace {
+                    trace.end("done", None);
+                }
                 self.counters.processed.fetch_add(1, Ordering::Relaxed);
                 // Taken off only now that the handler succeeded with the deletion.
                 let released = match finalizer.as_ref().filter(|_| deletion) {
@@ -202,20 +215,32 @@ impl Handler {
                     None => Ok(()),
                 };
                 match released {
-                    Ok(()) => self.queue.forget(key),
+                    Ok(()) => {
+                        self.queue.forget(key);
+                        if let Some(trace) = &event.trace {
+                            trace.end("done", None);
+                        }
+                    }
                     Err(e) => self.host_failed(key, delivery, event, attempt, &e),
                 }
             }
             Ok(Outcome::RequeueAfter(ms)) => {
+                if let Some(trace) = &call_trace {
+                    trace.end("requeue", None);
+                }
                 self.counters.processed.fetch_add(1, Ordering::Relaxed);
                 self.queue.forget(key);
-                self.put_back(key, delivery, event);
+                let trace = event
+                    .trace
+                    .as_ref()
+                    .map(crate::traces::EventTrace::requeued);
+                self.put_back(key, delivery, PendingEvent { trace, ..event });
                 // Paced by the handler's bucket: `requeue-after(0)` answered forever must not
                 // call the plugin as fast as it can.
                 self.queue
                     .add_after_rate_limited(key.clone(), Duration::from_millis(ms));
             }
-            Err(error) => self.failed(key, delivery, event, attempt, &error),
+            Err(error) => self.failed(key, (delivery, event), attempt, &error, call_trace.as_ref()),
         }
         if let (Some(shadow), Some(primary)) = (&self.shadow, compared) {
             let event = Compared {
@@ -231,13 +256,14 @@ impl Handler {
 
     /// The retry policy: retry with the key's backoff, or after `max_retries` (or at once,
     /// for an error the plugin calls permanent) give the event up to the dead letters.
+    /// `call` is the trace of the call that failed, if it was traced.
     fn failed(
         &self,
         key: &WorkKey,
-        delivery: Delivery,
-        event: PendingEvent,
+        (delivery, mut event): (Delivery, PendingEvent),
         attempt: u32,
         error: &crate::plugin::Error,
+        call: Option<&crate::traces::CallTrace>,
     ) {
         self.counters.failed.fetch_add(1, Ordering::Relaxed);
         let now = SystemTime::now();
@@ -251,6 +277,13 @@ impl Handler {
                 "out of retries"
             };
             tracing::error!(object = %key.object, route = %key.route, %error, attempt, "giving up ({why}): event moved to dead letters");
+            let text = error.to_string();
+            if let Some(trace) = call {
+                trace.end("dead_letter", Some(&text));
+            }
+            if let Some(trace) = event.trace.take() {
+                trace.end("dead_letter", Some(&text));
+            }
             self.queue.forget(key);
             let letter = DeadLetter {
                 route: key.route.to_string(),
@@ -269,6 +302,12 @@ impl Handler {
             return;
         }
         self.counters.retries.fetch_add(1, Ordering::Relaxed);
+        if let Some(trace) = call {
+            trace.end("retry", Some(&error.to_string()));
+        }
+        if let Some(trace) = &mut event.trace {
+            trace.queued_again();
+        }
         self.put_back(
             key,
             delivery,
@@ -307,7 +346,7 @@ impl Handler {
             attempt,
             error: error.to_string(),
         });
-        self.failed(key, delivery, event, attempt, &error);
+        self.failed(key, (delivery, event), attempt, &error, None);
     }
 
     /// Feeds a call's result to the quarantine breaker (`is_try`: the call was the

@@ -60,6 +60,13 @@ pub trait DeltaSink: Send + Sync {
     /// Takes one delta.
     fn deliver(&self, delta: &Delta);
 
+    /// Takes one delta about a change the list or watch reported, which the informer took
+    /// in at `received` (for traces: what the subscriber does is timed from then).
+    fn deliver_received(&self, delta: &Delta, received: std::time::SystemTime) {
+        let _ = received;
+        self.deliver(delta);
+    }
+
     /// How often this subscriber wants a [`Delta::Sync`] for every cached object; `None`
     /// for never.
     fn resync_period(&self) -> Option<std::time::Duration> {

@@ -369,10 +369,10 @@ impl Informer {
         self.synced.send_replace(false);
     }
 
-    fn note_event(&self, object: &CachedObject) {
+    fn note_event(&self, object: &CachedObject, received: SystemTime) {
         let mut health = self.health_mut();
         health.resource_version = Some(object.resource_version().to_string());
-        health.last_event = Some(SystemTime::now());
+        health.last_event = Some(received);
     }
 
     /// What the list+watch loop decodes objects with: this resource's kind, this
@@ -389,9 +389,10 @@ impl Informer {
 
     /// Stores an added or changed object and delivers the delta; returns its key.
     fn apply(&self, object: wire::Received) -> ObjectKey {
+        let received = SystemTime::now();
         let new = self.cache_form(object);
         let key = new.key().clone();
-        self.note_event(&new);
+        self.note_event(&new, received);
         let sinks = lock(&self.sinks);
         let old = self.store.write().insert(new.clone());
         let delta = match old {
@@ -406,23 +407,26 @@ impl Informer {
             }
             Some(old) => Delta::Updated { old, new },
         };
-        deliver(&sinks, &delta);
+        for sub in sinks.iter() {
+            sub.sink.deliver_received(&delta, received);
+        }
         key
     }
 
     /// Removes a deleted object and delivers the delta.
     fn delete(&self, object: wire::Received) {
+        let received = SystemTime::now();
         let last_known = self.cache_form(object);
-        self.note_event(&last_known);
+        self.note_event(&last_known, received);
         let sinks = lock(&self.sinks);
         self.store.write().remove(last_known.key());
-        deliver(
-            &sinks,
-            &Delta::Deleted {
-                last_known,
-                final_state_unknown: false,
-            },
-        );
+        let delta = Delta::Deleted {
+            last_known,
+            final_state_unknown: false,
+        };
+        for sub in sinks.iter() {
+            sub.sink.deliver_received(&delta, received);
+        }
     }
 
     /// After a list of `count` objects: deletes every cached object the list did not contain

@@ -101,12 +101,19 @@ pub struct CallState {
     timed_out: bool,
     /// What the call has logged so far, against its handler's log limits.
     log: CallLog,
+    /// The call's trace, when the event is traced: its writes are children of it.
+    trace: Option<crate::traces::CallTrace>,
 }
 
 impl CallState {
     /// The calling handler's context: what its imports may read and write.
     pub(crate) fn context(&self) -> &Arc<HostContext> {
         &self.context
+    }
+
+    /// The call's trace, when the event is traced.
+    pub(crate) fn trace(&self) -> Option<&crate::traces::CallTrace> {
+        self.trace.as_ref()
     }
 
     /// Ends the call's log: if lines were dropped past its limits, one line says so.
@@ -485,10 +492,23 @@ impl Plugin {
         config_json: &str,
         event: &types::Event,
     ) -> Result<types::Outcome> {
+        self.call_traced(context, limits, config_json, event, None)
+            .await
+    }
+
+    /// [`Plugin::call_in`], the call's writes and requests traced as children of `trace`.
+    pub async fn call_traced(
+        &self,
+        context: &Arc<HostContext>,
+        limits: &CallLimits,
+        config_json: &str,
+        event: &types::Event,
+        trace: Option<crate::traces::CallTrace>,
+    ) -> Result<types::Outcome> {
         let mut instance = self
             .instantiate_in(context.clone(), limits, config_json)
             .await?;
-        instance.handle(event).await
+        instance.handle_traced(event, trace).await
     }
 
     /// Creates an instance for `handler` (whose plugin may log and nothing more) and runs
@@ -537,6 +557,7 @@ impl Plugin {
                 deadline,
                 timed_out: false,
                 log,
+                trace: None,
             },
         );
         store.limiter(|state| &mut state.limits);
@@ -622,6 +643,17 @@ impl PluginInstance {
     /// instantiation started; each later call gets its own. A trap or a timeout leaves the
     /// instance unusable: every later call fails at once, and the caller should drop it.
     pub async fn handle(&mut self, event: &types::Event) -> Result<types::Outcome> {
+        self.handle_traced(event, None).await
+    }
+
+    /// [`PluginInstance::handle`], the call's Kubernetes writes and outbound requests
+    /// traced as children of `trace` (the event's trace id then replaces the one derived
+    /// from the event in `traceparent`).
+    pub async fn handle_traced(
+        &mut self,
+        event: &types::Event,
+        trace: Option<crate::traces::CallTrace>,
+    ) -> Result<types::Outcome> {
         if self.broken {
             return Err(Error::Trap(
                 "handle: the instance trapped or timed out in an earlier call and cannot be called again".into(),
@@ -637,8 +669,14 @@ impl PluginInstance {
         }
         self.calls += 1;
         let state = self.store.data_mut();
-        let trace = super::outbound::trace::Trace::of(state.context.handler(), event);
-        state.hooks.trace = Some(trace);
+        if trace.is_none() {
+            let derived = super::outbound::trace::Trace::of(state.context.handler(), event);
+            state.hooks.trace = Some(derived);
+        } else {
+            state.hooks.trace = None;
+        }
+        state.hooks.call_trace.clone_from(&trace);
+        state.trace = trace;
         let deadline = self.store.data().deadline;
         let (store, bindings, timeout) = (&mut self.store, &self.bindings, self.timeout);
         let running = self.ticker.running();

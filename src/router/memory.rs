@@ -176,17 +176,20 @@ impl Route {
         let key = new.key().as_str();
         // `emit` records what it hands over (and what the route's kinds of change skip).
         let gone = |route: &Route| match stub(prior, key) {
-            Some(last_known) => route.emit(&Delta::Deleted {
-                last_known,
-                final_state_unknown: true,
-            }),
+            Some(last_known) => route.emit(
+                &Delta::Deleted {
+                    last_known,
+                    final_state_unknown: true,
+                },
+                route.stamps(None),
+            ),
             None => route.remember(&Delta::Deleted {
                 last_known: new.clone(),
                 final_state_unknown: true,
             }),
         };
         if let Delta::Deleted { .. } = delta {
-            self.emit(delta);
+            self.emit(delta, self.stamps(None));
             return;
         }
         if self.filter.apply(&Delta::Added(new.clone())).is_none() {
@@ -198,7 +201,7 @@ impl Route {
             Some(r) if r.is_same(prior) => {}
             Some(r) if r.uid != prior.uid => {
                 gone(self);
-                self.emit(&added);
+                self.emit(&added, self.stamps(None));
             }
             _ => {
                 let updated = match stub(prior, key) {
@@ -208,7 +211,7 @@ impl Route {
                     },
                     None => added,
                 };
-                self.emit(&updated);
+                self.emit(&updated, self.stamps(None));
             }
         }
     }
@@ -262,10 +265,13 @@ impl Route {
         for (key, prior) in gone {
             match stub(&prior, &key) {
                 // Recorded (forgotten) by `emit`, with the handler's queue entry.
-                Some(last_known) => self.emit(&Delta::Deleted {
-                    last_known,
-                    final_state_unknown: true,
-                }),
+                Some(last_known) => self.emit(
+                    &Delta::Deleted {
+                        last_known,
+                        final_state_unknown: true,
+                    },
+                    self.stamps(None),
+                ),
                 None => memory.state.forgot(&self.name, &key),
             }
         }

@@ -38,6 +38,8 @@ pub struct Route {
     memory: Option<memory::Memory>,
     /// Its finalizer (`finalizer:`), if it holds its objects with one.
     held: Option<finalizer::Held>,
+    /// Where the daemon sends traces, if it does: each event delivered starts one.
+    traces: Option<Arc<crate::traces::Traces>>,
 }
 
 /// A route's state as /status shows it.
@@ -89,7 +91,15 @@ impl Route {
             initial_skipped: AtomicU64::new(0),
             memory: None,
             held: None,
+            traces: None,
         }
+    }
+
+    /// Starts a trace for each event it delivers, sent through `traces` (none with `None`).
+    #[must_use]
+    pub fn with_traces(mut self, traces: Option<Arc<crate::traces::Traces>>) -> Self {
+        self.traces = traces;
+        self
     }
 
     /// Holds the objects it delivers with the finalizer `name`, delivering their deletion
@@ -171,7 +181,9 @@ impl Route {
     /// change, and records it (with `state_dir`) in the same step: queued before it is
     /// recorded, so the store never holds "delivered" without the queued event (see
     /// `state`), and both sent before a worker can take it.
-    fn emit(&self, delta: &Delta) {
+    /// `stamps`: when the informer took the delta in and the route got it, if the route
+    /// traces its events.
+    fn emit(&self, delta: &Delta, stamps: Option<Stamps>) {
         let finalized;
         let delta = match self.held.as_ref().map(|held| held.step(delta)) {
             None => delta,
@@ -187,12 +199,66 @@ impl Route {
         };
         if wanted(&self.events, delta) {
             self.delivered.fetch_add(1, Ordering::Relaxed);
-            self.handler()
-                .enqueue(&self.name, self.delivery, delta, || self.remember(delta));
+            let handler = self.handler();
+            let trace = self
+                .traces
+                .as_ref()
+                .zip(stamps)
+                .and_then(|(traces, stamps)| self.trace(traces, stamps, handler.name(), delta));
+            handler.enqueue(&self.name, self.delivery, (delta, trace), || {
+                self.remember(delta)
+            });
         } else {
             self.skipped.fetch_add(1, Ordering::Relaxed);
             self.remember(delta);
         }
+    }
+}
+
+/// When the informer took a delta in and when the route got it.
+#[derive(Debug, Clone, Copy)]
+struct Stamps {
+    received: std::time::SystemTime,
+    routed: std::time::SystemTime,
+}
+
+impl Route {
+    /// If the route traces its events (else no clock is read): now as the route gets a
+    /// delta, and when the informer took it in (`received`, else now too).
+    fn stamps(&self, received: Option<std::time::SystemTime>) -> Option<Stamps> {
+        self.traces.as_ref().map(|_| {
+            let routed = std::time::SystemTime::now();
+            Stamps {
+                received: received.unwrap_or(routed),
+                routed,
+            }
+        })
+    }
+
+    /// The trace of the event `delta` gives `handler`, taken in and routed at `stamps`.
+    fn trace(
+        &self,
+        traces: &crate::traces::Traces,
+        stamps: Stamps,
+        handler: &str,
+        delta: &Delta,
+    ) -> Option<crate::traces::EventTrace> {
+        let object = delta.object()?;
+        let change = match delta {
+            Delta::Added(_) => "added",
+            Delta::Updated { .. } => "updated",
+            Delta::Deleted { .. } => "deleted",
+            Delta::Sync(_) | Delta::Replaced { .. } => "sync",
+        };
+        let about = crate::traces::About {
+            handler,
+            route: &self.name,
+            change,
+            object: object.key().as_str(),
+            resource_version: object.resource_version(),
+            json: object.json_str(),
+        };
+        Some(traces.event((stamps.received, stamps.routed), &about))
     }
 }
 
@@ -207,17 +273,29 @@ fn wanted(events: &EventFilter, delta: &Delta) -> bool {
     }
 }
 
-impl DeltaSink for Route {
-    fn deliver(&self, delta: &Delta) {
+impl Route {
+    /// Takes a delta the informer took in at `received`, if it says.
+    fn route_delta(&self, delta: &Delta, received: Option<std::time::SystemTime>) {
         if matches!(delta, Delta::Replaced { .. }) || self.restore(delta) {
             return;
         }
+        let stamps = self.stamps(received);
         match self.filter.apply(delta) {
-            Some(admitted) => self.emit(&admitted),
+            Some(admitted) => self.emit(&admitted, stamps),
             None => {
                 self.skipped.fetch_add(1, Ordering::Relaxed);
             }
         }
+    }
+}
+
+impl DeltaSink for Route {
+    fn deliver(&self, delta: &Delta) {
+        self.route_delta(delta, None);
+    }
+
+    fn deliver_received(&self, delta: &Delta, received: std::time::SystemTime) {
+        self.route_delta(delta, Some(received));
     }
 
     fn resync_period(&self) -> Option<std::time::Duration> {

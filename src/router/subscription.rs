@@ -65,8 +65,9 @@ struct Subscribed {
     skipping: AtomicBool,
 }
 
-impl DeltaSink for Subscribed {
-    fn deliver(&self, delta: &Delta) {
+impl Subscribed {
+    /// Hands `delta` (taken in by the informer at `received`, if it says) to the route.
+    fn pass(&self, delta: &Delta, received: Option<std::time::SystemTime>) {
         if self.skipping.load(Ordering::Acquire) {
             match delta {
                 Delta::Added(_) => return self.route.pass_over(delta),
@@ -74,10 +75,23 @@ impl DeltaSink for Subscribed {
                 _ => {}
             }
         }
-        self.route.deliver(delta);
+        match received {
+            Some(received) => self.route.deliver_received(delta, received),
+            None => self.route.deliver(delta),
+        }
         if let Delta::Replaced { shard, .. } = delta {
             self.route.listed(self.index, shard.clone());
         }
+    }
+}
+
+impl DeltaSink for Subscribed {
+    fn deliver(&self, delta: &Delta) {
+        self.pass(delta, None);
+    }
+
+    fn deliver_received(&self, delta: &Delta, received: std::time::SystemTime) {
+        self.pass(delta, Some(received));
     }
 
     fn resync_period(&self) -> Option<std::time::Duration> {

@@ -227,11 +227,12 @@ fn reference_yaml() -> String {
 }
 
 /// Where a mapping of the config sits, as the key sets below name it.
-const SECTIONS: [&str; 9] = [
+const SECTIONS: [&str; 10] = [
     "",
     "admin",
     "ha",
     "oci",
+    "tracing",
     "informers.*",
     "informers.*.transform",
     "handlers.*",
@@ -264,6 +265,7 @@ fn documented_keys(value: &Value) -> BTreeMap<&'static str, BTreeSet<String>> {
     found.insert("admin", keys(&value["admin"]));
     found.insert("ha", keys(&value["ha"]));
     found.insert("oci", keys(&value["oci"]));
+    found.insert("tracing", keys(&value["tracing"]));
     found.insert(
         "informers.*.transform",
         union(informers.iter().map(|i| &i["transform"]).collect()),
@@ -283,7 +285,7 @@ fn documented_keys(value: &Value) -> BTreeMap<&'static str, BTreeSet<String>> {
 fn schema_keys(section: &str) -> BTreeSet<String> {
     let config = match section {
         "" => "zz_unknown: 1\n".to_string(),
-        "admin" | "ha" | "oci" => format!("{section}:\n  zz_unknown: 1\n"),
+        "admin" | "ha" | "oci" | "tracing" => format!("{section}:\n  zz_unknown: 1\n"),
         "informers.*" => "informers:\n  i:\n    resource: v1/pods\n    zz_unknown: 1\n".into(),
         "informers.*.transform" => {
             "informers:\n  i:\n    resource: v1/pods\n    transform: {zz_unknown: 1}\n".into()

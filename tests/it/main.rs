@@ -56,6 +56,7 @@ mod sinks;
 mod sinks_aws;
 mod state;
 mod state_faults;
+mod traces;
 mod unserved;
 
 mod alerts {

@@ -9,7 +9,7 @@
 //! so a mistake inside one does not also show up as "unknown" wherever it is named.
 //!
 //! One file per section: [`admin`], [`ha`], [`oci`], [`informers`], [`handlers`] (and their
-//! [`capabilities`]), [`routes`], with the watch settings informers and routes share in
+//! [`capabilities`]), [`routes`], [`traces`], with the watch settings informers and routes share in
 //! [`watch`].
 
 mod admin;
@@ -25,6 +25,7 @@ mod outbound;
 mod routes;
 #[cfg(test)]
 mod tests;
+mod traces;
 mod watch;
 
 use std::collections::{BTreeMap, HashSet};
@@ -158,6 +159,7 @@ fn build(file: &Path, top: ConfigFile, plugins_dir: Option<&Path>, errors: &mut 
     let admin_file = admin::read_admin(top.admin.as_ref(), errors);
     let ha = ha::build_ha(top.ha.as_ref(), errors);
     let oci = oci::build_oci(top.oci.as_ref(), base, errors);
+    let tracing = traces::build_tracing(top.tracing.as_ref(), errors);
     let (informers, handlers, routes) =
         build_sections(top.informers, top.handlers, top.routes, base, errors);
     let admin = admin::build_admin(admin_file, base, errors);
@@ -202,6 +204,7 @@ fn build(file: &Path, top: ConfigFile, plugins_dir: Option<&Path>, errors: &mut 
         probes_max_connections: admin.probes_max_connections,
         ha,
         oci,
+        tracing,
         informers,
         handlers,
         routes,

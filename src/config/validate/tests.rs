@@ -773,3 +773,65 @@ routes:
         ]
     );
 }
+
+#[test]
+fn tracing_is_off_by_default_and_its_endpoint_gets_the_traces_path() {
+    let config = validate(Path::new("c.yaml"), GOOD).unwrap();
+    assert_eq!(config.tracing, None);
+    let text = format!(
+        "tracing:\n  otlp_endpoint: http://collector:4318\n  headers: {{x-api-key: k}}\n{GOOD}"
+    );
+    let tracing = validate(Path::new("c.yaml"), &text)
+        .unwrap()
+        .tracing
+        .unwrap();
+    assert_eq!(tracing.endpoint.as_str(), "http://collector:4318/v1/traces");
+    assert_eq!(
+        (tracing.sample_ratio, tracing.service_name.as_str()),
+        (1.0, "switchyard")
+    );
+    assert_eq!(
+        tracing.headers,
+        [("x-api-key".to_string(), "k".to_string())]
+    );
+    let text = format!("tracing:\n  otlp_endpoint: https://c.example/otlp/v1/traces\n{GOOD}");
+    let tracing = validate(Path::new("c.yaml"), &text).unwrap().tracing;
+    assert_eq!(
+        tracing.unwrap().endpoint.as_str(),
+        "https://c.example/otlp/v1/traces"
+    );
+}
+
+#[test]
+fn tracing_mistakes_are_located() {
+    let text = format!(
+        "tracing:\n  otlp_endpoint: grpc://collector:4317\n  sample_ratio: 1.5\n  service_name: ''\n  headers:\n    'bad name': v\n{GOOD}"
+    );
+    let errors = all_errors(&text);
+    let places: Vec<&str> = errors
+        .iter()
+        .map(|e| e.split(": ").take(2).collect::<Vec<_>>()[1])
+        .collect();
+    assert_eq!(
+        places,
+        [
+            "tracing.otlp_endpoint",
+            "tracing.sample_ratio",
+            "tracing.service_name",
+            "tracing.headers.bad name",
+        ],
+        "{errors:#?}"
+    );
+    assert!(errors[0].starts_with("2:18: ") && errors[0].contains("http://HOST:PORT"));
+    assert!(errors[1].starts_with("3:17: ") && errors[1].contains("from 0"));
+    let errors = all_errors(&format!("tracing:\n  sample_ratio: 0.5\n{GOOD}"));
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(errors[0].contains("tracing: tracing has settings but no otlp_endpoint"));
+    let errors = all_errors(&format!(
+        "tracing:\n  otlp_endpoint: http://c:4318\n  ratio: 1\n{GOOD}"
+    ));
+    assert!(
+        errors[0].contains("tracing.ratio") && errors[0].contains("sample_ratio"),
+        "{errors:?}"
+    );
+}

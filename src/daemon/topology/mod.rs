@@ -112,6 +112,8 @@ pub struct Stages<'a> {
     pub tenure: Option<&'a Arc<crate::sharding::Tenure>>,
     /// The state store (`state_dir:`), if any.
     pub state: Option<&'a crate::state::State>,
+    /// Where traces go (`tracing:`), if anywhere.
+    pub traces: Option<&'a Arc<crate::traces::Traces>>,
 }
 
 /// What a reload changed in one kind of stage, by name.
@@ -468,7 +470,8 @@ impl Topology {
                 handler,
             )
             .with_finalizer(spec.finalizer.as_deref())
-            .with_initial(spec.initial);
+            .with_initial(spec.initial)
+            .with_traces(stages.traces.cloned());
             let subscribed = if wiring.waits(&spec.name) {
                 0
             } else {

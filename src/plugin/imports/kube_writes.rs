@@ -391,6 +391,9 @@ fn failed(
     name: &str,
     error: &kube::Error,
 ) -> String {
+    if let kube::Error::Api(status) = error {
+        answered(status.code);
+    }
     let object = match namespace {
         Some(ns) => format!("{ns}/{name}"),
         None => name.to_string(),
@@ -400,6 +403,51 @@ fn failed(
         informer.key().resource.plural,
         kube_error(error)
     )
+}
+
+tokio::task_local! {
+    /// The status code the API server answered the traced write in progress with, when
+    /// it answered with an error (a success's code is the verb's).
+    static ANSWER: std::cell::Cell<Option<u16>>;
+}
+
+/// Notes the API server's status code for the traced write in progress, if one is.
+fn answered(code: u16) {
+    let _ = ANSWER.try_with(|answer| answer.set(Some(code)));
+}
+
+/// Runs `write` (`verb` of `resource` `object`), in a span under the call's when the call
+/// is traced; a success is recorded as `ok_code`.
+async fn traced<T>(
+    call: Option<&crate::traces::CallTrace>,
+    (verb, resource, object): (&str, &str, String),
+    ok_code: u16,
+    write: impl Future<Output = Result<T, String>>,
+) -> Result<T, String> {
+    let Some(call) = call else {
+        return write.await;
+    };
+    let span = call.write(verb, resource, object);
+    let (result, code) = ANSWER
+        .scope(std::cell::Cell::new(None), async {
+            let result = write.await;
+            (result, ANSWER.with(std::cell::Cell::get))
+        })
+        .await;
+    span.end(match (&result, code) {
+        (_, Some(code)) => Ok(code),
+        (Ok(_), None) => Ok(ok_code),
+        (Err(e), None) => Err(e.as_str()),
+    });
+    result
+}
+
+/// `namespace/name`, or `name`.
+fn object_of(namespace: Option<&str>, name: &str) -> String {
+    match namespace {
+        Some(ns) => format!("{ns}/{name}"),
+        None => name.to_string(),
+    }
 }
 
 impl wit::Host for CallState {
@@ -412,7 +460,12 @@ impl wit::Host for CallState {
     ) -> wasmtime::Result<Result<String, String>> {
         let ctx = self.context().clone();
         let write = ctx.apply(&resource, namespace.as_deref(), &name, &body);
-        Ok(write.await)
+        let about = (
+            "apply",
+            resource.as_str(),
+            object_of(namespace.as_deref(), &name),
+        );
+        Ok(traced(self.trace(), about, 200, write).await)
     }
 
     async fn merge_patch(
@@ -424,7 +477,12 @@ impl wit::Host for CallState {
     ) -> wasmtime::Result<Result<String, String>> {
         let ctx = self.context().clone();
         let write = ctx.merge_patch(&resource, namespace.as_deref(), &name, &patch);
-        Ok(write.await)
+        let about = (
+            "merge-patch",
+            resource.as_str(),
+            object_of(namespace.as_deref(), &name),
+        );
+        Ok(traced(self.trace(), about, 200, write).await)
     }
 
     async fn delete(
@@ -435,7 +493,12 @@ impl wit::Host for CallState {
     ) -> wasmtime::Result<Result<(), String>> {
         let ctx = self.context().clone();
         let write = ctx.delete(&resource, namespace.as_deref(), &name);
-        Ok(write.await)
+        let about = (
+            "delete",
+            resource.as_str(),
+            object_of(namespace.as_deref(), &name),
+        );
+        Ok(traced(self.trace(), about, 200, write).await)
     }
 
     async fn create_event(
@@ -447,6 +510,7 @@ impl wit::Host for CallState {
     ) -> wasmtime::Result<Result<(), String>> {
         let ctx = self.context().clone();
         let write = ctx.create_event(&object, &event_type, &reason, &message);
-        Ok(write.await)
+        let about = ("create", "events", reason.clone());
+        Ok(traced(self.trace(), about, 201, write).await)
     }
 }

@@ -14,7 +14,9 @@
 //! 4. in a shadow run or a replay, the request is recorded and answered by a stub, never
 //!    sent;
 //! 5. a request that is sent carries a W3C `traceparent` header ([`trace`]) unless the
-//!    plugin set one: one trace id per event, the same across its retries.
+//!    plugin set one: one trace id per event, the same across its retries; when the
+//!    daemon sends traces, the request's own span (under the plugin call's) is the parent
+//!    it names.
 //!
 //! # Decision: redirects are not followed
 //!
@@ -39,7 +41,7 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
 pub use client::{Client, Clients};
-pub use send::send;
+pub use send::{Parent, send};
 pub use stats::HostStatus;
 
 use tokio::sync::Semaphore;
@@ -139,8 +141,12 @@ pub struct CallHooks {
     context: Arc<crate::plugin::imports::HostContext>,
     /// When the call ends; requests are bounded by it.
     pub deadline: std::time::Instant,
-    /// The trace of the event being handled, set as each call starts.
+    /// The trace of the event being handled, set as each call starts, when the daemon
+    /// sends no traces.
     pub trace: Option<trace::Trace>,
+    /// The call's trace, when the daemon sends traces: each request sent gets a span under
+    /// it, named in its `traceparent`.
+    pub call_trace: Option<crate::traces::CallTrace>,
     /// Bounds the requests this call has in flight; made at its first request (most calls
     /// make none).
     in_flight: Option<Arc<Semaphore>>,
@@ -156,6 +162,7 @@ impl CallHooks {
             context,
             deadline,
             trace: None,
+            call_trace: None,
             in_flight: None,
         }
     }
@@ -177,13 +184,16 @@ impl wasmtime_wasi_http::WasiHttpHooks for CallHooks {
         options: Option<wasmtime_wasi_http::RequestOptions>,
         _fut: Box<dyn Future<Output = Result<(), wasmtime_wasi_http::Error>> + Send>,
     ) -> Box<dyn Future<Output = Result<send::Sent, wasmtime_wasi_http::Error>> + Send> {
-        let traceparent = self.trace.as_mut().map(trace::Trace::next_parent);
+        let parent = match &self.call_trace {
+            Some(call) => send::Parent::Span(call.clone()),
+            None => send::Parent::Derived(self.trace.as_mut().map(trace::Trace::next_parent)),
+        };
         Box::new(send(
             self.context.clone(),
             self.deadline,
             request,
             options,
-            traceparent,
+            parent,
             self.in_flight
                 .get_or_insert_with(|| Arc::new(Semaphore::new(MAX_IN_FLIGHT_PER_CALL)))
                 .clone(),

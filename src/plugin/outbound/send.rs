@@ -23,15 +23,24 @@ pub type Sent = (
     Box<dyn Future<Output = Result<(), Error>> + Send>,
 );
 
+/// What a request's `traceparent` names as its parent.
+pub enum Parent {
+    /// The value derived from the event ([`super::trace`]), if any: no traces are sent.
+    Derived(Option<String>),
+    /// The plugin call's span: the request gets a span of its own under it, named in the
+    /// header.
+    Span(crate::traces::CallTrace),
+}
+
 /// Sends a plugin's request for the handler of `context`, within `deadline` (see the
-/// module docs of `outbound` for the checks), with `traceparent` unless the plugin set one;
-/// `call` bounds the requests the call has in flight.
+/// module docs of `outbound` for the checks), with a `traceparent` naming `parent` unless
+/// the plugin set one; `call` bounds the requests the call has in flight.
 pub async fn send(
     context: Arc<HostContext>,
     deadline: Instant,
     request: http::Request<WasiBody>,
     options: Option<RequestOptions>,
-    traceparent: Option<String>,
+    parent: Parent,
     call: Arc<Semaphore>,
 ) -> Result<Sent, Error> {
     // One reading of the URL, by the parser the connector uses: the allow-list is matched
@@ -69,6 +78,18 @@ pub async fn send(
         }
     }
     // Added as the request leaves: a capture holds the request as the plugin made it.
+    let (span, traceparent) = match parent {
+        Parent::Derived(traceparent) => (None, traceparent),
+        Parent::Span(call) => {
+            let span = call.request(
+                parts.method.as_str(),
+                &dest.host.to_string(),
+                Some(dest.port),
+            );
+            let traceparent = span.traceparent();
+            (Some(span), Some(traceparent))
+        }
+    };
     if let Some(value) = traceparent.and_then(|t| http::HeaderValue::try_from(t).ok()) {
         parts.headers.entry("traceparent").or_insert(value);
     }
@@ -78,6 +99,14 @@ pub async fn send(
         Ok(response) => response.status().as_u16().to_string(),
         Err(e) => error_code(e).to_string(),
     };
+    if let Some(span) = span {
+        span.end(
+            result
+                .as_ref()
+                .map(|r| r.status().as_u16())
+                .map_err(|e| error_code(e)),
+        );
+    }
     let failed = result
         .as_ref()
         .map_or(true, |r| r.status().is_server_error());

@@ -45,6 +45,11 @@ const MISTAKES: &[(&str, &str, &str)] = &[
         "at '/config/informers/pods/shard_by'",
         "informers.pods.shard_by",
     ),
+    (
+        "tracing:\n  otlp_endpoint: http://collector:4318\n  sample_ratio: 1.5\nhandlers:\n  h: {}\nroutes:\n  - {name: r, resource: configmaps, handler: h}\n",
+        "at '/config/tracing/sample_ratio'",
+        "tracing.sample_ratio",
+    ),
 ];
 
 /// Helm's verdict on the chart's defaults with `values` over them.

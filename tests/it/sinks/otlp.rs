@@ -16,15 +16,9 @@ use super::{WAIT, config_for, core_event, delivered, header};
 use crate::support::receiver::{Mode, Receiver};
 use crate::support::{self, TestDaemon, spawned};
 
-/// The opentelemetry-proto release the decoding is checked with.
-const PROTO_VERSION: &str = "1.45.2";
-
 /// `body` decoded as an `ExportLogsServiceRequest`, in OTLP's JSON form.
 fn decode(body: &[u8]) -> Value {
-    let python = support::python::venv(
-        &format!("opentelemetry-proto-{PROTO_VERSION}"),
-        &[&format!("opentelemetry-proto=={PROTO_VERSION}")],
-    );
+    let python = support::python::opentelemetry_proto();
     let mut command = Command::new(python);
     command
         .arg(support::root().join("tests/it/sinks/otlp_decode.py"))

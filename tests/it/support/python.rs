@@ -7,6 +7,17 @@ use std::process::Command;
 
 use super::spawned;
 
+/// The opentelemetry-proto release OTLP requests are decoded with.
+const OTEL_PROTO: &str = "1.45.2";
+
+/// The Python of a virtual environment with OpenTelemetry's protobuf definitions.
+pub fn opentelemetry_proto() -> PathBuf {
+    venv(
+        &format!("opentelemetry-proto-{OTEL_PROTO}"),
+        &[&format!("opentelemetry-proto=={OTEL_PROTO}")],
+    )
+}
+
 /// The Python of the virtual environment `name` (under `CARGO_TARGET_TMPDIR`) with
 /// `requirements` (pip's `NAME==VERSION`) installed, made if it is not there yet. Name each
 /// set of requirements differently, with its versions, so a changed set is a new one.

@@ -196,6 +196,18 @@ impl Lines {
         }
     }
 
+    /// Reads whatever arrives for `period` (blocking); every line read so far.
+    pub fn read_for(&mut self, period: Duration) -> &[String] {
+        let deadline = Instant::now() + period;
+        while let Ok(line) = self
+            .lines
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+        {
+            self.seen.push(line);
+        }
+        &self.seen
+    }
+
     /// Every line read so far.
     pub fn seen(&self) -> &[String] {
         &self.seen

@@ -3,8 +3,10 @@
 //! a 2xx, so the daemon retries it; a 4xx other than 429 fails it as permanent, so the event
 //! goes to the dead letters at once. With `"timeout_ms"`, waits at most that long for the
 //! response's first byte. `"headers"` adds headers; with `"log_config": true`, `init`
-//! logs the config it was given (what the daemon must redact when it holds secrets). The
-//! tests' outbound HTTP plugin.
+//! logs the config it was given (what the daemon must redact when it holds secrets). With
+//! `"mark": "RESOURCE"`, a delivered object not marked yet is then marked with a
+//! merge patch (the annotation `switchyard.test/delivered`): a call that both sends and
+//! writes. The tests' outbound HTTP plugin.
 
 use std::cell::RefCell;
 use std::time::Duration;
@@ -16,6 +18,9 @@ use switchyard_sdk::{Event, EventKind, Handler, Level, Outcome, export_handler, 
 thread_local! {
     static CONFIG: RefCell<Value> = const { RefCell::new(Value::Null) };
 }
+
+/// The annotation `"mark"` puts on a delivered object.
+const MARK: &str = "switchyard.test/delivered";
 
 struct Outbound;
 
@@ -74,6 +79,14 @@ impl Handler for Outbound {
             });
         }
         log(Level::Debug, &format!("delivered: {}", response.status));
+        if let Some(resource) = config["mark"].as_str()
+            && meta["annotations"][MARK].is_null()
+            && event.kind != EventKind::Deleted
+        {
+            let patch = json!({"metadata": {"annotations": {MARK: response.status.to_string()}}});
+            let name = meta["name"].as_str().unwrap_or_default();
+            switchyard_sdk::kube::merge_patch(resource, meta["namespace"].as_str(), name, &patch)?;
+        }
         Ok(Outcome::Done)
     }
 }
