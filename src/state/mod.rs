@@ -251,7 +251,7 @@ impl State {
             source,
         })?;
         let path = spec.dir.join(FILE_NAME);
-        let (db, segment) = match open_with_log(&spec.dir, &path) {
+        let (db, replayed) = match open_with_log(&spec.dir, &path) {
             Ok(opened) => opened,
             Err(Error::Corrupt { reason, .. }) if spec.on_corrupt == OnCorrupt::Fresh => {
                 let aside = set_aside(&path)?;
@@ -261,11 +261,17 @@ impl State {
             }
             Err(e) => return Err(e),
         };
+        let next_segment = replayed.last + 1;
         let shared = Arc::new(Shared {
             path,
             dir: spec.dir.clone(),
-            pending: Default::default(),
-            log_bytes: AtomicU64::new(segment.len()),
+            pending: RwLock::new(overlay::Pending {
+                writing: replayed
+                    .changes
+                    .map(|changes| (Arc::new(changes), replayed.last)),
+                current: Default::default(),
+            }),
+            log_bytes: AtomicU64::new(0),
             db: RwLock::new(Some(Arc::new(db))),
             stats: Stats::default(),
             flow: Arc::new(Flow::new(spec.max_pending_writes)),
@@ -276,7 +282,7 @@ impl State {
             let shared = shared.clone();
             std::thread::Builder::new()
                 .name("state-writer".into())
-                .spawn(move || writer::run(shared, rx, segment, observe))
+                .spawn(move || writer::run(shared, rx, next_segment, observe))
                 .map_err(|source| Error::Dir {
                     path: spec.dir.clone(),
                     source,
@@ -759,62 +765,60 @@ fn open_checked(path: &Path) -> Result<Database> {
     })
 }
 
-/// Opens the store ([`open_checked`]) and applies its log ([`replay_log`]).
-fn open_with_log(dir: &Path, path: &Path) -> Result<(Database, log::Segment)> {
-    let db = open_checked(path)?;
-    let segment = replay_log(dir, path, &db)?;
-    Ok((db, segment))
+/// What the log holds that no checkpoint does yet.
+struct Replayed {
+    /// Its changes, the last of each key; `None` when there are no segments.
+    changes: Option<overlay::Overlay>,
+    /// The number of the last segment there is (or that a checkpoint covered).
+    last: u64,
 }
 
-/// Applies the log segments in `dir` that no checkpoint holds yet to the store, in one
-/// transaction, deletes them, and starts the next segment. A segment that is not one is
-/// [`Error::Corrupt`]; a commit cut short at a segment's end was never acknowledged and is
-/// left out.
-fn replay_log(dir: &Path, path: &Path, db: &Database) -> Result<log::Segment> {
+/// Opens the store and reads the log segments beside it.
+fn open_with_log(dir: &Path, path: &Path) -> Result<(Database, Replayed)> {
+    let db = open_checked(path)?;
+    let replayed = replay_log(dir, path, &db)?;
+    Ok((db, replayed))
+}
+
+/// Reads the log segments in `dir` that no checkpoint holds yet, writing nothing: their
+/// changes are laid over the B-tree's rows until the first checkpoint writes them, with
+/// retries like any other (a full disk at start keeps them, it does not stop the daemon).
+/// A segment that is not one is [`Error::Corrupt`]; a commit cut short at a segment's end
+/// was never acknowledged and is left out.
+fn replay_log(dir: &Path, path: &Path, db: &Database) -> Result<Replayed> {
     let corrupt = |reason: String| Error::Corrupt {
         path: path.to_path_buf(),
         reason,
-    };
-    let folder = |source| Error::Dir {
-        path: dir.to_path_buf(),
-        source,
     };
     let checkpointed = read_rows::<u64>(db, tables::META)
         .map_err(|e| corrupt(row_reason(e)))?
         .into_iter()
         .find_map(|(key, n)| (key == checkpoint::CHECKPOINTED).then_some(n))
         .unwrap_or(0);
-    let numbers = log::segments(dir).map_err(folder)?;
+    let numbers = log::segments(dir).map_err(|source| Error::Dir {
+        path: dir.to_path_buf(),
+        source,
+    })?;
     let mut changes = overlay::Overlay::default();
-    let mut applied = 0usize;
+    let mut read = 0usize;
     for &n in numbers.iter().filter(|n| **n > checkpointed) {
         let segment = log::segment_path(dir, n);
         let replayed = log::replay(&segment).map_err(corrupt)?;
         if replayed.torn > 0 {
             tracing::warn!(segment = %segment.display(), bytes = replayed.torn, "the state store's log ends in a commit cut short, which nothing waited on; it is left out");
         }
-        applied += replayed.changes.len();
+        read += replayed.changes.len();
         for change in replayed.changes {
             changes.apply(change);
         }
     }
-    let last = numbers.last().copied().unwrap_or(0).max(checkpointed);
-    if !numbers.is_empty() {
-        let write = || -> Result<(), redb::Error> {
-            let txn = db.begin_write()?;
-            changes.write(&txn)?;
-            checkpoint::write_checkpointed(&txn, last)?;
-            txn.commit()?;
-            Ok(())
-        };
-        write().map_err(|source| Error::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        checkpoint::remove_segments(dir, last);
-        tracing::info!(store = %path.display(), changes = applied, "applied the state store's log");
+    if read > 0 {
+        tracing::info!(store = %path.display(), changes = read, "read the state store's log; a checkpoint writes it into the store");
     }
-    log::Segment::create(dir, last + 1).map_err(folder)
+    Ok(Replayed {
+        changes: (!numbers.is_empty()).then_some(changes),
+        last: numbers.last().copied().unwrap_or(0).max(checkpointed),
+    })
 }
 
 /// Moves the log segments in `dir` aside (`switchyard.log.N.corrupt-UNIXTIME`), with the

@@ -41,10 +41,10 @@ const CHECKPOINT_BYTES: usize = 32 << 20;
 pub(super) fn run(
     shared: Arc<Shared>,
     rx: Receiver<Op>,
-    segment: Segment,
+    next_segment: u64,
     observe: Option<Box<dyn Fn(Duration) + Send>>,
 ) {
-    let mut log = Log::start(&shared, segment);
+    let mut log = Log::start(&shared, next_segment);
     let mut batch: Vec<Op> = Vec::new();
     // The sequence number of the last change taken from the channel.
     let mut received = 0u64;
@@ -116,7 +116,11 @@ pub(super) fn run(
 
 /// The log being written, and the checkpoint thread it hands segments to.
 struct Log {
-    segment: Segment,
+    /// The segment commits go to; created by the first commit after a checkpoint, so a
+    /// failure to create it is a failed commit, retried as any other.
+    segment: Option<Segment>,
+    /// The number of the next segment to create.
+    next: u64,
     /// When the last checkpoint was handed over.
     since: Instant,
     checkpoints: Option<Sender<u64>>,
@@ -124,8 +128,9 @@ struct Log {
 }
 
 impl Log {
-    /// Starts the checkpoint thread; `segment` is the one to write.
-    fn start(shared: &Arc<Shared>, segment: Segment) -> Self {
+    /// Starts the checkpoint thread, handing it the changes read from the log at open, if
+    /// any; `next` is the number of the first segment to write.
+    fn start(shared: &Arc<Shared>, next: u64) -> Self {
         let (tx, rx) = std::sync::mpsc::channel();
         let checkpointer = {
             let shared = shared.clone();
@@ -140,12 +145,25 @@ impl Log {
                 None
             }
         };
+        let replayed = crate::util::read(&shared.pending)
+            .writing
+            .as_ref()
+            .map(|(_, upto)| *upto);
+        if let (Some(upto), Some(_)) = (replayed, &checkpointer) {
+            let _ = tx.send(upto);
+        }
         Self {
-            segment,
+            segment: None,
+            next,
             since: Instant::now(),
             checkpoints: checkpointer.is_some().then_some(tx),
             checkpointer,
         }
+    }
+
+    /// The number of the last segment: the one being written, else the one before the next.
+    fn last(&self) -> u64 {
+        self.segment.as_ref().map_or(self.next - 1, |s| s.number)
     }
 
     /// Commits `batch` to the log, then to the changes readers lay over the B-tree.
@@ -158,12 +176,21 @@ impl Log {
         for change in &changes {
             change.encode(&mut payload);
         }
-        self.segment
+        let segment = match &mut self.segment {
+            Some(segment) => segment,
+            None => {
+                let created = Segment::create(&shared.dir, self.next).map_err(|e| {
+                    let path = super::log::segment_path(&shared.dir, self.next);
+                    format!("{}: {e}", path.display())
+                })?;
+                self.next += 1;
+                self.segment.insert(created)
+            }
+        };
+        segment
             .append(&frame(&payload))
-            .map_err(|e| format!("{}: {e}", self.segment.path().display()))?;
-        shared
-            .log_bytes
-            .store(self.segment.len(), Ordering::Relaxed);
+            .map_err(|e| format!("{}: {e}", segment.path().display()))?;
+        shared.log_bytes.store(segment.len(), Ordering::Relaxed);
         let mut pending = crate::util::write(&shared.pending);
         for change in changes {
             pending.current.apply(change);
@@ -189,22 +216,15 @@ impl Log {
                 return;
             }
         }
-        let next = match Segment::create(&shared.dir, self.segment.number + 1) {
-            Ok(next) => next,
-            Err(e) => {
-                tracing::warn!(store = %shared.path.display(), error = %e, "cannot start a new log segment; the log grows until one can be started");
-                return;
-            }
-        };
-        let upto = std::mem::replace(&mut self.segment, next).number;
+        // The next commit starts a new segment.
+        let upto = self.last();
+        self.segment = None;
         {
             let mut pending = crate::util::write(&shared.pending);
             let changes = std::mem::take(&mut pending.current);
             pending.writing = Some((Arc::new(changes), upto));
         }
-        shared
-            .log_bytes
-            .store(self.segment.len(), Ordering::Relaxed);
+        shared.log_bytes.store(0, Ordering::Relaxed);
         self.since = Instant::now();
         let _ = checkpoints.send(upto);
     }
@@ -217,7 +237,7 @@ impl Log {
                 std::thread::sleep(Duration::from_millis(1));
             }
         }
-        let upto = self.segment.number;
+        let upto = self.last();
         {
             let mut pending = crate::util::write(&shared.pending);
             if pending.writing.is_none() {
