@@ -22,12 +22,15 @@
 //! This stage imports only config and util: the stages above turn their events into the
 //! plain [`records`] kept here.
 
+mod checkpoint;
 mod flow;
+mod log;
+mod overlay;
 pub mod records;
 pub mod retained;
 mod writer;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::Sender;
@@ -222,7 +225,14 @@ struct Inner {
 
 /// What the writer thread shares with the senders and readers.
 struct Shared {
+    /// The store's file.
     path: PathBuf,
+    /// The folder of the store and its log.
+    dir: PathBuf,
+    /// Changes committed to the log and not yet to the store's B-tree.
+    pending: RwLock<overlay::Pending>,
+    /// Bytes in the log segment being written.
+    log_bytes: AtomicU64,
     /// The open store; `None` between a close and a successful open after a failed write.
     db: RwLock<Option<Arc<Database>>>,
     stats: Stats,
@@ -241,17 +251,27 @@ impl State {
             source,
         })?;
         let path = spec.dir.join(FILE_NAME);
-        let db = match open_checked(&path) {
-            Ok(db) => db,
+        let (db, replayed) = match open_with_log(&spec.dir, &path) {
+            Ok(opened) => opened,
             Err(Error::Corrupt { reason, .. }) if spec.on_corrupt == OnCorrupt::Fresh => {
                 let aside = set_aside(&path)?;
+                set_log_aside(&spec.dir);
                 tracing::error!(store = %path.display(), moved_to = %aside.display(), %reason, "THE STATE STORE CANNOT BE READ: starting with no state (state_on_corrupt: fresh); every object is delivered as added and the queues and dead letters of the last run are not restored");
-                open_checked(&path)?
+                open_with_log(&spec.dir, &path)?
             }
             Err(e) => return Err(e),
         };
+        let next_segment = replayed.last + 1;
         let shared = Arc::new(Shared {
             path,
+            dir: spec.dir.clone(),
+            pending: RwLock::new(overlay::Pending {
+                writing: replayed
+                    .changes
+                    .map(|changes| (Arc::new(changes), replayed.last)),
+                current: Default::default(),
+            }),
+            log_bytes: AtomicU64::new(0),
             db: RwLock::new(Some(Arc::new(db))),
             stats: Stats::default(),
             flow: Arc::new(Flow::new(spec.max_pending_writes)),
@@ -262,7 +282,7 @@ impl State {
             let shared = shared.clone();
             std::thread::Builder::new()
                 .name("state-writer".into())
-                .spawn(move || writer::run(shared, rx, observe))
+                .spawn(move || writer::run(shared, rx, next_segment, observe))
                 .map_err(|source| Error::Dir {
                     path: spec.dir.clone(),
                     source,
@@ -470,12 +490,9 @@ impl State {
                 self.forget_finalizer(&route, &finalizer.name);
             }
         }
-        let read = |e: redb::Error| self.read_error(e);
-        let txn = self.db()?.begin_read().map_err(|e| read(e.into()))?;
         let mut dropped_routes = Vec::new();
         let mut dropped_handlers = HashSet::new();
-        for table in txn.list_tables().map_err(|e| read(e.into()))? {
-            let name = table.name();
+        for name in self.table_names()? {
             if let Some(route) = name.strip_prefix("route/") {
                 if !routes.contains(route) && !releasing.contains(route) {
                     dropped_routes.push(route.to_string());
@@ -533,11 +550,10 @@ impl State {
 
     /// The handlers that have queued keys in the store.
     fn handler_names(&self) -> Result<HashSet<String>> {
-        let read = |e: redb::Error| self.read_error(e);
-        let txn = self.db()?.begin_read().map_err(|e| read(e.into()))?;
-        let tables = txn.list_tables().map_err(|e| read(e.into()))?;
-        Ok(tables
-            .filter_map(|t| t.name().strip_prefix("owed/").map(str::to_string))
+        Ok(self
+            .table_names()?
+            .into_iter()
+            .filter_map(|t| t.strip_prefix("owed/").map(str::to_string))
             .collect())
     }
 
@@ -580,7 +596,8 @@ impl State {
         let (max_pending_writes, backpressure_waits, backpressure) = shared.flow.pressure();
         StateStatus {
             path: shared.path.display().to_string(),
-            size_bytes: std::fs::metadata(&shared.path).map_or(0, |m| m.len()),
+            size_bytes: std::fs::metadata(&shared.path).map_or(0, |m| m.len())
+                + shared.log_bytes.load(Ordering::Relaxed),
             commits: stats.commits.load(Ordering::Relaxed),
             failures: stats.failures.load(Ordering::Relaxed),
             last_commit: lock(&stats.last_commit).map(crate::util::rfc3339),
@@ -611,14 +628,39 @@ impl State {
     /// Every row of a table, decoded; a missing table has none. A row that does not decode
     /// is corruption.
     fn read_table<T: serde::de::DeserializeOwned>(&self, name: &str) -> Result<Vec<(String, T)>> {
-        let db = self.db()?;
-        read_rows(&db, name).map_err(|e| match e {
+        let rows = {
+            // Held while the B-tree is read: a checkpoint ending meanwhile waits.
+            let pending = crate::util::read(&self.inner.shared.pending);
+            let db = self.db()?;
+            let mut rows = raw_rows(&db, name).map_err(|e| self.row_error(e))?;
+            pending.lay_over(name, &mut rows);
+            rows
+        };
+        decode_rows(name, rows).map_err(|e| self.row_error(e))
+    }
+
+    /// The names of the tables there are, with the changes not in the B-tree yet.
+    fn table_names(&self) -> Result<BTreeSet<String>> {
+        let read = |e: redb::Error| self.read_error(e);
+        let pending = crate::util::read(&self.inner.shared.pending);
+        let txn = self.db()?.begin_read().map_err(|e| read(e.into()))?;
+        let mut names: BTreeSet<String> = txn
+            .list_tables()
+            .map_err(|e| read(e.into()))?
+            .map(|t| t.name().to_string())
+            .collect();
+        pending.lay_over_names(&mut names);
+        Ok(names)
+    }
+
+    fn row_error(&self, e: RowError) -> Error {
+        match e {
             RowError::Db(e) => self.read_error(e),
             RowError::Decode(reason) => Error::Corrupt {
                 path: self.inner.shared.path.clone(),
                 reason,
             },
-        })
+        }
     }
 
     fn read_error(&self, source: redb::Error) -> Error {
@@ -648,21 +690,38 @@ fn read_rows<T: serde::de::DeserializeOwned>(
     db: &Database,
     name: &str,
 ) -> Result<Vec<(String, T)>, RowError> {
+    decode_rows(name, raw_rows(db, name)?)
+}
+
+/// Every row of a table as stored; a missing table has none.
+fn raw_rows(db: &Database, name: &str) -> Result<BTreeMap<String, Vec<u8>>, RowError> {
     let db_err = |e: redb::Error| RowError::Db(e);
     let txn = db.begin_read().map_err(|e| db_err(e.into()))?;
     let table = match txn.open_table(writer::def(name)) {
         Ok(table) => table,
-        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(BTreeMap::new()),
         Err(e) => return Err(db_err(e.into())),
     };
-    let mut rows = Vec::new();
+    let mut rows = BTreeMap::new();
     for row in table.iter().map_err(|e| db_err(e.into()))? {
         let (key, value) = row.map_err(|e| db_err(e.into()))?;
-        let decoded = serde_json::from_slice(value.value())
-            .map_err(|e| RowError::Decode(format!("table {name:?}, key {:?}: {e}", key.value())))?;
-        rows.push((key.value().to_string(), decoded));
+        rows.insert(key.value().to_string(), value.value().to_vec());
     }
     Ok(rows)
+}
+
+/// Decodes the rows of table `name`; one that does not decode is [`RowError::Decode`].
+fn decode_rows<T: serde::de::DeserializeOwned>(
+    name: &str,
+    rows: BTreeMap<String, Vec<u8>>,
+) -> Result<Vec<(String, T)>, RowError> {
+    rows.into_iter()
+        .map(|(key, value)| {
+            let decoded = serde_json::from_slice(&value)
+                .map_err(|e| RowError::Decode(format!("table {name:?}, key {key:?}: {e}")))?;
+            Ok((key, decoded))
+        })
+        .collect()
 }
 
 /// Opens the store at `path`, checks its integrity and layout version, and decodes every
@@ -704,6 +763,77 @@ fn open_checked(path: &Path) -> Result<Database> {
             .unwrap_or_else(|| "the store library failed on it".into());
         Err(corrupt(what))
     })
+}
+
+/// What the log holds that no checkpoint does yet.
+struct Replayed {
+    /// Its changes, the last of each key; `None` when there are no segments.
+    changes: Option<overlay::Overlay>,
+    /// The number of the last segment there is (or that a checkpoint covered).
+    last: u64,
+}
+
+/// Opens the store and reads the log segments beside it.
+fn open_with_log(dir: &Path, path: &Path) -> Result<(Database, Replayed)> {
+    let db = open_checked(path)?;
+    let replayed = replay_log(dir, path, &db)?;
+    Ok((db, replayed))
+}
+
+/// Reads the log segments in `dir` that no checkpoint holds yet, writing nothing: their
+/// changes are laid over the B-tree's rows until the first checkpoint writes them, with
+/// retries like any other (a full disk at start keeps them, it does not stop the daemon).
+/// A segment that is not one is [`Error::Corrupt`]; a commit cut short at a segment's end
+/// was never acknowledged and is left out.
+fn replay_log(dir: &Path, path: &Path, db: &Database) -> Result<Replayed> {
+    let corrupt = |reason: String| Error::Corrupt {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let checkpointed = read_rows::<u64>(db, tables::META)
+        .map_err(|e| corrupt(row_reason(e)))?
+        .into_iter()
+        .find_map(|(key, n)| (key == checkpoint::CHECKPOINTED).then_some(n))
+        .unwrap_or(0);
+    let numbers = log::segments(dir).map_err(|source| Error::Dir {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    let mut changes = overlay::Overlay::default();
+    let mut read = 0usize;
+    for &n in numbers.iter().filter(|n| **n > checkpointed) {
+        let segment = log::segment_path(dir, n);
+        let replayed = log::replay(&segment).map_err(corrupt)?;
+        if replayed.torn > 0 {
+            tracing::warn!(segment = %segment.display(), bytes = replayed.torn, "the state store's log ends in a commit cut short, which nothing waited on; it is left out");
+        }
+        read += replayed.changes.len();
+        for change in replayed.changes {
+            changes.apply(change);
+        }
+    }
+    if read > 0 {
+        tracing::info!(store = %path.display(), changes = read, "read the state store's log; a checkpoint writes it into the store");
+    }
+    Ok(Replayed {
+        changes: (!numbers.is_empty()).then_some(changes),
+        last: numbers.last().copied().unwrap_or(0).max(checkpointed),
+    })
+}
+
+/// Moves the log segments in `dir` aside (`switchyard.log.N.corrupt-UNIXTIME`), with the
+/// store they belong to.
+fn set_log_aside(dir: &Path) {
+    let stamp = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    for n in log::segments(dir).unwrap_or_default() {
+        let segment = log::segment_path(dir, n);
+        let aside = segment.with_extension(format!("{n}.corrupt-{stamp}"));
+        if let Err(e) = std::fs::rename(&segment, &aside) {
+            tracing::warn!(segment = %segment.display(), error = %e, "cannot move a log segment aside");
+        }
+    }
 }
 
 /// The first bytes of every redb file.

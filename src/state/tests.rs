@@ -363,3 +363,135 @@ fn a_record_kept_at_a_hand_over_replaces_the_older_one() {
     assert_eq!(retained.len(), 1);
     assert_eq!(retained.take("d/a"), Some(record("u", "2")));
 }
+
+/// Copies the store's folder as a crash would leave it: the files as they are now, while
+/// the daemon runs.
+fn crash_copy(from: &Path) -> tempfile::TempDir {
+    let to = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), to.path().join(entry.file_name())).unwrap();
+    }
+    to
+}
+
+fn segment_files(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("switchyard.log."))
+        .collect();
+    names.sort();
+    names
+}
+
+/// Waits (up to 10 s) until the log segments in `dir` are `expected`.
+async fn wait_for_segments(dir: &Path, expected: &[&str]) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while segment_files(dir) != expected {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{:?}",
+            segment_files(dir)
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_committed_change_is_read_and_survives_a_crash_before_any_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = State::open(&spec(dir.path(), OnCorrupt::Refuse), None).unwrap();
+    let handler: Arc<str> = "h".into();
+    let owed = StoredOwed {
+        every: None,
+        events: vec![event("added", "3")],
+    };
+    state.queued(&handler, "r", "d/a", Some(owed.clone()));
+    state.queued(&handler, "r", "d/b", Some(owed.clone()));
+    state.queued(&handler, "r", "d/b", None);
+    state.drop_route("old");
+    state.flush().await;
+    // Read back from the log's changes: the store's B-tree does not hold them yet.
+    let keys = state.handler("h").unwrap().keys;
+    assert_eq!(keys.len(), 1);
+    assert_eq!(keys[0].owed, owed);
+    let copy = crash_copy(dir.path());
+    assert_eq!(segment_files(copy.path()), ["switchyard.log.1"]);
+    // A commit cut short at the end of the log: nothing waited on it.
+    let mut torn = log::frame(b"\x00\x01\x00\x00\x00t");
+    torn.truncate(7);
+    let segment = log::segment_path(copy.path(), 1);
+    let mut bytes = std::fs::read(&segment).unwrap();
+    bytes.extend_from_slice(&torn);
+    std::fs::write(&segment, bytes).unwrap();
+
+    let reopened = State::open(&spec(copy.path(), OnCorrupt::Refuse), None).unwrap();
+    let keys = reopened.handler("h").unwrap().keys;
+    assert_eq!(keys.len(), 1, "the committed change was lost in the crash");
+    assert_eq!((keys[0].object.as_str(), &keys[0].owed), ("d/a", &owed));
+    // The log read at open is checkpointed in the background; the next commit starts a
+    // segment after it.
+    reopened.queued(&handler, "r", "d/c", Some(owed.clone()));
+    reopened.flush().await;
+    wait_for_segments(copy.path(), &["switchyard.log.2"]).await;
+    reopened.close();
+    drop(reopened);
+    assert!(
+        segment_files(copy.path()).is_empty(),
+        "a close writes the log into the store"
+    );
+    let again = State::open(&spec(copy.path(), OnCorrupt::Refuse), None).unwrap();
+    assert_eq!(again.handler("h").unwrap().keys.len(), 2);
+}
+
+#[tokio::test]
+async fn a_checkpoint_moves_the_log_into_the_store_and_deletes_its_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = State::open(&spec(dir.path(), OnCorrupt::Refuse), None).unwrap();
+    let (route, handler): (Arc<str>, Arc<str>) = ("r".into(), "h".into());
+    let object: Arc<str> =
+        r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","uid":"u","resourceVersion":"3"}}"#.into();
+    state.delivered(&route, "d/a", object.clone());
+    state.delivered(&route, "d/b", object);
+    let owed = StoredOwed {
+        every: None,
+        events: vec![event("added", "3")],
+    };
+    state.queued(&handler, "r", "d/a", Some(owed.clone()));
+    state.flush().await;
+    // A commit a second later hands the log to a checkpoint.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    state.paused(&handler, false);
+    state.flush().await;
+    wait_for_segments(dir.path(), &["switchyard.log.2"]).await;
+    // The store's file alone, without the log, holds what was checkpointed.
+    let copy = tempfile::tempdir().unwrap();
+    std::fs::copy(dir.path().join(FILE_NAME), copy.path().join(FILE_NAME)).unwrap();
+    let alone = State::open(&spec(copy.path(), OnCorrupt::Refuse), None).unwrap();
+    assert_eq!(alone.route_records("r").unwrap()["d/b"].uid, "u");
+    assert_eq!(alone.handler("h").unwrap().keys[0].owed, owed);
+    assert_eq!(alone.handler("h").unwrap().paused, Some(false));
+    assert_eq!(state.handler("h").unwrap().paused, Some(false));
+}
+
+#[test]
+fn a_log_segment_that_is_not_one_is_refused_or_set_aside_with_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(State::open(&spec(dir.path(), OnCorrupt::Refuse), None).unwrap());
+    std::fs::write(log::segment_path(dir.path(), 5), "not a log").unwrap();
+    let error = State::open(&spec(dir.path(), OnCorrupt::Refuse), None)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(error.contains("switchyard.log.5"), "{error}");
+    let state = State::open(&spec(dir.path(), OnCorrupt::Fresh), None).unwrap();
+    assert!(state.handler("h").unwrap().keys.is_empty());
+    let names = segment_files(dir.path());
+    assert!(
+        names
+            .iter()
+            .any(|n| n.starts_with("switchyard.log.5.corrupt-")),
+        "{names:?}"
+    );
+}

@@ -1,47 +1,50 @@
 //! The writer thread: takes every change the stages send, in order, and commits them in
-//! batches (group commit). What the store holds after a crash is therefore always the
-//! changes up to some point, never a later change without an earlier one: a route's record
-//! of an object is written after the handler's queue entry for it, so the store never says
-//! "delivered" about an event it does not also hold as queued or done.
+//! batches (group commit) to the log ([`super::log`]): one write and one sync per commit.
+//! What the store holds after a crash is therefore always the changes up to some point,
+//! never a later change without an earlier one: a route's record of an object is written
+//! after the handler's queue entry for it, so the store never says "delivered" about an
+//! event it does not also hold as queued or done. Every second (or sooner, once the changes
+//! since the last checkpoint are large) the writer starts a new log segment and hands the
+//! changes of the old ones to the checkpoint thread ([`super::checkpoint`]).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, TryRecvError};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
-use redb::{Database, TableDefinition, WriteTransaction};
+use redb::TableDefinition;
 
+use super::checkpoint::{ATTEMPTS_AT_CLOSE, Failing};
+use super::log::{Change, Segment, frame};
 use super::records::RouteRecord;
 use super::{Op, Shared, tables};
 use crate::util::lock;
-use erased::Value as _;
 
 /// Most changes committed in one transaction.
 const BATCH: usize = 8192;
 
 /// The shortest time between the starts of two commits. A change sent after a pause is
-/// committed at once; under load the changes of up to this long share a commit, whose cost
-/// (the store's page writes and its sync) is then paid once for all of them.
+/// committed at once; under load the changes of up to this long share a commit, whose sync
+/// is then paid once for all of them.
 const INTERVAL: Duration = Duration::from_millis(5);
 
-/// The first wait after a failed commit; it doubles up to [`RETRY_MAX`].
-const RETRY_MIN: Duration = Duration::from_millis(100);
-/// The longest wait between two attempts at a failing commit.
-const RETRY_MAX: Duration = Duration::from_secs(5);
-/// Attempts at the last changes once every sender is gone (the daemon is stopping).
-const ATTEMPTS_AT_CLOSE: u32 = 5;
-/// How often a commit that keeps failing is logged again at ERROR.
-const REMIND: Duration = Duration::from_secs(60);
+/// How long changes stay in the log before a checkpoint writes them into the B-tree.
+const CHECKPOINT_EVERY: Duration = Duration::from_secs(1);
+/// Bytes of changes since the last checkpoint at which the next one starts sooner.
+const CHECKPOINT_BYTES: usize = 32 << 20;
 
-/// Runs until every sender is gone, then commits what is left and returns. A failed
-/// commit keeps its changes: the store is closed and opened again and the same changes,
-/// with those sent meanwhile, are tried again with backoff until they commit. Nothing after
-/// them is committed first, and nothing waiting on them (a worker's call, a flush) goes on.
+/// Runs until every sender is gone, then commits what is left, writes the log into the
+/// B-tree and returns. A failed commit keeps its changes: the same changes, with those
+/// sent meanwhile, are tried again with backoff until they commit. Nothing after them is
+/// committed first, and nothing waiting on them (a worker's call, a flush) goes on.
 pub(super) fn run(
     shared: Arc<Shared>,
     rx: Receiver<Op>,
+    next_segment: u64,
     observe: Option<Box<dyn Fn(Duration) + Send>>,
 ) {
+    let mut log = Log::start(&shared, next_segment);
     let mut batch: Vec<Op> = Vec::new();
     // The sequence number of the last change taken from the channel.
     let mut received = 0u64;
@@ -52,7 +55,7 @@ pub(super) fn run(
         if batch.is_empty() {
             match rx.recv() {
                 Ok(op) => batch.push(op),
-                Err(_) => return,
+                Err(_) => break,
             }
             received += 1;
         }
@@ -80,7 +83,7 @@ pub(super) fn run(
         }
         let started = Instant::now();
         last_commit = Some(started);
-        match commit(&shared, &batch) {
+        match log.commit(&shared, &batch) {
             Ok(()) => {
                 if let Some(observe) = &observe {
                     observe(started.elapsed());
@@ -95,211 +98,236 @@ pub(super) fn run(
                         let _ = reply.send(());
                     }
                 }
+                log.maybe_checkpoint(&shared);
             }
             Err(e) => {
-                let wait = failing.failed(&shared, &e, batch.len());
+                let wait = failing.failed(&shared, &e, "commit");
                 let stopping = closed || shared.closing.load(Ordering::Relaxed);
                 if stopping && failing.attempts >= ATTEMPTS_AT_CLOSE {
                     tracing::error!(store = %shared.path.display(), error = %e, changes = batch.len(), "the daemon is stopping and the state store still cannot commit: these changes are not kept; the next start delivers their events again");
-                    return;
+                    break;
                 }
                 std::thread::sleep(wait);
-                reopen(&shared);
             }
         }
     }
+    log.finish(&shared);
 }
 
-/// A run of failed commits.
-#[derive(Default)]
-struct Failing {
-    attempts: u32,
-    since: Option<SystemTime>,
-    logged: Option<Instant>,
+/// The log being written, and the checkpoint thread it hands segments to.
+struct Log {
+    /// The segment commits go to; created by the first commit after a checkpoint, so a
+    /// failure to create it is a failed commit, retried as any other.
+    segment: Option<Segment>,
+    /// The number of the next segment to create.
+    next: u64,
+    /// When the last checkpoint was handed over.
+    since: Instant,
+    checkpoints: Option<Sender<u64>>,
+    checkpointer: Option<JoinHandle<()>>,
 }
 
-impl Failing {
-    /// Records a failure; returns how long to wait before the next attempt.
-    fn failed(&mut self, shared: &Shared, error: &str, changes: usize) -> Duration {
-        self.attempts += 1;
-        let stats = &shared.stats;
-        stats.failures.fetch_add(1, Ordering::Relaxed);
-        *lock(&stats.last_error) = Some(error.to_string());
-        let since = *self.since.get_or_insert_with(SystemTime::now);
-        *lock(&stats.failing_since) = Some(since);
-        if self.logged.is_none_or(|at| at.elapsed() >= REMIND) {
-            self.logged = Some(Instant::now());
-            tracing::error!(store = %shared.path.display(), %error, changes, attempts = self.attempts, "cannot commit to the state store; its changes are kept and tried again, and plugins are not called for events not yet committed");
+impl Log {
+    /// Starts the checkpoint thread, handing it the changes read from the log at open, if
+    /// any; `next` is the number of the first segment to write.
+    fn start(shared: &Arc<Shared>, next: u64) -> Self {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let checkpointer = {
+            let shared = shared.clone();
+            std::thread::Builder::new()
+                .name("state-checkpoint".into())
+                .spawn(move || super::checkpoint::run(shared, rx))
+        };
+        let checkpointer = match checkpointer {
+            Ok(handle) => Some(handle),
+            Err(e) => {
+                tracing::error!(error = %e, "cannot start the state store's checkpoint thread; the log grows until the next start applies it");
+                None
+            }
+        };
+        let replayed = crate::util::read(&shared.pending)
+            .writing
+            .as_ref()
+            .map(|(_, upto)| *upto);
+        if let (Some(upto), Some(_)) = (replayed, &checkpointer) {
+            let _ = tx.send(upto);
         }
-        RETRY_MIN
-            .saturating_mul(1 << self.attempts.min(16).saturating_sub(1))
-            .min(RETRY_MAX)
+        Self {
+            segment: None,
+            next,
+            since: Instant::now(),
+            checkpoints: checkpointer.is_some().then_some(tx),
+            checkpointer,
+        }
     }
 
-    /// A commit succeeded: ends the run of failures, if there was one.
-    fn recovered(&mut self, shared: &Shared) {
-        if self.attempts > 0 {
-            tracing::info!(store = %shared.path.display(), attempts = self.attempts, "the state store commits again");
-            *self = Self::default();
-            *lock(&shared.stats.failing_since) = None;
-        }
+    /// The number of the last segment: the one being written, else the one before the next.
+    fn last(&self) -> u64 {
+        self.segment.as_ref().map_or(self.next - 1, |s| s.number)
     }
-}
 
-/// Closes the store and opens it again: after a failed write redb refuses every later
-/// transaction until then. A reader holding the old handle keeps it open; the next
-/// attempt tries again.
-fn reopen(shared: &Shared) {
-    let mut slot = crate::util::write(&shared.db);
-    if let Some(db) = slot.take() {
-        match Arc::try_unwrap(db) {
-            Ok(db) => drop(db),
-            Err(db) => {
-                *slot = Some(db);
+    /// Commits `batch` to the log, then to the changes readers lay over the B-tree.
+    fn commit(&mut self, shared: &Shared, batch: &[Op]) -> Result<(), String> {
+        let changes = changes(batch);
+        if changes.is_empty() {
+            return Ok(());
+        }
+        let mut payload = Vec::new();
+        for change in &changes {
+            change.encode(&mut payload);
+        }
+        let segment = match &mut self.segment {
+            Some(segment) => segment,
+            None => {
+                let created = Segment::create(&shared.dir, self.next).map_err(|e| {
+                    let path = super::log::segment_path(&shared.dir, self.next);
+                    format!("{}: {e}", path.display())
+                })?;
+                self.next += 1;
+                self.segment.insert(created)
+            }
+        };
+        segment
+            .append(&frame(&payload))
+            .map_err(|e| format!("{}: {e}", segment.path().display()))?;
+        shared.log_bytes.store(segment.len(), Ordering::Relaxed);
+        let mut pending = crate::util::write(&shared.pending);
+        for change in changes {
+            pending.current.apply(change);
+        }
+        Ok(())
+    }
+
+    /// Hands the changes since the last checkpoint to the checkpoint thread, once they are
+    /// a second old or large, and the thread is done with the one before.
+    fn maybe_checkpoint(&mut self, shared: &Shared) {
+        let Some(checkpoints) = &self.checkpoints else {
+            return;
+        };
+        {
+            let pending = crate::util::read(&shared.pending);
+            let due = self.since.elapsed() >= CHECKPOINT_EVERY
+                || pending.current.bytes() >= CHECKPOINT_BYTES;
+            if !due || pending.writing.is_some() {
+                return;
+            }
+            if pending.current.is_empty() {
+                self.since = Instant::now();
                 return;
             }
         }
-    }
-    match Database::create(&shared.path) {
-        Ok(db) => *slot = Some(Arc::new(db)),
-        Err(e) => {
-            tracing::debug!(store = %shared.path.display(), error = %e, "cannot open the state store again yet");
+        // The next commit starts a new segment.
+        let upto = self.last();
+        self.segment = None;
+        {
+            let mut pending = crate::util::write(&shared.pending);
+            let changes = std::mem::take(&mut pending.current);
+            pending.writing = Some((Arc::new(changes), upto));
         }
+        shared.log_bytes.store(0, Ordering::Relaxed);
+        self.since = Instant::now();
+        let _ = checkpoints.send(upto);
     }
-}
 
-/// Applies `batch` in one write transaction.
-fn commit(shared: &Shared, batch: &[Op]) -> Result<(), String> {
-    let Some(db) = crate::util::read(&shared.db).clone() else {
-        return Err("the store is not open (opening it again failed)".into());
-    };
-    let attempt = || -> Result<(), redb::Error> {
-        let txn = db.begin_write()?;
-        let mut staged = Staged::default();
-        for op in batch {
-            match op {
-                Op::DropRoute(route) => {
-                    staged.write(&txn)?;
-                    txn.delete_table(def(&tables::route(route)))?;
-                }
-                Op::DropHandler(handler) => {
-                    staged.write(&txn)?;
-                    for name in [
-                        tables::owed(handler),
-                        tables::in_flight_v1(handler),
-                        tables::dead(handler),
-                    ] {
-                        txn.delete_table(def(&name))?;
-                    }
-                    txn.open_table(def(tables::PAUSED))?.remove(&**handler)?;
-                }
-                op => staged.stage(op),
+    /// At the end: waits for the checkpoint under way, then writes the rest of the log
+    /// into the B-tree. What cannot be written stays in the log for the next start.
+    fn finish(mut self, shared: &Shared) {
+        if let Some(handle) = &self.checkpointer {
+            while crate::util::read(&shared.pending).writing.is_some() && !handle.is_finished() {
+                std::thread::sleep(Duration::from_millis(1));
             }
         }
-        staged.write(&txn)?;
-        txn.commit()?;
-        Ok(())
-    };
-    attempt().map_err(|e| e.to_string())
-}
-
-/// What one row becomes.
-enum Row<'a> {
-    /// Removed.
-    Remove,
-    /// A route's record of an object.
-    Record(RouteRecord),
-    /// A value written as JSON.
-    Json(&'a dyn erased::Value),
-}
-
-/// Object-safe serialization of the stored records.
-mod erased {
-    /// A value the writer serializes to JSON.
-    pub(super) trait Value {
-        fn to_json(&self) -> Vec<u8>;
-    }
-
-    impl<T: serde::Serialize> Value for T {
-        fn to_json(&self) -> Vec<u8> {
-            serde_json::to_vec(self).expect("stored records serialize")
+        let upto = self.last();
+        {
+            let mut pending = crate::util::write(&shared.pending);
+            if pending.writing.is_none() {
+                let changes = std::mem::take(&mut pending.current);
+                pending.writing = Some((Arc::new(changes), upto));
+            }
+        }
+        if let Some(checkpoints) = self.checkpoints.take() {
+            let _ = checkpoints.send(upto);
+        }
+        if let Some(handle) = self.checkpointer.take() {
+            let _ = handle.join();
         }
     }
 }
 
-/// A batch's changes by table and key, only the last change of each key kept: an entry
-/// queued and finished within one commit costs one removal, and each table is opened once.
-/// Changes are staged in order, so what is written is what applying them one by one would
-/// leave; a dropped table ends the stage before it ([`Staged::write`]).
-#[derive(Default)]
-struct Staged<'a> {
-    tables: std::collections::BTreeMap<String, std::collections::BTreeMap<&'a str, Row<'a>>>,
-}
-
-impl<'a> Staged<'a> {
-    /// Stages one change (not a drop).
-    fn stage(&mut self, op: &'a Op) {
-        let (table, key, row) = match op {
+/// The changes `batch` makes, in order.
+fn changes(batch: &[Op]) -> Vec<Change> {
+    let set = |table: String, key: &str, value: Vec<u8>| Change::Set {
+        table,
+        key: key.to_string(),
+        value,
+    };
+    let set_or_remove = |table: String, key: &str, value: Option<Vec<u8>>| match value {
+        Some(value) => set(table, key, value),
+        None => Change::Remove {
+            table,
+            key: key.to_string(),
+        },
+    };
+    let mut changes = Vec::with_capacity(batch.len());
+    for op in batch {
+        match op {
             // A value that is not a JSON object is never delivered by an informer.
-            Op::Delivered { route, key, object } => match RouteRecord::of_json(object) {
-                Some(record) => (tables::route(route), key.as_str(), Row::Record(record)),
-                None => return,
-            },
-            Op::Forgot { route, key } => (tables::route(route), key.as_str(), Row::Remove),
-            Op::Queue { handler, key, owed } => (
+            Op::Delivered { route, key, object } => {
+                if let Some(record) = RouteRecord::of_json(object) {
+                    changes.push(set(tables::route(route), key, json(&record)));
+                }
+            }
+            Op::Forgot { route, key } => changes.push(Change::Remove {
+                table: tables::route(route),
+                key: key.clone(),
+            }),
+            Op::Queue { handler, key, owed } => changes.push(set_or_remove(
                 tables::owed(handler),
-                key.as_str(),
-                json_or_remove(owed.as_ref()),
-            ),
+                key,
+                owed.as_ref().map(json),
+            )),
             Op::DeadLetter {
                 handler,
                 id,
                 letter,
-            } => (
+            } => changes.push(set_or_remove(
                 tables::dead(handler),
-                id.as_str(),
-                json_or_remove(letter.as_ref()),
-            ),
+                id,
+                letter.as_ref().map(json),
+            )),
             Op::Paused { handler, paused } => {
-                (tables::PAUSED.to_string(), &**handler, Row::Json(paused))
+                changes.push(set(tables::PAUSED.to_string(), handler, json(paused)));
             }
-            Op::Finalizer { key, finalizer } => (
+            Op::Finalizer { key, finalizer } => changes.push(set_or_remove(
                 tables::FINALIZERS.to_string(),
-                key.as_str(),
-                json_or_remove(finalizer.as_ref()),
-            ),
-            Op::DropRoute(_) | Op::DropHandler(_) | Op::Flush(_) => return,
-        };
-        self.tables.entry(table).or_default().insert(key, row);
-    }
-
-    /// Writes what is staged, table by table, and empties the stage.
-    fn write(&mut self, txn: &WriteTransaction) -> Result<(), redb::Error> {
-        for (name, rows) in std::mem::take(&mut self.tables) {
-            let mut table = txn.open_table(def(&name))?;
-            for (key, row) in rows {
-                match row {
-                    Row::Remove => {
-                        table.remove(key)?;
-                    }
-                    Row::Record(record) => {
-                        table.insert(key, record.to_json().as_slice())?;
-                    }
-                    Row::Json(value) => {
-                        table.insert(key, value.to_json().as_slice())?;
-                    }
+                key,
+                finalizer.as_ref().map(json),
+            )),
+            Op::DropRoute(route) => changes.push(Change::Drop {
+                table: tables::route(route),
+            }),
+            Op::DropHandler(handler) => {
+                for table in [
+                    tables::owed(handler),
+                    tables::in_flight_v1(handler),
+                    tables::dead(handler),
+                ] {
+                    changes.push(Change::Drop { table });
                 }
+                changes.push(Change::Remove {
+                    table: tables::PAUSED.to_string(),
+                    key: handler.to_string(),
+                });
             }
+            Op::Flush(_) => {}
         }
-        Ok(())
     }
+    changes
 }
 
-fn json_or_remove<T: serde::Serialize>(value: Option<&T>) -> Row<'_> {
-    match value {
-        Some(value) => Row::Json(value),
-        None => Row::Remove,
-    }
+/// A stored record as JSON.
+fn json<T: serde::Serialize>(value: &T) -> Vec<u8> {
+    serde_json::to_vec(value).expect("stored records serialize")
 }
 
 /// The definition of a table of JSON values by text key.

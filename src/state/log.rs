@@ -1,0 +1,305 @@
+//! The store's write-ahead log: numbered segment files beside the store
+//! (`switchyard.log.N`), each a header and a run of frames, one frame per commit. A frame
+//! is its payload's length and CRC-32, then the payload: the commit's [`Change`]s in order.
+//! A commit is one `write` and one `fdatasync`; the store's B-tree gets the changes later,
+//! many commits at once ([`super::checkpoint`]), and a segment is deleted once a checkpoint
+//! holds it. The store's `meta` table names the last segment a checkpoint holds, so a
+//! segment whose deletion a crash undid is never applied twice.
+//!
+//! A frame cut short or whose checksum fails ends its segment: it is a commit whose sync
+//! never returned (nothing waited on it), and it is cut off before the log is written again.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+/// The first bytes of every segment.
+const HEADER: &[u8; 8] = b"SWYLOG01";
+
+/// The file name of segment `n` in `dir`.
+pub(super) fn segment_path(dir: &Path, n: u64) -> PathBuf {
+    dir.join(format!("switchyard.log.{n}"))
+}
+
+/// One change to the store, as logged and as applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Change {
+    /// `table[key] = value`.
+    Set {
+        table: String,
+        key: String,
+        value: Vec<u8>,
+    },
+    /// `table[key]` removed.
+    Remove { table: String, key: String },
+    /// Every row of `table` removed.
+    Drop { table: String },
+}
+
+const SET: u8 = 0;
+const REMOVE: u8 = 1;
+const DROP: u8 = 2;
+
+impl Change {
+    /// Appends the change's encoding to `out`.
+    pub(super) fn encode(&self, out: &mut Vec<u8>) {
+        let text = |out: &mut Vec<u8>, s: &[u8]| {
+            out.extend_from_slice(&(s.len() as u32).to_le_bytes());
+            out.extend_from_slice(s);
+        };
+        match self {
+            Change::Set { table, key, value } => {
+                out.push(SET);
+                text(out, table.as_bytes());
+                text(out, key.as_bytes());
+                text(out, value);
+            }
+            Change::Remove { table, key } => {
+                out.push(REMOVE);
+                text(out, table.as_bytes());
+                text(out, key.as_bytes());
+            }
+            Change::Drop { table } => {
+                out.push(DROP);
+                text(out, table.as_bytes());
+            }
+        }
+    }
+
+    /// Decodes the changes of one frame's payload; `None` if it does not decode.
+    fn decode_all(mut payload: &[u8]) -> Option<Vec<Change>> {
+        fn bytes<'a>(input: &mut &'a [u8]) -> Option<&'a [u8]> {
+            let len = u32::from_le_bytes(input.get(..4)?.try_into().ok()?) as usize;
+            let value = input.get(4..4 + len)?;
+            *input = &input[4 + len..];
+            Some(value)
+        }
+        fn text(input: &mut &[u8]) -> Option<String> {
+            String::from_utf8(bytes(input)?.to_vec()).ok()
+        }
+        let mut changes = Vec::new();
+        while let Some((&tag, rest)) = payload.split_first() {
+            payload = rest;
+            let table = text(&mut payload)?;
+            changes.push(match tag {
+                SET => Change::Set {
+                    table,
+                    key: text(&mut payload)?,
+                    value: bytes(&mut payload)?.to_vec(),
+                },
+                REMOVE => Change::Remove {
+                    table,
+                    key: text(&mut payload)?,
+                },
+                DROP => Change::Drop { table },
+                _ => return None,
+            });
+        }
+        Some(changes)
+    }
+}
+
+/// Wraps an encoded payload as a frame: length, CRC-32, payload.
+pub(super) fn frame(payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(payload.len() + 8);
+    out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    out.extend_from_slice(&crc32fast::hash(payload).to_le_bytes());
+    out.extend_from_slice(payload);
+    out
+}
+
+/// The segment being written.
+pub(super) struct Segment {
+    /// Its number.
+    pub(super) number: u64,
+    path: PathBuf,
+    file: File,
+    /// Bytes known written and synced: a failed append is cut back to here.
+    len: u64,
+}
+
+impl Segment {
+    /// Creates segment `number` in `dir` (replacing a file of that name) and syncs the
+    /// folder, so the segment is there after a crash.
+    pub(super) fn create(dir: &Path, number: u64) -> std::io::Result<Self> {
+        let path = segment_path(dir, number);
+        let mut file = OpenOptions::new()
+            .create(true)
+            .write(true)
+            .truncate(true)
+            .open(&path)?;
+        file.write_all(HEADER)?;
+        file.sync_all()?;
+        File::open(dir)?.sync_all()?;
+        Ok(Self {
+            number,
+            path,
+            file,
+            len: HEADER.len() as u64,
+        })
+    }
+
+    /// Appends `frame` and syncs it. On failure the segment is cut back to what it held
+    /// before, so a later append starts on a frame boundary.
+    pub(super) fn append(&mut self, frame: &[u8]) -> std::io::Result<()> {
+        let written = self
+            .file
+            .write_all(frame)
+            .and_then(|()| self.file.sync_data());
+        match written {
+            Ok(()) => {
+                self.len += frame.len() as u64;
+                Ok(())
+            }
+            Err(e) => {
+                let _ = self.file.set_len(self.len);
+                let _ = self.file.seek(SeekFrom::Start(self.len));
+                Err(e)
+            }
+        }
+    }
+
+    /// Its file.
+    pub(super) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Its length in bytes.
+    pub(super) fn len(&self) -> u64 {
+        self.len
+    }
+}
+
+/// The segments in `dir`, by number, oldest first.
+pub(super) fn segments(dir: &Path) -> std::io::Result<Vec<u64>> {
+    let mut numbers = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let name = entry?.file_name();
+        if let Some(n) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("switchyard.log."))
+            .and_then(|n| n.parse::<u64>().ok())
+        {
+            numbers.push(n);
+        }
+    }
+    numbers.sort_unstable();
+    Ok(numbers)
+}
+
+/// What one segment holds.
+pub(super) struct Replayed {
+    /// The changes of its whole frames, in order.
+    pub(super) changes: Vec<Change>,
+    /// Bytes after the last whole frame (a commit cut short), ignored.
+    pub(super) torn: u64,
+}
+
+/// Reads segment `path`. A file that does not begin with the header is an error; a frame
+/// cut short or failing its checksum ends the segment.
+pub(super) fn replay(path: &Path) -> Result<Replayed, String> {
+    let mut bytes = Vec::new();
+    File::open(path)
+        .and_then(|mut f| f.read_to_end(&mut bytes))
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    if bytes.len() < HEADER.len() {
+        // Created, and cut short before its header was synced: it holds no commit.
+        return Ok(Replayed {
+            changes: Vec::new(),
+            torn: bytes.len() as u64,
+        });
+    }
+    if &bytes[..HEADER.len()] != HEADER {
+        return Err(format!("{}: not a switchyard log segment", path.display()));
+    }
+    let mut at = HEADER.len();
+    let mut changes = Vec::new();
+    while let Some(head) = bytes.get(at..at + 8) {
+        let len = u32::from_le_bytes(head[..4].try_into().expect("4 bytes")) as usize;
+        let crc = u32::from_le_bytes(head[4..].try_into().expect("4 bytes"));
+        let Some(payload) = bytes.get(at + 8..at + 8 + len) else {
+            break;
+        };
+        if crc32fast::hash(payload) != crc {
+            break;
+        }
+        let Some(decoded) = Change::decode_all(payload) else {
+            break;
+        };
+        changes.extend(decoded);
+        at += 8 + len;
+    }
+    Ok(Replayed {
+        changes,
+        torn: (bytes.len() - at) as u64,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(key: &str, value: &str) -> Change {
+        Change::Set {
+            table: "t".into(),
+            key: key.into(),
+            value: value.as_bytes().to_vec(),
+        }
+    }
+
+    fn payload(changes: &[Change]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for change in changes {
+            change.encode(&mut out);
+        }
+        out
+    }
+
+    #[test]
+    fn frames_read_back_in_order_and_a_torn_tail_is_left_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut segment = Segment::create(dir.path(), 7).unwrap();
+        let first = [
+            set("a", "1"),
+            Change::Remove {
+                table: "t".into(),
+                key: "b".into(),
+            },
+        ];
+        let second = [Change::Drop { table: "u".into() }, set("c", "")];
+        segment.append(&frame(&payload(&first))).unwrap();
+        segment.append(&frame(&payload(&second))).unwrap();
+        let whole = segment.len();
+        // A third commit whose write was cut short, and one whose bytes were damaged.
+        let third = frame(&payload(&[set("d", "4")]));
+        let mut file = OpenOptions::new()
+            .append(true)
+            .open(segment.path())
+            .unwrap();
+        file.write_all(&third[..third.len() - 2]).unwrap();
+        let replayed = replay(segment.path()).unwrap();
+        assert_eq!(replayed.changes, [&first[..], &second[..]].concat());
+        assert_eq!(replayed.torn, third.len() as u64 - 2);
+
+        file.set_len(whole).unwrap();
+        let mut damaged = third.clone();
+        *damaged.last_mut().unwrap() ^= 1;
+        file.write_all(&damaged).unwrap();
+        let replayed = replay(segment.path()).unwrap();
+        assert_eq!(replayed.changes.len(), 4);
+        assert_eq!(replayed.torn, damaged.len() as u64);
+        assert_eq!(segments(dir.path()).unwrap(), [7]);
+    }
+
+    #[test]
+    fn a_file_that_is_not_a_segment_is_refused_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = segment_path(dir.path(), 1);
+        std::fs::write(&path, b"something else entirely").unwrap();
+        let error = replay(&path).err().unwrap();
+        assert!(
+            error.contains("switchyard.log.1") && error.contains("not a switchyard log"),
+            "{error}"
+        );
+    }
+}
