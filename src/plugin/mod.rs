@@ -25,7 +25,7 @@ pub mod watcher;
 
 use std::time::Duration;
 
-pub use bindings::switchyard::plugin::types::{Event, EventKind, Outcome};
+pub use bindings::switchyard::plugin::types::{Event, EventKind, ItemOutcome, Outcome};
 pub use host::{CallLimits, HostOptions, Plugin, PluginHost, PluginInstance, PoolOptions};
 pub use imports::{HostContext, PluginMetrics};
 pub use loader::{MAX_PLUGIN_FILE_SIZE, PluginFile, READ_DEADLINE, ReadError};
