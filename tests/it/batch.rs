@@ -244,15 +244,27 @@ handlers:
   sink:
     plugin: noop
     batch: {}
+  plain:
+    plugin: batcher
 routes:
   - name: cms
     resource: configmaps
     handler: sink
+  - name: to-plain
+    resource: configmaps
+    handler: plain
 ";
-    let t = TestDaemon::start(yaml).await;
+    let mut t = TestDaemon::start(yaml).await;
+    // Without batch:, a plugin of the handler-batch world is called with handle.
+    t.create_configmap(named("p", json!({}))).await;
+    support::wait_for_log(&mut t.logs, WAIT, |l| {
+        l.message.starts_with("single default/p ")
+    })
+    .await;
     let sink = support::eventually("the plugin refused", WAIT, async || {
         let status = t.status_json().await;
-        let sink = status["handlers"][0].clone();
+        let handlers = status["handlers"].as_array().unwrap().clone();
+        let sink = handlers.into_iter().find(|h| h["name"] == "sink").unwrap();
         sink["plugin_error"].is_string().then_some(sink)
     })
     .await;
