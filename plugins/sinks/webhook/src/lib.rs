@@ -240,7 +240,7 @@ impl ConfiguredBatch for Webhook {
             request = request.header("content-type", content_type);
         }
         let outcome = match request.body(payload).send() {
-            Ok(response) => batch_outcome(&response),
+            Ok(response) => switchyard_sdk::sink::answer_for_all(&response).outcome,
             Err(e) if e.is_request_too_large() => ItemOutcome::DeadLetter(too_large_hint(
                 e,
                 "or a smaller batch (`batch.max_bytes`, `batch.max_events`), or a `body:` \
@@ -250,39 +250,6 @@ impl ConfiguredBatch for Webhook {
         };
         Ok(vec![outcome; events.len()])
     }
-}
-
-/// What an answer to a batch request means for every event in it: 2xx done; 429 and 5xx
-/// retried after at least the `Retry-After` asked for (1 s for a 429 without one, capped);
-/// anything else a dead letter naming the status and the start of the body.
-fn batch_outcome(response: &switchyard_sdk::http::Response) -> ItemOutcome {
-    use switchyard_sdk::http::{DEFAULT_RETRY_AFTER, MAX_RETRY_AFTER};
-    if response.is_success() {
-        log(Level::Debug, &format!("delivered: {}", response.status));
-        return ItemOutcome::Done;
-    }
-    let mut message = format!("the receiver answered {}", response.status);
-    let excerpt = response.excerpt(200);
-    if !excerpt.trim().is_empty() {
-        message.push_str(&format!(": {}", excerpt.trim()));
-    }
-    if response.status != 429 && !(500..600).contains(&response.status) {
-        return ItemOutcome::DeadLetter(message);
-    }
-    let wait = match (response.status, response.retry_after()) {
-        (_, Some(after)) => Some(after.min(MAX_RETRY_AFTER)),
-        (429, None) => Some(DEFAULT_RETRY_AFTER),
-        _ => None,
-    };
-    let ms = wait.map(|w| u64::try_from(w.as_millis()).unwrap_or(u64::MAX));
-    log(
-        Level::Warn,
-        &format!(
-            "{message}: the batch is retried (after at least {} ms)",
-            ms.unwrap_or(0)
-        ),
-    );
-    ItemOutcome::Retry(ms)
 }
 
 export_batch_handler!(Webhook);
