@@ -34,7 +34,10 @@ const PLUGINS: &[(&str, &[u8])] = &[
     ("discord", include_bytes!("builtin/discord.wasm")),
     ("aws", include_bytes!("builtin/aws.wasm")),
     ("loki", include_bytes!("builtin/loki.wasm")),
-    ("elasticsearch", include_bytes!("builtin/elasticsearch.wasm")),
+    (
+        "elasticsearch",
+        include_bytes!("builtin/elasticsearch.wasm"),
+    ),
 ];
 
 /// The digest of the sources the carried plugins were built from (see the module docs).

@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 
 mod alertmanager;
 mod doc_configs;
+mod logstores;
 mod otlp;
 mod rabbitmq;
 mod vendors;
