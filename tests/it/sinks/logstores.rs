@@ -50,16 +50,20 @@ fn batch_config(plugin: &str, config: Value, allow: &str) -> String {
     )
 }
 
+/// A stream as Loki reads it: its labels, and its lines (timestamp, line, structured
+/// metadata).
+type Stream = (
+    BTreeMap<String, String>,
+    Vec<(u128, String, BTreeMap<String, String>)>,
+);
+
 /// One push as Loki reads it: the tenant, the authorization, and each stream's labels and
 /// lines (timestamp, line, structured metadata).
 #[derive(Debug, Clone)]
 struct Push {
     tenant: Option<String>,
     authorization: Option<String>,
-    streams: Vec<(
-        BTreeMap<String, String>,
-        Vec<(u128, String, BTreeMap<String, String>)>,
-    )>,
+    streams: Vec<Stream>,
 }
 
 /// Loki's push endpoint: the body must be the documented JSON (string labels; values of
@@ -95,15 +99,7 @@ async fn loki_push(
 }
 
 /// The streams of a push body, or why Loki would refuse it.
-fn parse_push(
-    body: &str,
-) -> Result<
-    Vec<(
-        BTreeMap<String, String>,
-        Vec<(u128, String, BTreeMap<String, String>)>,
-    )>,
-    String,
-> {
+fn parse_push(body: &str) -> Result<Vec<Stream>, String> {
     let body: Value = serde_json::from_str(body).map_err(|e| format!("not JSON: {e}"))?;
     let strings = |v: &Value| -> Result<BTreeMap<String, String>, String> {
         v.as_object()
