@@ -114,11 +114,7 @@ impl Handler {
     /// the version they started with; every call that starts afterwards uses `plugin`.
     pub fn install_plugin(&self, plugin: Arc<Plugin>) {
         if self.spec.batch.is_some() && !plugin.handles_batches() {
-            self.report_plugin_problem(format!(
-                "plugin {:?} does not export handle-batch, which the handler's batch: calls: \
-                 build it for the handler-batch world, or remove batch: to call handle per event",
-                plugin.name()
-            ));
+            self.report_plugin_problem(plugin::lacks_handle_batch(plugin.name()));
             return;
         }
         self.slot.install(plugin);

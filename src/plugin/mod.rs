@@ -122,6 +122,14 @@ impl Error {
     }
 }
 
+/// Why a handler with `batch:` does not run `plugin`, which has no `handle-batch`.
+pub fn lacks_handle_batch(plugin: &str) -> String {
+    format!(
+        "plugin {plugin:?} does not export handle-batch, which the handler's batch: calls: \
+         build it for the handler-batch world, or remove batch: to call handle per event"
+    )
+}
+
 /// `bytes` in MiB for messages: `64 MiB`, or `80.5 MiB` when not a whole number.
 pub(crate) fn mib(bytes: u64) -> String {
     const MIB: u64 = 1 << 20;
