@@ -769,7 +769,7 @@ routes:
     assert_eq!(
         errors,
         [
-            "5:13: handlers.typo.plugin: there is no built-in plugin \"builtin:webhok\"; the binary carries builtin:webhook, builtin:slack, builtin:cloudevents, builtin:alertmanager, builtin:rabbitmq, builtin:otlp, builtin:pagerduty, builtin:opsgenie, builtin:teams, builtin:discord, builtin:aws"
+            "5:13: handlers.typo.plugin: there is no built-in plugin \"builtin:webhok\"; the binary carries builtin:webhook, builtin:slack, builtin:cloudevents, builtin:alertmanager, builtin:rabbitmq, builtin:otlp, builtin:pagerduty, builtin:opsgenie, builtin:teams, builtin:discord, builtin:aws, builtin:loki, builtin:elasticsearch"
         ]
     );
 }
