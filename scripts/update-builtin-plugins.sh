@@ -20,6 +20,8 @@ names=(
   teams
   discord
   aws
+  loki
+  elasticsearch
 )
 cargo build --quiet --manifest-path plugins/Cargo.toml --target wasm32-wasip2 --release \
   --target-dir plugins/target "${names[@]/#/--package=}"

@@ -284,8 +284,40 @@ pub fn set_counter(counter: &Counter, value: u64) {
         .store(value, std::sync::atomic::Ordering::Relaxed);
 }
 
+/// The batch delivery families (`batch:` handlers), one series per handler.
+#[derive(Clone)]
+pub struct BatchFamilies {
+    calls: Family<NameLabel, Counter>,
+    size: Family<NameLabel, Histogram>,
+}
+
+/// Events per batch: the buckets of `switchyard_handler_batch_size`.
+pub const BATCH_SIZE_BUCKETS: [f64; 13] = [
+    1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 2000.0, 5000.0, 10000.0,
+];
+
+fn batch_size_histogram() -> Histogram {
+    Histogram::new(BATCH_SIZE_BUCKETS)
+}
+
+/// One handler's batch delivery metrics.
+#[derive(Clone)]
+pub struct BatchMetrics {
+    calls: Counter,
+    size: Histogram,
+}
+
+impl BatchMetrics {
+    /// Counts one `handle-batch` call with `events` events.
+    pub fn record(&self, events: usize) {
+        self.calls.inc();
+        self.size.observe(events as f64);
+    }
+}
+
 /// The daemon's metrics registry.
 pub struct Metrics {
+    batches: BatchFamilies,
     registry: Mutex<Registry>,
     workqueue: WorkqueueFamilies,
     /// Stage state, set at scrape time.
@@ -346,7 +378,22 @@ impl Metrics {
             "Plugins' outbound requests refused by the handler's policy, by reason",
             outbound.refused.clone(),
         );
+        let batches = BatchFamilies {
+            calls: Family::default(),
+            size: Family::new_with_constructor(batch_size_histogram),
+        };
+        registry.register(
+            "switchyard_handler_batches",
+            "Calls of a batch handler's handle-batch",
+            batches.calls.clone(),
+        );
+        registry.register(
+            "switchyard_handler_batch_size",
+            "Events per call of a batch handler's handle-batch",
+            batches.size.clone(),
+        );
         Self {
+            batches,
             registry: Mutex::new(registry),
             workqueue,
             stages,
@@ -370,6 +417,17 @@ impl Metrics {
             unfinished_work: w.unfinished_work.get_or_create_owned(&label),
             longest_running: w.longest_running.get_or_create_owned(&label),
             oldest: w.oldest.get_or_create_owned(&label),
+        }
+    }
+
+    /// The batch delivery metric handles for the handler `name`.
+    pub fn batch(&self, name: &str) -> BatchMetrics {
+        let label = NameLabel {
+            name: name.to_string(),
+        };
+        BatchMetrics {
+            calls: self.batches.calls.get_or_create_owned(&label),
+            size: self.batches.size.get_or_create_owned(&label),
         }
     }
 

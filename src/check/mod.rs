@@ -169,11 +169,23 @@ async fn plugins(checked: &Checked, config: &Config) -> anyhow::Result<Vec<Findi
     for handler in &config.handlers {
         let shadow = handler.shadow.as_ref().map(|s| ("shadow", s));
         for (field, plugin) in [("plugin", &handler.plugin)].into_iter().chain(shadow) {
-            if let Err(e) = loader::load_with(&host, &config.plugins_dir, plugin, &config.oci).await
-            {
-                let path = format!("handlers.{}.{field}", handler.name);
-                findings.push(Finding::new(Severity::Error, checked.problem_at(&path, e)));
-            }
+            let (path, problem) =
+                match loader::load_with(&host, &config.plugins_dir, plugin, &config.oci).await {
+                    Err(e) => (format!("handlers.{}.{field}", handler.name), e.to_string()),
+                    Ok(loaded)
+                        if field == "plugin"
+                            && handler.batch.is_some()
+                            && !loaded.handles_batches() =>
+                    {
+                        let path = format!("handlers.{}.batch", handler.name);
+                        (path, crate::plugin::lacks_handle_batch(plugin))
+                    }
+                    Ok(_) => continue,
+                };
+            findings.push(Finding::new(
+                Severity::Error,
+                checked.problem_at(&path, problem),
+            ));
         }
     }
     Ok(findings)

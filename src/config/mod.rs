@@ -41,9 +41,9 @@ pub use resource::ResourceName;
 pub use schema::{InstanceMode, OnCorrupt};
 pub use selector::Selector;
 pub use spec::{
-    Condition, Config, Delivery, EventFilter, HaMode, HaSpec, HandlerSpec, InformerSpec, Initial,
-    LogLimits, OutboundSpec, QuarantineSpec, ResourceRef, RouteFilter, RouteSource, RouteSpec,
-    ShardBy, StateSpec, Test, TracingSpec,
+    BatchSpec, Condition, Config, Delivery, EventFilter, HaMode, HaSpec, HandlerSpec, InformerSpec,
+    Initial, LogLimits, OutboundSpec, QuarantineSpec, ResourceRef, RouteFilter, RouteSource,
+    RouteSpec, ShardBy, StateSpec, Test, TracingSpec,
 };
 pub use token::{TokenError, TokenSource};
 pub use validate::{nearest, validate};

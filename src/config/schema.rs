@@ -333,6 +333,10 @@ pub struct HandlerFile {
     /// worker across its events (`reuse`).
     #[serde(default)]
     pub instance: Option<InstanceMode>,
+    /// Hand the plugin several events at once, through its `handle-batch` (a plugin of the
+    /// `handler-batch` world). Default: one event per call, through `handle`.
+    #[serde(default)]
+    pub batch: Option<BatchFile>,
     /// Free-form settings passed to the plugin's `init` as JSON.
     #[serde(default)]
     pub config: Option<serde_json::Value>,
@@ -347,6 +351,25 @@ pub struct HandlerFile {
     /// How the plugin's outbound HTTP requests are made (body caps, address rules, TLS).
     #[serde(default)]
     pub outbound: Option<OutboundFile>,
+}
+
+/// `handlers.NAME.batch:` — how events are gathered into one `handle-batch` call. A worker
+/// takes the events of up to `max_events` objects (at most one event per object), stopping
+/// early at `max_bytes` of event JSON or when `max_wait` has passed since its first.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BatchFile {
+    /// The most events in one call, 1 to 10000. Default 100.
+    #[serde(default)]
+    pub max_events: Option<usize>,
+    /// The most bytes of event JSON in one call (a larger single event goes alone).
+    /// Default `1Mi`.
+    #[serde(default)]
+    pub max_bytes: Option<ByteSize>,
+    /// How long a worker holding an event waits for more before calling, at most `1m`.
+    /// Default `200ms`.
+    #[serde(default)]
+    pub max_wait: Option<HumanDuration>,
 }
 
 /// `handlers.NAME.outbound:` — how the plugin's HTTP requests are made. Where they may go

@@ -166,6 +166,37 @@ pub struct HandlerSpec {
     pub quarantine: QuarantineSpec,
     /// A fresh plugin instance per event, or one per worker reused across events.
     pub instance: super::schema::InstanceMode,
+    /// Events handed to the plugin's `handle-batch` at once; `None` calls `handle` per event.
+    pub batch: Option<BatchSpec>,
+}
+
+/// How a handler's events are gathered into one `handle-batch` call (`batch:`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchSpec {
+    /// The most events in one call.
+    pub max_events: usize,
+    /// The most bytes of event JSON (objects and old objects) in one call; a single event
+    /// larger than this goes alone.
+    pub max_bytes: u64,
+    /// How long a worker holding one event waits for more before it calls the plugin.
+    pub max_wait: Duration,
+}
+
+impl BatchSpec {
+    /// The most events a `max_events` may name.
+    pub const MAX_EVENTS: usize = 10_000;
+    /// The longest `max_wait`.
+    pub const MAX_WAIT: Duration = Duration::from_secs(60);
+}
+
+impl Default for BatchSpec {
+    fn default() -> Self {
+        Self {
+            max_events: 100,
+            max_bytes: 1 << 20,
+            max_wait: Duration::from_millis(200),
+        }
+    }
 }
 
 /// A handler's outbound HTTP: where requests may go (`capabilities.http` and the address

@@ -17,7 +17,9 @@
 use std::sync::Arc;
 
 use crate::config::InstanceMode;
-use crate::plugin::{self, CallLimits, Event, HostContext, Outcome, Plugin, PluginInstance};
+use crate::plugin::{
+    self, CallLimits, Event, HostContext, ItemOutcome, Outcome, Plugin, PluginInstance,
+};
 
 /// One worker's instance for its calls.
 pub(super) struct Instances {
@@ -52,6 +54,45 @@ impl Instances {
                 .call_traced(context, limits, config_json, event, trace)
                 .await;
         }
+        let kept = self.kept(plugin, context, limits, config_json).await?;
+        let result = kept.handle_traced(event, trace).await;
+        if result.is_err() {
+            self.kept = None;
+        }
+        result
+    }
+
+    /// Calls `plugin`'s `handle-batch` with `events`, in a fresh instance or the kept one.
+    pub(super) async fn call_batch(
+        &mut self,
+        plugin: &Arc<Plugin>,
+        context: &Arc<HostContext>,
+        limits: &CallLimits,
+        config_json: &str,
+        events: &[Event],
+    ) -> plugin::Result<Vec<ItemOutcome>> {
+        if self.mode == InstanceMode::PerEvent {
+            let mut instance = plugin
+                .instantiate_in(context.clone(), limits, config_json)
+                .await?;
+            return instance.handle_batch(events).await;
+        }
+        let kept = self.kept(plugin, context, limits, config_json).await?;
+        let result = kept.handle_batch(events).await;
+        if result.is_err() {
+            self.kept = None;
+        }
+        result
+    }
+
+    /// The kept instance, made anew (with `init`) unless it is of `plugin` and `context`.
+    async fn kept(
+        &mut self,
+        plugin: &Arc<Plugin>,
+        context: &Arc<HostContext>,
+        limits: &CallLimits,
+        config_json: &str,
+    ) -> plugin::Result<&mut PluginInstance> {
         let current = self
             .kept
             .as_ref()
@@ -68,11 +109,6 @@ impl Instances {
                 instance,
             });
         }
-        let kept = self.kept.as_mut().expect("kept above");
-        let result = kept.instance.handle_traced(event, trace).await;
-        if result.is_err() {
-            self.kept = None;
-        }
-        result
+        Ok(&mut self.kept.as_mut().expect("kept above").instance)
     }
 }

@@ -18,6 +18,7 @@
 //! knows keys (de-duplication, one worker per key, delays), so it stays generic and the
 //! delivery modes stay in one place.
 
+mod batch;
 pub mod dead_letter;
 pub mod finalizer;
 mod instance;
@@ -109,6 +110,8 @@ pub struct Handler {
     tenure: OnceLock<Arc<crate::sharding::Tenure>>,
     /// The finalizers of the routes feeding it (`finalizer:`), set with the host context.
     finalizers: Mutex<Arc<finalizer::Finalizers>>,
+    /// `handle-batch` calls and their sizes (`batch:`).
+    batch_metrics: crate::metrics::BatchMetrics,
 }
 
 impl Handler {
@@ -131,6 +134,7 @@ impl Handler {
             burst: spec.burst,
         };
         let spec_quarantine = spec.quarantine;
+        let spec_name = spec.name.clone();
         let shadow = spec
             .shadow
             .clone()
@@ -162,6 +166,7 @@ impl Handler {
             shadow,
             tenure: OnceLock::new(),
             finalizers: Mutex::default(),
+            batch_metrics: metrics.batch(&spec_name),
         });
         let workers = (0..handler.spec.concurrency)
             .map(|worker| {

@@ -49,6 +49,11 @@ pub struct PendingEvent {
 }
 
 impl PendingEvent {
+    /// Bytes of JSON the event carries to the plugin: the object and the old object.
+    pub fn json_len(&self) -> usize {
+        self.object.json_str().len() + self.old.as_ref().map_or(0, |o| o.json_str().len())
+    }
+
     /// The event for one delta about an object; `None` for [`Delta::Replaced`].
     pub fn from_delta(delta: &Delta) -> Option<Self> {
         let (kind, old, final_state_unknown) = match delta {
@@ -190,6 +195,14 @@ impl Owed {
                 Some(event)
             }
             Owed::Every(events) => events.pop_front(),
+        }
+    }
+
+    /// The next event [`Owed::take_next`] would take, left in place.
+    pub fn peek(&self) -> Option<&PendingEvent> {
+        match self {
+            Owed::Latest(event) => Some(event),
+            Owed::Every(events) => events.front(),
         }
     }
 

@@ -113,6 +113,10 @@ impl Handler {
     /// Swaps `plugin` in and clears any recorded problem. Calls already running finish on
     /// the version they started with; every call that starts afterwards uses `plugin`.
     pub fn install_plugin(&self, plugin: Arc<Plugin>) {
+        if self.spec.batch.is_some() && !plugin.handles_batches() {
+            self.report_plugin_problem(plugin::lacks_handle_batch(plugin.name()));
+            return;
+        }
         self.slot.install(plugin);
         if lock(&self.breaker).lift() {
             tracing::info!(handler = %self.name, "quarantine lifted: a new plugin version");

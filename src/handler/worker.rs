@@ -7,6 +7,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime};
 
 use super::ChangeKind;
+use super::finalizer::RouteFinalizer;
 use super::instance::Instances;
 use super::quarantine::Gate;
 use super::shadow::{CallResult, Compared};
@@ -88,6 +89,12 @@ impl Handler {
                 }
                 continue;
             }
+            if self.spec.batch.is_some() && plugin.handles_batches() {
+                if !self.work_batch(&mut instances, &plugin, key, is_try).await {
+                    return;
+                }
+                continue;
+            }
             if let Some((delivery, event)) = self.take_next(&key) {
                 // Write-ahead: the event is in the store before the plugin sees it.
                 tokio::select! {
@@ -111,7 +118,7 @@ impl Handler {
         }
     }
 
-    async fn wait_for_shutdown(&self) {
+    pub(super) async fn wait_for_shutdown(&self) {
         // The sender lives in self, so the wait cannot fail while we run.
         let _ = self
             .stopping
@@ -122,7 +129,7 @@ impl Handler {
 
     /// The next event for a key just taken from the queue. If the key owes more (`every`
     /// mode), it is added again so the queue hands it out after this one is done.
-    fn take_next(&self, key: &WorkKey) -> Option<(Delivery, PendingEvent)> {
+    pub(super) fn take_next(&self, key: &WorkKey) -> Option<(Delivery, PendingEvent)> {
         let mut pending = lock(&self.pending);
         let (delivery, owed) = pending.get_mut(key)?;
         let delivery = *delivery;
@@ -208,21 +215,8 @@ impl Handler {
                 if let Some(trace) = &call_trace {
                     trace.end("done", None);
                 }
-                self.counters.processed.fetch_add(1, Ordering::Relaxed);
-                // Taken off only now that the handler succeeded with the deletion.
-                let released = match finalizer.as_ref().filter(|_| deletion) {
-                    Some(finalizer) => finalizer.remove(event.object.json_str()).await,
-                    None => Ok(()),
-                };
-                match released {
-                    Ok(()) => {
-                        self.queue.forget(key);
-                        if let Some(trace) = &event.trace {
-                            trace.end("done", None);
-                        }
-                    }
-                    Err(e) => self.host_failed(key, delivery, event, attempt, &e),
-                }
+                self.succeeded(key, (delivery, event), attempt, finalizer.as_ref())
+                    .await;
             }
             Ok(Outcome::RequeueAfter(ms)) => {
                 if let Some(trace) = &call_trace {
@@ -254,16 +248,54 @@ impl Handler {
         }
     }
 
+    /// The plugin is done with the event: the key's backoff is cleared and, for a
+    /// deletion, the route's finalizer taken off (a failure there retries the event).
+    pub(super) async fn succeeded(
+        &self,
+        key: &WorkKey,
+        (delivery, event): (Delivery, PendingEvent),
+        attempt: u32,
+        finalizer: Option<&Arc<RouteFinalizer>>,
+    ) {
+        self.counters.processed.fetch_add(1, Ordering::Relaxed);
+        // Taken off only now that the handler succeeded with the deletion.
+        let released = match finalizer.filter(|_| event.kind == ChangeKind::Deleted) {
+            Some(finalizer) => finalizer.remove(event.object.json_str()).await,
+            None => Ok(()),
+        };
+        match released {
+            Ok(()) => {
+                self.queue.forget(key);
+                if let Some(trace) = &event.trace {
+                    trace.end("done", None);
+                }
+            }
+            Err(e) => self.host_failed(key, delivery, event, attempt, &e),
+        }
+    }
+
     /// The retry policy: retry with the key's backoff, or after `max_retries` (or at once,
     /// for an error the plugin calls permanent) give the event up to the dead letters.
     /// `call` is the trace of the call that failed, if it was traced.
-    fn failed(
+    pub(super) fn failed(
+        &self,
+        key: &WorkKey,
+        (delivery, event): (Delivery, PendingEvent),
+        attempt: u32,
+        error: &crate::plugin::Error,
+        call: Option<&crate::traces::CallTrace>,
+    ) {
+        self.failed_after(key, (delivery, event), attempt, error, (call, Duration::ZERO));
+    }
+
+    /// [`Self::failed`], a retry waiting at least `at_least` (when longer than the backoff).
+    pub(super) fn failed_after(
         &self,
         key: &WorkKey,
         (delivery, mut event): (Delivery, PendingEvent),
         attempt: u32,
         error: &crate::plugin::Error,
-        call: Option<&crate::traces::CallTrace>,
+        (call, at_least): (Option<&crate::traces::CallTrace>, Duration),
     ) {
         self.counters.failed.fetch_add(1, Ordering::Relaxed);
         let now = SystemTime::now();
@@ -316,14 +348,14 @@ impl Handler {
                 ..event
             },
         );
-        let delay = self.queue.add_rate_limited(key.clone());
+        let delay = self.queue.add_rate_limited_at_least(key.clone(), at_least);
         tracing::warn!(object = %key.object, route = %key.route, %error, attempt, retry_in = ?delay, "handler failed; will retry");
     }
 }
 
 impl Handler {
     /// A worker let through as the quarantine's try made no call: another may try.
-    fn give_back_try(&self, is_try: bool) {
+    pub(super) fn give_back_try(&self, is_try: bool) {
         if is_try {
             lock(&self.breaker).give_back_try();
         }
@@ -331,7 +363,7 @@ impl Handler {
 
     /// A finalizer write around the call failed: the event is retried (or dead-lettered)
     /// as if the call had failed, so the write is tried again.
-    fn host_failed(
+    pub(super) fn host_failed(
         &self,
         key: &WorkKey,
         delivery: Delivery,
@@ -351,7 +383,12 @@ impl Handler {
 
     /// Feeds a call's result to the quarantine breaker (`is_try`: the call was the
     /// quarantine's try), logging when it trips or lifts.
-    fn track_quarantine(&self, key: &WorkKey, error: Option<&crate::plugin::Error>, is_try: bool) {
+    pub(super) fn track_quarantine(
+        &self,
+        key: &WorkKey,
+        error: Option<&crate::plugin::Error>,
+        is_try: bool,
+    ) {
         let mut breaker = lock(&self.breaker);
         match error {
             None => {
@@ -371,7 +408,7 @@ impl Handler {
 }
 
 /// The event as the plugin contract has it.
-fn plugin_event(key: &WorkKey, event: &PendingEvent, attempt: u32) -> Event {
+pub(super) fn plugin_event(key: &WorkKey, event: &PendingEvent, attempt: u32) -> Event {
     Event {
         kind: match event.kind {
             ChangeKind::Added => EventKind::Added,

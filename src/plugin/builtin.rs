@@ -33,6 +33,11 @@ const PLUGINS: &[(&str, &[u8])] = &[
     ("teams", include_bytes!("builtin/teams.wasm")),
     ("discord", include_bytes!("builtin/discord.wasm")),
     ("aws", include_bytes!("builtin/aws.wasm")),
+    ("loki", include_bytes!("builtin/loki.wasm")),
+    (
+        "elasticsearch",
+        include_bytes!("builtin/elasticsearch.wasm"),
+    ),
 ];
 
 /// The digest of the sources the carried plugins were built from (see the module docs).
@@ -91,7 +96,7 @@ mod tests {
         assert!(component("webhook").is_none());
         assert_eq!(
             unknown("builtin:webhok"),
-            "there is no built-in plugin \"builtin:webhok\"; the binary carries builtin:webhook, builtin:slack, builtin:cloudevents, builtin:alertmanager, builtin:rabbitmq, builtin:otlp, builtin:pagerduty, builtin:opsgenie, builtin:teams, builtin:discord, builtin:aws"
+            "there is no built-in plugin \"builtin:webhok\"; the binary carries builtin:webhook, builtin:slack, builtin:cloudevents, builtin:alertmanager, builtin:rabbitmq, builtin:otlp, builtin:pagerduty, builtin:opsgenie, builtin:teams, builtin:discord, builtin:aws, builtin:loki, builtin:elasticsearch"
         );
     }
 }

@@ -71,7 +71,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
+use wasmtime::component::{
+    Component, ComponentExportIndex, HasSelf, Instance, Linker, ResourceTable,
+};
 use wasmtime::{Engine, Store, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
@@ -361,9 +363,13 @@ impl PluginHost {
             ))
         })?;
         make_memory_images(name, &component);
+        // `handle-batch` (the `handler-batch` world): its type is checked where it is
+        // first looked up in an instance, when the handler's first batch is called.
+        let batch = component.get_export_index(None, "handle-batch");
         Ok(Plugin {
             name: name.to_string(),
             pre,
+            batch,
             engine: self.engine.clone(),
             size: bytes.len(),
             slots: self.slots.clone(),
@@ -443,6 +449,8 @@ pub struct CallLimits {
 pub struct Plugin {
     name: String,
     pre: HandlerPre<CallState>,
+    /// The export `handle-batch`, for a plugin of the `handler-batch` world.
+    batch: Option<ComponentExportIndex>,
     engine: Engine,
     size: usize,
     slots: Option<Arc<Semaphore>>,
@@ -467,6 +475,11 @@ impl Plugin {
     /// Size of the component file in bytes.
     pub fn size(&self) -> usize {
         self.size
+    }
+
+    /// Whether the plugin exports `handle-batch` (it targets the `handler-batch` world).
+    pub fn handles_batches(&self) -> bool {
+        self.batch.is_some()
     }
 
     /// Runs `init(config)` then `handle(event)` in a fresh instance, within `limits`, for
@@ -574,21 +587,24 @@ impl Plugin {
         let running = self.ticker.running();
         let pre = &self.pre;
         let started = by_deadline(deadline, limits.timeout, async {
-            let bindings = pre
+            let instance = pre
+                .instance_pre()
                 .instantiate_async(&mut store)
                 .await
+                .map_err(|e| trap(&store, limits.timeout, "instantiate", e))?;
+            let bindings = bindings::Handler::new(&mut store, &instance)
                 .map_err(|e| trap(&store, limits.timeout, "instantiate", e))?;
             bindings
                 .call_init(&mut store, config_json)
                 .await
                 .map_err(|e| trap(&store, limits.timeout, "init", e))?
                 .map_err(|m| Error::Init(crate::util::redact::redact_owned(m)))?;
-            Ok(bindings)
+            Ok((instance, bindings))
         })
         .await;
         drop(running);
-        let bindings = match started {
-            Ok(bindings) => bindings,
+        let (instance, bindings) = match started {
+            Ok(started) => started,
             Err(error) => {
                 store.data_mut().end_call();
                 return Err(error);
@@ -596,7 +612,9 @@ impl Plugin {
         };
         Ok(PluginInstance {
             store,
+            instance,
             bindings,
+            batch: self.batch,
             timeout: limits.timeout,
             calls: 0,
             broken: false,
@@ -628,7 +646,10 @@ async fn by_deadline<T>(
 /// per event; the benchmarks also reuse one across events to measure what that would save.
 pub struct PluginInstance {
     store: Store<CallState>,
+    instance: Instance,
     bindings: bindings::Handler,
+    /// The export `handle-batch`, if the plugin has it.
+    batch: Option<ComponentExportIndex>,
     timeout: Duration,
     calls: u64,
     /// A call trapped or was stopped at its deadline: whatever state the plugin was left
@@ -654,10 +675,80 @@ impl PluginInstance {
         event: &types::Event,
         trace: Option<crate::traces::CallTrace>,
     ) -> Result<types::Outcome> {
-        if self.broken {
+        let deadline = self.begin_call("handle", event, trace)?;
+        let (store, bindings, timeout) = (&mut self.store, &self.bindings, self.timeout);
+        let running = self.ticker.running();
+        let result = by_deadline(deadline, timeout, async {
+            bindings
+                .call_handle(&mut *store, event)
+                .await
+                .map_err(|e| trap(store, timeout, "handle", e))?
+                // The plugin may echo a secret value of its config.
+                .map_err(|m| Error::Handler(crate::util::redact::redact_owned(m)))
+        })
+        .await;
+        drop(running);
+        self.end_call(result)
+    }
+
+    /// Runs `handle-batch(events)`, under the same deadline rules as [`Self::handle`] (one
+    /// deadline for the whole batch). An answer with another number of item outcomes than
+    /// events is an error; so is a plugin without `handle-batch`.
+    pub async fn handle_batch(
+        &mut self,
+        events: &[types::Event],
+    ) -> Result<Vec<types::ItemOutcome>> {
+        let Some(index) = self.batch else {
             return Err(Error::Trap(
-                "handle: the instance trapped or timed out in an earlier call and cannot be called again".into(),
+                "handle-batch: the plugin does not export it (build it for the handler-batch world)".into(),
             ));
+        };
+        let first = events
+            .first()
+            .ok_or_else(|| Error::Host("an empty batch".into()))?;
+        let deadline = self.begin_call("handle-batch", first, None)?;
+        let (store, instance, timeout) = (&mut self.store, &self.instance, self.timeout);
+        let running = self.ticker.running();
+        let result = by_deadline(deadline, timeout, async {
+            type Answer = (std::result::Result<Vec<types::ItemOutcome>, String>,);
+            let func = instance
+                .get_typed_func::<(&[types::Event],), Answer>(&mut *store, index)
+                .map_err(|e| Error::Trap(format!("handle-batch: {}", error_chain(&e))))?;
+            let (answer,) = func
+                .call_async(&mut *store, (events,))
+                .await
+                .map_err(|e| trap(store, timeout, "handle-batch", e))?;
+            answer.map_err(|m| Error::Handler(crate::util::redact::redact_owned(m)))
+        })
+        .await;
+        drop(running);
+        let result = result.and_then(|items| {
+            if items.len() == events.len() {
+                Ok(items)
+            } else {
+                Err(Error::Handler(format!(
+                    "handle-batch answered {} item outcomes for {} events",
+                    items.len(),
+                    events.len()
+                )))
+            }
+        });
+        self.end_call(result)
+    }
+
+    /// Starts a call (`stage` names it for errors): a fresh deadline and log budget unless
+    /// it is the instance's first; the outbound requests' trace context is `trace`'s when
+    /// the event is traced, else derived from `event`. Returns the deadline.
+    fn begin_call(
+        &mut self,
+        stage: &str,
+        event: &types::Event,
+        trace: Option<crate::traces::CallTrace>,
+    ) -> Result<Instant> {
+        if self.broken {
+            return Err(Error::Trap(format!(
+                "{stage}: the instance trapped or timed out in an earlier call and cannot be called again"
+            )));
         }
         if self.calls > 0 {
             let state = self.store.data_mut();
@@ -677,19 +768,11 @@ impl PluginInstance {
         }
         state.hooks.call_trace.clone_from(&trace);
         state.trace = trace;
-        let deadline = self.store.data().deadline;
-        let (store, bindings, timeout) = (&mut self.store, &self.bindings, self.timeout);
-        let running = self.ticker.running();
-        let result = by_deadline(deadline, timeout, async {
-            bindings
-                .call_handle(&mut *store, event)
-                .await
-                .map_err(|e| trap(store, timeout, "handle", e))?
-                // The plugin may echo a secret value of its config.
-                .map_err(|m| Error::Handler(crate::util::redact::redact_owned(m)))
-        })
-        .await;
-        drop(running);
+        Ok(self.store.data().deadline)
+    }
+
+    /// Ends a call with `result`: a trap or a timeout breaks the instance.
+    fn end_call<T>(&mut self, result: Result<T>) -> Result<T> {
         self.broken = matches!(result, Err(Error::Timeout(_) | Error::Trap(_)));
         self.store.data_mut().end_call();
         result

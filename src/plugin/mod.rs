@@ -25,7 +25,7 @@ pub mod watcher;
 
 use std::time::Duration;
 
-pub use bindings::switchyard::plugin::types::{Event, EventKind, Outcome};
+pub use bindings::switchyard::plugin::types::{Event, EventKind, ItemOutcome, Outcome};
 pub use host::{CallLimits, HostOptions, Plugin, PluginHost, PluginInstance, PoolOptions};
 pub use imports::{HostContext, PluginMetrics};
 pub use loader::{MAX_PLUGIN_FILE_SIZE, PluginFile, READ_DEADLINE, ReadError};
@@ -120,6 +120,14 @@ impl Error {
             }
         )
     }
+}
+
+/// Why a handler with `batch:` does not run `plugin`, which has no `handle-batch`.
+pub fn lacks_handle_batch(plugin: &str) -> String {
+    format!(
+        "plugin {plugin:?} does not export handle-batch, which the handler's batch: calls: \
+         build it for the handler-batch world, or remove batch: to call handle per event"
+    )
 }
 
 /// `bytes` in MiB for messages: `64 MiB`, or `80.5 MiB` when not a whole number.

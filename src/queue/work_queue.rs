@@ -166,6 +166,12 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
     /// Adds `key` again after a failure: after its backoff (`base * 2^(failures-1)`, at
     /// most `cap`), and then only with a token from the bucket. Returns the backoff.
     pub fn add_rate_limited(&self, key: K) -> Duration {
+        self.add_rate_limited_at_least(key, Duration::ZERO)
+    }
+
+    /// Like [`WorkQueue::add_rate_limited`], waiting at least `at_least` (a receiver's
+    /// `Retry-After`, say) when that is longer than the backoff. Returns the delay.
+    pub fn add_rate_limited_at_least(&self, key: K, at_least: Duration) -> Duration {
         let delay = {
             let mut state = self.lock();
             let failures = state.failures.entry(key.clone()).or_insert(0);
@@ -175,6 +181,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
                 self.inner.limits.backoff_cap,
                 *failures,
             )
+            .max(at_least)
         };
         if let Some(m) = &self.inner.metrics {
             m.retries.inc();

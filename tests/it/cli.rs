@@ -94,6 +94,30 @@ fn check_accepts_the_python_example_handler() {
 }
 
 #[test]
+fn check_refuses_batch_for_a_plugin_without_handle_batch_at_its_place() {
+    let plugins = support::plugins_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("batch.yaml");
+    std::fs::write(
+        &path,
+        format!(
+            "plugins_dir: {}\nhandlers:\n  sink:\n    plugin: noop\n    batch:\n      max_events: 10\n  bulk:\n    plugin: batcher\n    batch: {{}}\nroutes:\n  - name: a\n    resource: configmaps\n    handler: sink\n  - name: b\n    resource: configmaps\n    handler: bulk\n",
+            plugins.display()
+        ),
+    )
+    .unwrap();
+    let (code, _, err) = switchyard(&["check", "--config", path.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains(
+            "batch.yaml:6:7: handlers.sink.batch: plugin \"noop\" does not export handle-batch"
+        ),
+        "{err}"
+    );
+    assert!(!err.contains("handlers.bulk"), "{err}");
+}
+
+#[test]
 fn check_and_run_list_every_value_run_would_refuse_each_at_its_place() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("limits.yaml");

@@ -18,6 +18,7 @@ mod chart {
     mod render;
     mod schema;
 }
+mod batch;
 mod cli;
 mod cluster_access;
 mod daemon;

@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 
 mod alertmanager;
 mod doc_configs;
+mod logstores;
 mod otlp;
 mod rabbitmq;
 mod vendors;
@@ -425,5 +426,76 @@ async fn slack_cuts_long_event_fields_to_block_kit_s_limits() {
         );
     }
     assert!(posted.body["text"].as_str().unwrap().chars().count() <= 4000);
+    t.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhook_sends_a_batch_in_one_ndjson_request_retries_it_as_a_503_asks_and_dead_letters_a_4xx()
+ {
+    let receiver = Receiver::start().await;
+    receiver.set(Mode::Unavailable);
+    let sink = json!({
+        "url": format!("{}/bulk", receiver.url("http")),
+        "batch_format": "ndjson",
+        "body": {"change": "{{kind}}", "name": "{{object.metadata.name}}"},
+    });
+    let yaml = config("webhook", sink, &receiver, CONFIGMAPS).replace(
+        "    instance: reuse\n",
+        "    instance: reuse\n    concurrency: 1\n    batch:\n      max_events: 10\n      max_wait: 1s\n",
+    );
+    // One worker, so one batch holds every event ready (two would share them).
+    let t = start("webhook", &yaml).await;
+    for name in ["a", "b", "c"] {
+        t.create_configmap(json!({"metadata": {"name": name}}))
+            .await;
+    }
+    // The first request carries the three events; the receiver answers 503 with
+    // `Retry-After: 1`, so the same three come again a second later at the earliest.
+    let first = support::eventually_sync("the first request", WAIT, || {
+        receiver.received().first().cloned()
+    })
+    .await;
+    receiver.set(Mode::Ok);
+    let lines = |request: &Received| {
+        let mut names: Vec<Value> = String::from_utf8(request.raw.clone())
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap()["name"].clone())
+            .collect();
+        names.sort_by_key(|n| n.to_string());
+        names
+    };
+    assert_eq!(lines(&first), [json!("a"), json!("b"), json!("c")]);
+    assert_eq!(header(&first, "content-type"), Some("application/x-ndjson"));
+    assert_eq!(header(&first, "idempotency-key"), None);
+    let again = delivered(&receiver, 1).await.remove(0);
+    assert_eq!(lines(&again), lines(&first));
+    assert!(
+        again.at - first.at >= Duration::from_secs(1),
+        "sent again after {:?}, not the Retry-After of 1 s",
+        again.at - first.at
+    );
+    support::eventually("three events done", WAIT, async || {
+        let status = t.status_json().await;
+        (status["handlers"][0]["processed"] == 3).then_some(())
+    })
+    .await;
+    assert_eq!(receiver.received().len(), 2, "one request per batch");
+
+    // A 4xx answer moves every event of its batch to the dead letters, saying why.
+    receiver.set(Mode::Reject);
+    t.create_configmap(json!({"metadata": {"name": "d"}})).await;
+    let letters = support::eventually("a dead letter", WAIT, async || {
+        let (_, body) = t.get("/handlers/sink/dead-letters").await;
+        let letters = body["dead_letters"].as_array().cloned().unwrap_or_default();
+        (!letters.is_empty()).then_some(letters)
+    })
+    .await;
+    assert_eq!(letters[0]["id"], "sink/default/d", "{letters:#?}");
+    assert_eq!(
+        letters[0]["last_error"], "permanent: the receiver answered 400: invalid_payload",
+        "{letters:#?}"
+    );
+    assert_eq!(letters[0]["attempts"], 1, "{letters:#?}");
     t.stop().await;
 }

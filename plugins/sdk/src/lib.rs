@@ -49,8 +49,31 @@ pub mod bindings {
     });
 }
 
+/// The `handler-batch` world: the same imports (the types and functions of [`bindings`]),
+/// and `handle-batch` besides `init` and `handle`. Its exports are emitted only where
+/// [`export_batch_handler!`] is used.
+#[doc(hidden)]
+#[allow(clippy::too_many_arguments)]
+pub mod batch_bindings {
+    wit_bindgen::generate!({
+        path: "../wit",
+        world: "handler-batch",
+        pub_export_macro: true,
+        export_macro_name: "__export_handler_batch_world",
+        default_bindings_module: "switchyard_sdk::batch_bindings",
+        with: {
+            "switchyard:plugin/types@0.1.0": crate::bindings::switchyard::plugin::types,
+            "switchyard:plugin/host@0.1.0": crate::bindings::switchyard::plugin::host,
+            "switchyard:plugin/metrics@0.1.0": crate::bindings::switchyard::plugin::metrics,
+            "switchyard:plugin/cache@0.1.0": crate::bindings::switchyard::plugin::cache,
+            "switchyard:plugin/kube@0.1.0": crate::bindings::switchyard::plugin::kube,
+        },
+        generate_all,
+    });
+}
+
 pub use bindings::switchyard::plugin::host::Level;
-pub use bindings::switchyard::plugin::types::{Event, EventKind, Outcome};
+pub use bindings::switchyard::plugin::types::{Event, EventKind, ItemOutcome, Outcome};
 
 pub mod http;
 pub mod sink;
@@ -348,6 +371,28 @@ pub fn parse_config<T: serde::de::DeserializeOwned>(config: &str) -> Result<T, S
     serde_json::from_str(config).map_err(|e| format!("config: {e}"))
 }
 
+/// A handler that also takes events in batches (the `handler-batch` world): the daemon
+/// calls [`BatchHandler::handle_batch`] when the handler's config has `batch:`, and
+/// [`Handler::handle`] otherwise. Export it with [`export_batch_handler!`].
+pub trait BatchHandler: Handler {
+    /// Handles several events (each of another object) at once: one [`ItemOutcome`] per
+    /// event, in their order. An `Err` retries every event of the batch with backoff.
+    fn handle_batch(events: Vec<Event>) -> Result<Vec<ItemOutcome>, String>;
+}
+
+/// [`BatchHandler`] for a handler built from its `config` ([`Configured`]).
+pub trait ConfiguredBatch: Configured {
+    /// Handles several events at once with the handler built by [`Configured::new`]; see
+    /// [`BatchHandler::handle_batch`].
+    fn handle_batch(&self, events: Vec<Event>) -> Result<Vec<ItemOutcome>, String>;
+}
+
+impl<T: ConfiguredBatch> BatchHandler for T {
+    fn handle_batch(events: Vec<Event>) -> Result<Vec<ItemOutcome>, String> {
+        instance::with(|handler: &T| handler.handle_batch(events))?
+    }
+}
+
 /// Adapts a [`Handler`] to the generated component export. Used by [`export_handler!`].
 #[doc(hidden)]
 pub struct Adapter<H>(core::marker::PhantomData<H>);
@@ -360,6 +405,35 @@ impl<H: Handler> bindings::Guest for Adapter<H> {
     fn handle(event: Event) -> Result<Outcome, String> {
         H::handle(event)
     }
+}
+
+/// Adapts a [`BatchHandler`] to the generated `handler-batch` export. Used by
+/// [`export_batch_handler!`].
+#[doc(hidden)]
+pub struct BatchAdapter<H>(core::marker::PhantomData<H>);
+
+impl<H: BatchHandler> batch_bindings::Guest for BatchAdapter<H> {
+    fn init(config: String) -> Result<(), String> {
+        H::init(config)
+    }
+
+    fn handle(event: Event) -> Result<Outcome, String> {
+        H::handle(event)
+    }
+
+    fn handle_batch(events: Vec<Event>) -> Result<Vec<ItemOutcome>, String> {
+        H::handle_batch(events)
+    }
+}
+
+/// Exports a [`BatchHandler`] implementation as the plugin's entry points (the
+/// `handler-batch` world: `init`, `handle` and `handle-batch`).
+#[macro_export]
+macro_rules! export_batch_handler {
+    ($handler:ty) => {
+        type __SwitchyardBatchExport = $crate::BatchAdapter<$handler>;
+        $crate::batch_bindings::__export_handler_batch_world!(__SwitchyardBatchExport with_types_in $crate::batch_bindings);
+    };
 }
 
 /// Exports a [`Handler`] implementation as the plugin's entry points.

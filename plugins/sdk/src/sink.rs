@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 
 use crate::http::{Request, Response};
-use crate::{Event, EventKind, Level, Outcome, log};
+use crate::{Event, EventKind, ItemOutcome, Level, Outcome, log};
 
 /// `UID.RESOURCEVERSION.CHANGE` (`add`, `update` or `delete`; a resync is an update of the
 /// state the object is in): the same for every attempt at one change, across retries and
@@ -281,6 +281,86 @@ pub fn send(request: Request) -> Result<Sent, String> {
         return Ok(Sent::Later(Outcome::RequeueAfter(millis)));
     }
     Ok(Sent::Answered(response.error_for_status()?))
+}
+
+/// What an answer means for the events a request carried, and in words.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answer {
+    /// The outcome of each event the request carried.
+    pub outcome: ItemOutcome,
+    /// What the receiver answered, for a log line or an error.
+    pub message: String,
+}
+
+impl Answer {
+    /// The answer for `handle` (a request that carried one event): a wait the receiver
+    /// asked for is `requeue-after`, a retry an error, a dead letter a permanent error.
+    pub fn single(self) -> Result<Outcome, String> {
+        match self.outcome {
+            ItemOutcome::Done => Ok(Outcome::Done),
+            ItemOutcome::Retry(Some(ms)) => Ok(Outcome::RequeueAfter(ms)),
+            ItemOutcome::Retry(None) => Err(self.message),
+            ItemOutcome::DeadLetter(_) => Err(crate::permanent(&self.message)),
+        }
+    }
+}
+
+/// What an answer to a request means for every event it carried alike: a 2xx is done; a
+/// 429 or a 5xx is retried after at least its `Retry-After` (1 s for a 429 without one, at
+/// most [`crate::http::MAX_RETRY_AFTER`]); anything else is a dead letter naming the status
+/// and the start of the body. A retry is logged.
+pub fn answer_for_all(response: &Response) -> Answer {
+    use crate::http::{DEFAULT_RETRY_AFTER, MAX_RETRY_AFTER};
+    let mut message = format!("the receiver answered {}", response.status);
+    if response.is_success() {
+        return Answer {
+            outcome: ItemOutcome::Done,
+            message,
+        };
+    }
+    let excerpt = response.excerpt(200);
+    if !excerpt.trim().is_empty() {
+        message.push_str(&format!(": {}", excerpt.trim()));
+    }
+    if response.status != 429 && !(500..600).contains(&response.status) {
+        let outcome = ItemOutcome::DeadLetter(message.clone());
+        return Answer { outcome, message };
+    }
+    let wait = match (response.status, response.retry_after()) {
+        (_, Some(after)) => Some(after.min(MAX_RETRY_AFTER)),
+        (429, None) => Some(DEFAULT_RETRY_AFTER),
+        _ => None,
+    };
+    let ms = wait.map(|w| u64::try_from(w.as_millis()).unwrap_or(u64::MAX));
+    log(
+        Level::Warn,
+        &format!(
+            "{message}: sending again (after at least {} ms)",
+            ms.unwrap_or(0)
+        ),
+    );
+    Answer {
+        outcome: ItemOutcome::Retry(ms),
+        message,
+    }
+}
+
+/// The `authorization` header for a sink's `username` and `password` (HTTP Basic) or its
+/// `bearer_token`; `None` for neither, an error for both or for half a pair.
+pub fn authorization(
+    username: Option<&str>,
+    password: Option<&str>,
+    bearer_token: Option<&str>,
+) -> Result<Option<String>, String> {
+    match (username, password, bearer_token) {
+        (None, None, None) => Ok(None),
+        (Some(user), Some(password), None) => Ok(Some(basic_auth(user.trim(), password.trim()))),
+        (None, None, Some(token)) => Ok(Some(format!("Bearer {}", token.trim()))),
+        (_, _, Some(_)) => {
+            Err("config: `bearer_token` or `username` and `password`, not both".into())
+        }
+        _ => Err("config: `username` and `password` go together".into()),
+    }
 }
 
 /// [`send`], done on a 2xx.

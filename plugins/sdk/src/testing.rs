@@ -87,11 +87,11 @@ pub struct Metric {
     pub labels: Vec<(String, String)>,
 }
 
-/// What one call did.
+/// What one call did (`O`: what the call returns, [`Outcome`] for `handle`).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Report {
-    /// What `handle` returned; an `init` error is `Err("init: ...")`.
-    pub outcome: Result<Outcome, String>,
+pub struct Report<O = Outcome> {
+    /// What `handle` (or `handle-batch`) returned; an `init` error is `Err("init: ...")`.
+    pub outcome: Result<O, String>,
     /// The lines logged, in order.
     pub logs: Vec<(Level, String)>,
     /// The writes asked for, in order.
@@ -102,7 +102,7 @@ pub struct Report {
     pub requests: Vec<crate::http::Request>,
 }
 
-impl Report {
+impl<O> Report<O> {
     /// The logged messages without their levels.
     pub fn lines(&self) -> Vec<&str> {
         self.logs.iter().map(|(_, line)| line.as_str()).collect()
@@ -202,6 +202,20 @@ impl TestHost {
     /// Calls `H::init` with the config and then `H::handle` with `event`; returns what
     /// the call did.
     pub fn handle<H: Handler>(&self, event: Event) -> Report {
+        self.run::<H, _>(|| H::handle(event))
+    }
+
+    /// Calls `H::init` with the config and then `H::handle_batch` with `events`; returns
+    /// what the call did.
+    pub fn handle_batch<H: crate::BatchHandler>(
+        &self,
+        events: Vec<Event>,
+    ) -> Report<Vec<crate::ItemOutcome>> {
+        self.run::<H, _>(|| H::handle_batch(events))
+    }
+
+    /// Runs `H::init`, then `call`, against this host.
+    fn run<H: Handler, O>(&self, calling: impl FnOnce() -> Result<O, String>) -> Report<O> {
         let config = self.config.clone().unwrap_or(Value::Null).to_string();
         let call = Call {
             objects: self.objects.clone(),
@@ -216,7 +230,7 @@ impl TestHost {
         CALL.with(|c| *c.borrow_mut() = Some(call));
         let outcome = H::init(config)
             .map_err(|e| format!("init: {e}"))
-            .and_then(|()| H::handle(event));
+            .and_then(|()| calling());
         let call = CALL
             .with(|c| c.borrow_mut().take())
             .expect("the call is there");

@@ -9,8 +9,9 @@ use serde_json::Value;
 use super::errors::Errors;
 use super::names::is_valid_name;
 use crate::config::limits::MAX_WORKERS;
+use crate::config::schema::BatchFile;
 use crate::config::schema::HandlerFile;
-use crate::config::{HandlerSpec, LogLimits, QuarantineSpec};
+use crate::config::{BatchSpec, HandlerSpec, LogLimits, QuarantineSpec};
 
 /// Builds the handler `name`. Each value was held to its bounds as it was read (see
 /// [`crate::config::limits`]); what is left are the checks across values.
@@ -22,6 +23,7 @@ pub(super) fn build_handler(
 ) -> HandlerSpec {
     let at = |field: &str| format!("handlers.{name}.{field}");
     let quarantine = quarantine(&h, &at, errors);
+    let batch = h.batch.as_ref().map(|b| batch(b, &at, errors));
     let logs = log_limits(&h);
     let plugin = match h.plugin {
         Some(p) => checked_plugin(&at("plugin"), p, errors),
@@ -34,6 +36,12 @@ pub(super) fn build_handler(
             format!(
                 "shadow {plugin:?} is the handler's own plugin: a shadow runs another plugin (put the new version in the plugins folder under another name)"
             ),
+        );
+    }
+    if shadow.is_some() && batch.is_some() {
+        errors.at(
+            at("shadow"),
+            "a handler with batch: has no shadow: a shadow is compared call by call with handle, and batch: calls handle-batch",
         );
     }
     let backoff_base = h.backoff_base.map_or(Duration::from_millis(100), |d| d.0);
@@ -94,6 +102,7 @@ pub(super) fn build_handler(
         value_refs,
         quarantine,
         instance: h.instance.unwrap_or_default(),
+        batch,
         name,
     }
 }
@@ -181,6 +190,38 @@ fn quarantine(h: &HandlerFile, at: &dyn Fn(&str) -> String, errors: &mut Errors)
         after: h.quarantine_after.unwrap_or(default.after),
         window,
         backoff,
+    }
+}
+
+/// The handler's `batch:` settings, defaults filled in; values out of bounds are recorded
+/// at their place.
+fn batch(b: &BatchFile, at: &dyn Fn(&str) -> String, errors: &mut Errors) -> BatchSpec {
+    let default = BatchSpec::default();
+    let max_events = b.max_events.unwrap_or(default.max_events);
+    if !(1..=BatchSpec::MAX_EVENTS).contains(&max_events) {
+        errors.at(
+            at("batch.max_events"),
+            format!(
+                "batch.max_events must be 1 to {}, not {max_events}",
+                BatchSpec::MAX_EVENTS
+            ),
+        );
+    }
+    let max_bytes = b.max_bytes.map_or(default.max_bytes, |m| m.0);
+    if max_bytes == 0 {
+        errors.at(at("batch.max_bytes"), "batch.max_bytes must be more than 0");
+    }
+    let max_wait = b.max_wait.map_or(default.max_wait, |d| d.0);
+    if max_wait > BatchSpec::MAX_WAIT {
+        errors.at(
+            at("batch.max_wait"),
+            "batch.max_wait must be at most 1m: a worker holds its first event that long",
+        );
+    }
+    BatchSpec {
+        max_events,
+        max_bytes,
+        max_wait,
     }
 }
 

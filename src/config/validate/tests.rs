@@ -769,7 +769,7 @@ routes:
     assert_eq!(
         errors,
         [
-            "5:13: handlers.typo.plugin: there is no built-in plugin \"builtin:webhok\"; the binary carries builtin:webhook, builtin:slack, builtin:cloudevents, builtin:alertmanager, builtin:rabbitmq, builtin:otlp, builtin:pagerduty, builtin:opsgenie, builtin:teams, builtin:discord, builtin:aws"
+            "5:13: handlers.typo.plugin: there is no built-in plugin \"builtin:webhok\"; the binary carries builtin:webhook, builtin:slack, builtin:cloudevents, builtin:alertmanager, builtin:rabbitmq, builtin:otlp, builtin:pagerduty, builtin:opsgenie, builtin:teams, builtin:discord, builtin:aws, builtin:loki, builtin:elasticsearch"
         ]
     );
 }
@@ -834,4 +834,75 @@ fn tracing_mistakes_are_located() {
         errors[0].contains("tracing.ratio") && errors[0].contains("sample_ratio"),
         "{errors:?}"
     );
+}
+
+#[test]
+fn batch_settings_get_their_defaults_and_each_bad_one_is_reported_at_its_place() {
+    let text = "\
+handlers:
+  a:
+    batch: {}
+  b:
+    batch:
+      max_events: 0
+      max_bytes: 0
+      max_wait: 2m
+  c:
+    shadow: other
+    batch: {}
+routes:
+  - name: r
+    resource: configmaps
+    handler: a
+";
+    let errors = validate(Path::new("c.yaml"), text).unwrap_err().0;
+    let found: Vec<(u64, u64, &str, &str)> = errors
+        .iter()
+        .filter(|e| e.path != "handlers.c.shadow" || e.message.contains("batch"))
+        .map(|e| (e.line, e.column, e.path.as_str(), e.message.as_str()))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            (
+                6,
+                19,
+                "handlers.b.batch.max_events",
+                "batch.max_events must be 1 to 10000, not 0"
+            ),
+            (
+                7,
+                18,
+                "handlers.b.batch.max_bytes",
+                "batch.max_bytes must be more than 0"
+            ),
+            (
+                8,
+                17,
+                "handlers.b.batch.max_wait",
+                "batch.max_wait must be at most 1m: a worker holds its first event that long"
+            ),
+            (
+                10,
+                13,
+                "handlers.c.shadow",
+                "a handler with batch: has no shadow: a shadow is compared call by call with handle, and batch: calls handle-batch"
+            ),
+        ]
+    );
+    let config = validate(
+        Path::new("c.yaml"),
+        "handlers:\n  a:\n    batch: {}\nroutes:\n  - name: r\n    resource: configmaps\n    handler: a\n",
+    )
+    .unwrap();
+    assert_eq!(
+        config.handlers[0].batch,
+        Some(crate::config::BatchSpec::default())
+    );
+    let config = validate(
+        Path::new("c.yaml"),
+        "handlers:\n  a: {}\nroutes:\n  - name: r\n    resource: configmaps\n    handler: a\n",
+    )
+    .unwrap();
+    assert_eq!(config.handlers[0].batch, None);
 }

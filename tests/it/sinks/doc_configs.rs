@@ -63,8 +63,8 @@ async fn every_builtin_sink_config_in_the_docs_is_one_its_plugin_takes() {
     let configs = configs();
     assert_eq!(
         configs.len(),
-        7,
-        "alertmanager, rabbitmq, otlp, pagerduty, opsgenie, teams, discord"
+        10,
+        "webhook in batches, alertmanager, rabbitmq, otlp, pagerduty, opsgenie, teams, discord, loki, elasticsearch"
     );
     for config in configs {
         let handler = config.lines().nth(1).unwrap().trim().trim_end_matches(':');

@@ -31,6 +31,15 @@
 //! `outbound.max_request_body`. A 429, and a 503 with `Retry-After`, are not failures: the
 //! event is sent again after the wait the receiver asks for (at most 5 minutes; 1 s for a
 //! 429 without `Retry-After`), and the wait does not count toward `max_retries`.
+//!
+//! With the handler's `batch:`, one request carries the batch's events (each its body, as
+//! above): `batch_format: json_array` (the default) sends a JSON array of them,
+//! `ndjson` one per line (`application/x-ndjson`). The answer decides for every event of the
+//! request alike: a 2xx is done; a 429 or a 5xx retries them (counted toward `max_retries`)
+//! after at least the `Retry-After` asked for, capped as above; any other answer (a 4xx)
+//! moves them to the dead letters naming the status and the start of the body, as does a
+//! body larger than `outbound.max_request_body`. A timeout or a failed connection retries
+//! them with backoff. A batch request has no `Idempotency-Key` unless `headers` sets one.
 
 use std::collections::BTreeMap;
 
@@ -39,7 +48,9 @@ use serde_json::Value;
 use switchyard_sdk::http::Request;
 use switchyard_sdk::sink::{change_key, check_header, event_json};
 use switchyard_sdk::template;
-use switchyard_sdk::{Configured, Event, Level, Outcome, export_handler, log};
+use switchyard_sdk::{
+    Configured, ConfiguredBatch, Event, ItemOutcome, Level, Outcome, export_batch_handler, log,
+};
 
 /// The handler's `config`.
 #[derive(Debug, Deserialize)]
@@ -56,6 +67,20 @@ struct Config {
     /// The body's template; the whole event without one.
     #[serde(default)]
     body: Option<Value>,
+    /// How a batch's bodies go in one request (`batch:` handlers).
+    #[serde(default)]
+    batch_format: BatchFormat,
+}
+
+/// `batch_format`: how a batch's bodies are put in one request.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum BatchFormat {
+    /// A JSON array of the bodies (`application/json`).
+    #[default]
+    JsonArray,
+    /// One body per line (`application/x-ndjson`).
+    Ndjson,
 }
 
 fn post() -> String {
@@ -150,15 +175,8 @@ impl Configured for Webhook {
     fn handle(&self, event: Event) -> Result<Outcome, String> {
         let config = &self.config;
         let key = change_key(event.kind, &switchyard_sdk::sink::object(&event)?);
-        let event = event_json(&event)?;
-        let body = match &config.body {
-            Some(template) => template::fill(template, &event),
-            None => event,
-        };
-        let mut request = Request::new(&config.method, &config.url);
-        for (name, value) in &config.headers {
-            request = request.header(name, value);
-        }
+        let body = self.body(&event)?;
+        let mut request = self.request();
         if !config.has_header("idempotency-key") {
             request = request.header("idempotency-key", &key);
         }
@@ -184,14 +202,64 @@ impl Configured for Webhook {
     }
 }
 
-export_handler!(Webhook);
+impl Webhook {
+    /// The body for one event: the template filled in, or the whole event.
+    fn body(&self, event: &Event) -> Result<Value, String> {
+        let event = event_json(event)?;
+        Ok(match &self.config.body {
+            Some(template) => template::fill(template, &event),
+            None => event,
+        })
+    }
+
+    /// A request to the configured URL with the configured method and headers.
+    fn request(&self) -> Request {
+        let mut request = Request::new(&self.config.method, &self.config.url);
+        for (name, value) in &self.config.headers {
+            request = request.header(name, value);
+        }
+        request
+    }
+}
+
+impl ConfiguredBatch for Webhook {
+    fn handle_batch(&self, events: Vec<Event>) -> Result<Vec<ItemOutcome>, String> {
+        let bodies = events
+            .iter()
+            .map(|e| self.body(e))
+            .collect::<Result<Vec<_>, _>>()?;
+        let (payload, content_type) = match self.config.batch_format {
+            BatchFormat::JsonArray => (Value::Array(bodies).to_string(), "application/json"),
+            BatchFormat::Ndjson => {
+                let lines: String = bodies.iter().map(|b| format!("{b}\n")).collect();
+                (lines, "application/x-ndjson")
+            }
+        };
+        let mut request = self.request();
+        if !self.config.has_header("content-type") {
+            request = request.header("content-type", content_type);
+        }
+        let outcome = match request.body(payload).send() {
+            Ok(response) => switchyard_sdk::sink::answer_for_all(&response).outcome,
+            Err(e) if e.is_request_too_large() => ItemOutcome::DeadLetter(too_large_hint(
+                e,
+                "or a smaller batch (`batch.max_bytes`, `batch.max_events`), or a `body:` \
+                 template that sends only what the receiver needs",
+            )),
+            Err(e) => return Err(e.into()),
+        };
+        Ok(vec![outcome; events.len()])
+    }
+}
+
+export_batch_handler!(Webhook);
 
 #[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests {
     use serde_json::json;
     use switchyard_sdk::EventKind;
     use switchyard_sdk::http::{Error, Response};
-    use switchyard_sdk::testing::{TestHost, event, updated};
+    use switchyard_sdk::testing::{Report, TestHost, event, updated};
 
     use super::*;
 
@@ -292,6 +360,94 @@ mod tests {
         );
         let own = json!({"url": URL, "headers": {"Idempotency-Key": "mine"}});
         assert_eq!(key(own, EventKind::Added), ["mine"]);
+    }
+
+    fn batch_of_two(config: Value, response: Response) -> Report<Vec<ItemOutcome>> {
+        TestHost::new()
+            .config(config)
+            .http("https://hooks.example.com/", response)
+            .handle_batch::<Webhook>(vec![
+                event(EventKind::Added, cm("a", "1")),
+                updated(cm("b", "1"), cm("b", "2")),
+            ])
+    }
+
+    #[test]
+    fn a_batch_goes_in_one_request_as_a_json_array_or_as_ndjson() {
+        let config =
+            json!({"url": URL, "body": {"name": "{{object.metadata.name}}", "change": "{{kind}}"}});
+        let report = batch_of_two(config.clone(), Response::new(200, "ok"));
+        assert_eq!(
+            report.outcome,
+            Ok(vec![ItemOutcome::Done, ItemOutcome::Done])
+        );
+        let [request] = report.requests.as_slice() else {
+            panic!("one request: {:?}", report.requests)
+        };
+        assert_eq!(
+            request.headers,
+            [("content-type".to_string(), "application/json".to_string())]
+        );
+        let body: Value = serde_json::from_slice(&request.body).unwrap();
+        assert_eq!(
+            body,
+            json!([{"name": "a", "change": "added"}, {"name": "b", "change": "updated"}])
+        );
+        let mut ndjson = config;
+        ndjson["batch_format"] = json!("ndjson");
+        let report = batch_of_two(ndjson, Response::new(204, ""));
+        assert_eq!(
+            report.outcome,
+            Ok(vec![ItemOutcome::Done, ItemOutcome::Done])
+        );
+        let request = &report.requests[0];
+        assert_eq!(
+            request.headers,
+            [(
+                "content-type".to_string(),
+                "application/x-ndjson".to_string()
+            )]
+        );
+        assert_eq!(
+            String::from_utf8(request.body.clone()).unwrap(),
+            "{\"change\":\"added\",\"name\":\"a\"}\n{\"change\":\"updated\",\"name\":\"b\"}\n"
+        );
+    }
+
+    #[test]
+    fn a_batch_answer_decides_for_every_event_alike() {
+        let outcome = |response: Response| batch_of_two(json!({"url": URL}), response).outcome;
+        let both = |o: ItemOutcome| Ok(vec![o.clone(), o]);
+        assert_eq!(
+            outcome(Response::new(503, "busy").header("retry-after", "7")),
+            both(ItemOutcome::Retry(Some(7000)))
+        );
+        assert_eq!(
+            outcome(Response::new(500, "")),
+            both(ItemOutcome::Retry(None))
+        );
+        assert_eq!(
+            outcome(Response::new(429, "")),
+            both(ItemOutcome::Retry(Some(1000)))
+        );
+        assert_eq!(
+            outcome(Response::new(429, "").header("Retry-After", "86400")),
+            both(ItemOutcome::Retry(Some(300_000)))
+        );
+        assert_eq!(
+            outcome(Response::new(400, "field `x` is required")),
+            both(ItemOutcome::DeadLetter(
+                "the receiver answered 400: field `x` is required".into()
+            ))
+        );
+        let refused = TestHost::new()
+            .config(json!({"url": URL}))
+            .http_error(
+                "https://hooks.example.com/",
+                Error::Connection("refused".into()),
+            )
+            .handle_batch::<Webhook>(vec![event(EventKind::Added, cm("a", "1"))]);
+        assert_eq!(refused.outcome, Err("connection failed: refused".into()));
     }
 
     #[test]

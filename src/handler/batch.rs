@@ -1,0 +1,221 @@
+//! Batch delivery (`batch:`): a worker gathers the events of several keys and hands them to
+//! the plugin's `handle-batch` in one call, then applies each item's outcome to its key as
+//! a single event's outcome is applied.
+//!
+//! A worker holding a key is the only one that handles it (the queue gives a key to one
+//! worker at a time), so a key is in at most one batch in flight and each object's events
+//! stay in order; a batch holds at most one event per key (in `latest` and `every` mode
+//! alike), since a key taken stays with its worker until the batch ends. Durability is the
+//! single event's: each event stays in the key's stored entry until its own outcome is
+//! applied, so a daemon killed mid-batch delivers every event of it again after restart.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use super::instance::Instances;
+use super::worker::plugin_event;
+use super::{ChangeKind, Delivery, Handler, PendingEvent, RecentError, WorkKey};
+use crate::config::BatchSpec;
+use crate::plugin::{About, CallLimits, ItemOutcome, Plugin};
+use crate::util::rfc3339;
+
+/// One event of a batch, with its key and the attempt it is.
+struct Item {
+    key: WorkKey,
+    delivery: Delivery,
+    event: PendingEvent,
+    attempt: u32,
+}
+
+impl Handler {
+    /// Gathers a batch starting with `first` (a key just taken from the queue), calls the
+    /// plugin's `handle-batch` with it and applies each outcome; every key taken is done
+    /// when this returns. False when the handler shut down meanwhile.
+    pub(super) async fn work_batch(
+        &self,
+        instances: &mut Instances,
+        plugin: &Arc<Plugin>,
+        first: WorkKey,
+        is_try: bool,
+    ) -> bool {
+        let spec = self.spec.batch.unwrap_or_default();
+        let (items, taken) = self.gather(first, &spec).await;
+        if items.is_empty() {
+            self.give_back_try(is_try);
+        } else {
+            // Write-ahead: every event is in the store before the plugin sees it.
+            let recorded = items.iter().map(|i| i.event.recorded).max().unwrap_or(0);
+            tokio::select! {
+                biased;
+                _ = self.wait_committed(recorded) => {}
+                _ = self.wait_for_shutdown() => return false,
+            }
+            let about = About {
+                route: items[0].key.route.clone(),
+                object: items[0].key.object.shared(),
+            };
+            about
+                .scope(self.handle_batch(instances, plugin, items, is_try))
+                .await;
+        }
+        for key in &taken {
+            self.persist_call_ended(key);
+            self.queue.done(key);
+        }
+        true
+    }
+
+    /// Takes keys until the batch holds `max_events` events or `max_bytes` of event JSON,
+    /// or `max_wait` has passed since the first; returns the events and every key taken
+    /// (each to be marked done). A key whose next event would pass `max_bytes` is given back.
+    async fn gather(&self, first: WorkKey, spec: &BatchSpec) -> (Vec<Item>, Vec<WorkKey>) {
+        let until = tokio::time::Instant::now() + spec.max_wait;
+        let (mut items, mut taken) = (Vec::new(), Vec::new());
+        let mut bytes = 0u64;
+        let mut next = Some(first);
+        while let Some(key) = next.take() {
+            let size = self.next_size(&key);
+            if size.is_some_and(|s| !items.is_empty() && bytes + s > spec.max_bytes) {
+                // Handed out again once this batch is done with it (marked done below).
+                self.queue.add(key.clone());
+                taken.push(key);
+                break;
+            }
+            if let Some((delivery, event)) = self.take_next(&key) {
+                bytes += size.unwrap_or(0);
+                let attempt = self.queue.num_requeues(&key) + 1;
+                items.push(Item {
+                    key: key.clone(),
+                    delivery,
+                    event,
+                    attempt,
+                });
+            }
+            taken.push(key);
+            if items.is_empty() || items.len() >= spec.max_events || bytes >= spec.max_bytes {
+                break;
+            }
+            next = tokio::time::timeout_at(until, self.queue.get())
+                .await
+                .ok()
+                .flatten();
+        }
+        (items, taken)
+    }
+
+    /// Bytes of JSON of the event the key owes next, if it owes one.
+    fn next_size(&self, key: &WorkKey) -> Option<u64> {
+        let pending = crate::util::lock(&self.pending);
+        let (_, owed) = pending.get(key)?;
+        owed.peek().map(|e| e.json_len() as u64)
+    }
+
+    /// Puts the routes' finalizers on, calls `handle-batch` with the events, and applies
+    /// each item's outcome (or the call's error, to every event).
+    async fn handle_batch(
+        &self,
+        instances: &mut Instances,
+        plugin: &Arc<Plugin>,
+        items: Vec<Item>,
+        is_try: bool,
+    ) {
+        let items = self.add_finalizers(items).await;
+        if items.is_empty() {
+            self.give_back_try(is_try);
+            return;
+        }
+        let events: Vec<_> = items
+            .iter()
+            .map(|i| plugin_event(&i.key, &i.event, i.attempt))
+            .collect();
+        let limits = CallLimits {
+            timeout: self.spec.timeout,
+            memory: self.spec.memory,
+        };
+        let context = crate::util::lock(&self.host_context).clone();
+        context.caches_listed().await;
+        let started = std::time::Instant::now();
+        let result = instances
+            .call_batch(plugin, &context, &limits, &self.config_json, &events)
+            .await;
+        self.batch_metrics.record(items.len());
+        let first = &items[0];
+        let failure = result.as_ref().err().map(|e| RecentError {
+            at: rfc3339(SystemTime::now()),
+            object: format!(
+                "{}/{} (and {} more in its batch)",
+                first.key.route,
+                first.key.object,
+                items.len() - 1
+            ),
+            attempt: first.attempt,
+            error: e.to_string(),
+        });
+        self.record_call(started.elapsed().as_secs_f64(), failure);
+        self.track_quarantine(&first.key, result.as_ref().err(), is_try);
+        match result {
+            Ok(outcomes) => {
+                for (item, outcome) in items.into_iter().zip(outcomes) {
+                    self.apply_item(item, outcome).await;
+                }
+            }
+            Err(error) => {
+                for i in items {
+                    self.failed(&i.key, (i.delivery, i.event), i.attempt, &error, None);
+                }
+            }
+        }
+    }
+
+    /// Puts each route's finalizer on its object (deletions aside) before the plugin sees
+    /// it; an event whose finalizer write fails is retried and left out of the batch.
+    async fn add_finalizers(&self, items: Vec<Item>) -> Vec<Item> {
+        let finalizers = self.finalizers();
+        let mut kept = Vec::with_capacity(items.len());
+        for item in items {
+            let finalizer = finalizers.of(&item.key.route);
+            if let Some(finalizer) = finalizer.filter(|_| item.event.kind != ChangeKind::Deleted)
+                && let Err(e) = finalizer.add(item.event.object.json_str()).await
+            {
+                self.host_failed(&item.key, item.delivery, item.event, item.attempt, &e);
+                continue;
+            }
+            kept.push(item);
+        }
+        kept
+    }
+
+    /// Applies one item's outcome to its key as a single event's is applied: done forgets
+    /// the key's backoff (its next owed event, if any, is queued already), retry requeues it
+    /// with backoff (at least the delay given), dead letter gives the event up at once.
+    async fn apply_item(&self, item: Item, outcome: ItemOutcome) {
+        let Item {
+            key,
+            delivery,
+            event,
+            attempt,
+        } = item;
+        match outcome {
+            ItemOutcome::Done => {
+                let finalizer = self.finalizers().of(&key.route).cloned();
+                self.succeeded(&key, (delivery, event), attempt, finalizer.as_ref())
+                    .await;
+            }
+            ItemOutcome::Retry(delay) => {
+                let at_least = Duration::from_millis(delay.unwrap_or(0));
+                let why = match delay {
+                    Some(ms) => format!("the plugin asked to retry this event after {ms} ms"),
+                    None => "the plugin asked to retry this event".to_string(),
+                };
+                let error = crate::plugin::Error::Handler(why);
+                self.failed_after(&key, (delivery, event), attempt, &error, (None, at_least));
+            }
+            ItemOutcome::DeadLetter(reason) => {
+                let reason = crate::util::redact::redact_owned(reason);
+                let error =
+                    crate::plugin::Error::Handler(format!("{} {reason}", crate::plugin::PERMANENT));
+                self.failed(&key, (delivery, event), attempt, &error, None);
+            }
+        }
+    }
+}
