@@ -129,20 +129,11 @@ run_the_pod() {
 # Steps 3 and 4, inside the namespaces.
 inside() {
   ip link set lo up
-  rm -rf "$work/registry" && mkdir -p "$work/registry"
-  cat > "$work/registry/config.yml" <<EOF
-version: 0.1
-storage:
-  filesystem:
-    rootdirectory: $work/registry/data
-http:
-  addr: $registry
-log:
-  level: error
-EOF
-  docker-registry serve "$work/registry/config.yml" > "$work/registry/log" 2>&1 &
+  rm -rf "$work/registry"
+  # shellcheck source=scripts/release/publish.sh
+  source "$root/scripts/release/publish.sh"
+  start_registry
   local registry_pid=$!
-  for _ in $(seq 100); do curl -fsS "http://$registry/v2/" > /dev/null 2>&1 && break; sleep 0.1; done
   local repository=${image%%:*} tag=${image#*:}
   step "pushing $image to the registry at $registry"
   "${buildah[@]}" push --quiet --tls-verify=false "$image" "docker://$registry/$repository:$tag"

@@ -261,14 +261,7 @@ impl EventTrace {
     /// Ends the event's span with `outcome` (`done`, `requeue`, `dead_letter`,
     /// `coalesced`), as an error with `error` if one is given.
     pub fn end(&self, outcome: &'static str, error: Option<&str>) {
-        let span = self.context.span();
-        span.set_attribute(KeyValue::new("switchyard.outcome", outcome));
-        if let Some(error) = error {
-            span.set_status(Status::error(crate::util::redact::redact_owned(
-                error.to_string(),
-            )));
-        }
-        span.end();
+        end_span(&self.context, outcome, error);
     }
 
     /// The event was folded into an earlier one of the same object, whose trace goes on.
@@ -309,14 +302,7 @@ impl CallTrace {
     /// Ends the call's span with `outcome` (`done`, `requeue`, `retry`, `dead_letter`), as
     /// an error with `error` if one is given.
     pub fn end(&self, outcome: &'static str, error: Option<&str>) {
-        let span = self.context.span();
-        span.set_attribute(KeyValue::new("switchyard.outcome", outcome));
-        if let Some(error) = error {
-            span.set_status(Status::error(crate::util::redact::redact_owned(
-                error.to_string(),
-            )));
-        }
-        span.end();
+        end_span(&self.context, outcome, error);
     }
 
     /// Starts the span of a Kubernetes write: `verb` (`apply`, `merge-patch`, `delete`,
@@ -393,6 +379,19 @@ impl ChildSpan {
         }
         span.end();
     }
+}
+
+/// Ends the span of `context` with `outcome`, as an error with `error` (redacted) if one is
+/// given.
+fn end_span(context: &Context, outcome: &'static str, error: Option<&str>) {
+    let span = context.span();
+    span.set_attribute(KeyValue::new("switchyard.outcome", outcome));
+    if let Some(error) = error {
+        span.set_status(Status::error(crate::util::redact::redact_owned(
+            error.to_string(),
+        )));
+    }
+    span.end();
 }
 
 #[cfg(test)]

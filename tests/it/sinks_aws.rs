@@ -107,7 +107,7 @@ async fn a_change_reaches_sns_sqs_eventbridge_firehose_and_cloudwatch_logs_read_
         .create_configmap(json!({"metadata": {"name": "a"}, "data": {"v": "1"}}))
         .await;
     let id = format!(
-        "{}.{}.added",
+        "{}.{}.add",
         made_cm.metadata.uid.unwrap(),
         made_cm.metadata.resource_version.unwrap()
     );

@@ -67,9 +67,11 @@ impl Collector {
     }
 }
 
-/// A handler `notify` posting each ConfigMap to `url` and marking it with a patch, with
-/// `tracing` (a YAML mapping, or nothing) as the config's section.
-fn config(tracing: &str, url: &str, allow: &str) -> String {
+/// A handler `notify` posting each ConfigMap to `receiver` and marking it with a patch,
+/// with `tracing` (a YAML mapping, or nothing) as the config's section.
+fn config(tracing: &str, receiver: &Receiver) -> String {
+    let allow = receiver.url("http");
+    let url = format!("{allow}/events");
     format!(
         "
 {tracing}
@@ -88,6 +90,14 @@ routes:
     handler: notify
 "
     )
+}
+
+/// The daemon of [`config`] on the simulator.
+async fn start(tracing: &str, receiver: &Receiver) -> TestDaemon {
+    TestDaemon::builder(&config(tracing, receiver))
+        .plugin_file("outbound", "outbound")
+        .start()
+        .await
 }
 
 /// The span named `name` whose parent is `parent`, in `trace`.
@@ -122,11 +132,7 @@ async fn an_event_is_one_trace_from_the_route_to_its_write_and_request() {
         "tracing:\n  otlp_endpoint: {}\n  service_name: switchyard-test\n  headers: {{x-collector-key: k}}",
         collector.endpoint()
     );
-    let url = format!("{}/events", receiver.url("http"));
-    let t = TestDaemon::builder(&config(&tracing, &url, &receiver.url("http")))
-        .plugin_file("outbound", "outbound")
-        .start()
-        .await;
+    let t = start(&tracing, &receiver).await;
     let created = t
         .create_configmap(json!({"metadata": {"name": "traced"}}))
         .await;
@@ -242,11 +248,7 @@ async fn a_sample_ratio_of_zero_exports_nothing_and_requests_say_not_sampled() {
         "tracing:\n  otlp_endpoint: {}\n  sample_ratio: 0",
         collector.endpoint()
     );
-    let url = format!("{}/events", receiver.url("http"));
-    let t = TestDaemon::builder(&config(&tracing, &url, &receiver.url("http")))
-        .plugin_file("outbound", "outbound")
-        .start()
-        .await;
+    let t = start(&tracing, &receiver).await;
     let created = t
         .create_configmap(json!({"metadata": {"name": "unsampled"}}))
         .await;
@@ -279,11 +281,10 @@ async fn without_an_endpoint_in_the_config_nothing_is_exported_whatever_the_envi
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
     sim.write_kubeconfig(&kubeconfig).unwrap();
-    let url = format!("{}/events", receiver.url("http"));
     let yaml = format!(
         "admin:\n  listen: 127.0.0.1:0\n  probes_listen: null\nplugins_dir: {}\n{}",
         support::plugins_dir().display(),
-        config("", &url, &receiver.url("http"))
+        config("", &receiver)
     );
     let config = support::write_config(dir.path(), &yaml);
     let endpoint = collector.endpoint();

@@ -191,9 +191,13 @@ pub fn path_segment(text: &str) -> String {
 
 /// The `authorization` header's value for HTTP Basic authentication (RFC 7617).
 pub fn basic_auth(user: &str, password: &str) -> String {
+    format!("Basic {}", base64(format!("{user}:{password}").as_bytes()))
+}
+
+/// Standard base64 with padding (RFC 4648).
+pub fn base64(bytes: &[u8]) -> String {
     const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let bytes = format!("{user}:{password}").into_bytes();
-    let mut out = String::from("Basic ");
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
     for chunk in bytes.chunks(3) {
         let n = chunk
             .iter()
@@ -379,6 +383,16 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn base64_is_the_standard_alphabet_with_padding() {
+        assert_eq!(base64(b""), "");
+        assert_eq!(base64(b"f"), "Zg==");
+        assert_eq!(base64(b"fo"), "Zm8=");
+        assert_eq!(base64(b"foo"), "Zm9v");
+        assert_eq!(base64(b"foobar\n"), "Zm9vYmFyCg==");
+        assert_eq!(base64(&[0xff, 0xfe, 0xfd]), "//79");
+    }
 
     #[test]
     fn a_change_key_is_stable_per_change_and_differs_between_changes() {

@@ -4,7 +4,6 @@
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::time::Duration;
 
 use serde_json::Value;
 
@@ -62,19 +61,7 @@ impl Alertmanager {
                 .expect("an HTTP client"),
         };
         let ready = format!("{}/-/ready", started.url());
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-        loop {
-            let response = started.http.get(&ready).send().await;
-            if response.is_ok_and(|r| r.status().is_success()) {
-                break;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "alertmanager was not ready after 20 s; its log:\n{}",
-                started.log()
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        super::wait_until_ready(&started.http, &ready, "alertmanager", || started.log()).await;
         started
     }
 

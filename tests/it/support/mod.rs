@@ -159,6 +159,29 @@ pub async fn eventually<T>(
     }
 }
 
+/// Waits up to 20 s until `GET url` answers 2xx (a server's `/-/ready`); panics naming
+/// `name` with what `log` returns (its log so far).
+pub async fn wait_until_ready(
+    http: &reqwest::Client,
+    url: &str,
+    name: &str,
+    log: impl Fn() -> String,
+) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let response = http.get(url).send().await;
+        if response.is_ok_and(|r| r.status().is_success()) {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{name} was not ready after 20 s; its log:\n{}",
+            log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// [`eventually`] for a check that needs no `.await`; its future is `Send` whenever the
 /// check is, so it also serves inside spawned tasks.
 pub async fn eventually_sync<T>(

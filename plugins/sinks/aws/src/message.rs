@@ -48,7 +48,7 @@ pub fn build(event: &Event, max: usize, service: &str) -> Result<Message, String
         None => Value::Null,
     };
     let change = change(event.kind);
-    let id = id(&object, change);
+    let id = switchyard_sdk::sink::change_key(event.kind, &object);
     let mut body = json!({
         "kind": change,
         "route": event.route,
@@ -87,21 +87,6 @@ pub fn build(event: &Event, max: usize, service: &str) -> Result<Message, String
     })
 }
 
-/// `UID.RESOURCEVERSION.CHANGE` (the namespace and name stand in for a missing uid).
-fn id(object: &Value, change: &str) -> String {
-    let meta = &object["metadata"];
-    let uid = match meta["uid"].as_str() {
-        Some(uid) if !uid.is_empty() => uid.to_string(),
-        _ => format!(
-            "{}/{}",
-            meta["namespace"].as_str().unwrap_or_default(),
-            meta["name"].as_str().unwrap_or_default()
-        ),
-    };
-    let version = meta["resourceVersion"].as_str().unwrap_or_default();
-    format!("{uid}.{version}.{change}")
-}
-
 /// `text` as a FIFO group or deduplication id: at most 128 characters of ASCII
 /// punctuation and alphanumerics; anything else becomes its SHA-256 (64 hex characters).
 pub fn fifo_id(text: &str) -> String {
@@ -127,20 +112,20 @@ mod tests {
     #[test]
     fn a_change_is_its_event_with_a_stable_id() {
         let message = build(&updated(cm("1"), cm("2")), 10_000, "SQS").unwrap();
-        assert_eq!(message.id, "u-1.42.updated");
+        assert_eq!(message.id, "u-1.42.update");
         assert_eq!(message.object, "shop/a");
         assert_eq!(message.kind, "ConfigMap");
         let body: Value = serde_json::from_str(&message.text).unwrap();
         assert_eq!(
             body,
-            json!({"kind": "updated", "route": "test", "id": "u-1.42.updated",
+            json!({"kind": "updated", "route": "test", "id": "u-1.42.update",
                    "object": cm("2"), "oldObject": cm("1"), "finalStateUnknown": false})
         );
         let mut retried = updated(cm("1"), cm("2"));
         retried.attempt = 3;
         assert_eq!(build(&retried, 10_000, "SQS").unwrap(), message);
         let deleted = build(&event(EventKind::Deleted, cm("2")), 10_000, "SQS").unwrap();
-        assert_eq!(deleted.id, "u-1.42.deleted");
+        assert_eq!(deleted.id, "u-1.42.delete");
     }
 
     #[test]

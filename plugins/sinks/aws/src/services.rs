@@ -6,6 +6,7 @@
 
 use serde_json::{Value, json};
 use sigv4::{Credentials, Scope};
+use switchyard_sdk::sink::base64;
 
 use crate::aws::{self, AwsError, Protocol, Refusal, Target};
 use crate::config::{Config, Service};
@@ -178,26 +179,6 @@ fn logs(
     }
 }
 
-/// Standard base64 with padding.
-fn base64(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let n = chunk
-            .iter()
-            .enumerate()
-            .fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
-}
-
 /// The bytes of an EventBridge entry besides its `Detail`, which count toward its 256 KiB.
 pub fn eventbridge_overhead(config: &Config, kind: &str) -> usize {
     let (source, detail_type) = eventbridge_names(config, kind, "updated");
@@ -208,16 +189,6 @@ pub fn eventbridge_overhead(config: &Config, kind: &str) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn base64_is_the_standard_alphabet_with_padding() {
-        assert_eq!(base64(b""), "");
-        assert_eq!(base64(b"f"), "Zg==");
-        assert_eq!(base64(b"fo"), "Zm8=");
-        assert_eq!(base64(b"foo"), "Zm9v");
-        assert_eq!(base64(b"foobar\n"), "Zm9vYmFyCg==");
-        assert_eq!(base64(&[0xff, 0xfe, 0xfd]), "//79");
-    }
 
     #[test]
     fn a_failed_eventbridge_entry_is_a_refusal_with_its_code() {

@@ -76,11 +76,11 @@ fn sqs_sends_the_change_with_a_fifo_group_and_a_stable_dedup_id() {
     let body = json_body(request);
     assert_eq!(body["QueueUrl"], queue);
     assert_eq!(body["MessageGroupId"], "shop/a");
-    assert_eq!(body["MessageDeduplicationId"], "u-1.42.updated");
+    assert_eq!(body["MessageDeduplicationId"], "u-1.42.update");
     let message: Value = serde_json::from_str(body["MessageBody"].as_str().unwrap()).unwrap();
     assert_eq!(message["object"], cm("2"));
     assert_eq!(message["oldObject"], cm("1"));
-    assert_eq!(message["id"], "u-1.42.updated");
+    assert_eq!(message["id"], "u-1.42.update");
 }
 
 #[test]

@@ -43,7 +43,7 @@ pub fn build(kind: EventKind, object: &Value, source: &str, data: Data) -> Cloud
     let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
     let (api_version, object_kind) = (text(&object["apiVersion"]), text(&object["kind"]));
     let (name, namespace) = (text(&meta["name"]), text(&meta["namespace"]));
-    let id = id(object, change);
+    let id = switchyard_sdk::sink::change_key(kind, object);
     let (event_type, data) = match data {
         Data::Resource => (
             format!("dev.knative.apiserver.resource.{change}"),
@@ -80,22 +80,6 @@ pub fn build(kind: EventKind, object: &Value, source: &str, data: Data) -> Cloud
         attributes.push(("namespace", namespace));
     }
     CloudEvent { attributes, data }
-}
-
-/// `UID.RESOURCEVERSION.CHANGE` (the namespace and name stand in for a missing uid): the
-/// same for every attempt at one change, different for every change.
-fn id(object: &Value, change: &str) -> String {
-    let meta = &object["metadata"];
-    let uid = match meta["uid"].as_str() {
-        Some(uid) if !uid.is_empty() => uid.to_string(),
-        _ => format!(
-            "{}/{}",
-            meta["namespace"].as_str().unwrap_or_default(),
-            meta["name"].as_str().unwrap_or_default()
-        ),
-    };
-    let version = meta["resourceVersion"].as_str().unwrap_or_default();
-    format!("{uid}.{version}.{change}")
 }
 
 /// The object's path as ApiServerSource writes it:
