@@ -177,7 +177,36 @@ fn firehose_puts_a_newline_delimited_record_in_base64() {
     );
     let body = json_body(request);
     assert_eq!(body["DeliveryStreamName"], "to-s3");
-    assert!(body["Record"]["Data"].as_str().unwrap().ends_with("fQo="));
+    let data = unbase64(body["Record"]["Data"].as_str().unwrap());
+    let record: Value = serde_json::from_slice(data.strip_suffix(b"\n").expect("a newline"))
+        .expect("the record is the message's JSON");
+    assert_eq!(record["id"], "u-1.42.update");
+}
+
+/// Standard base64 decoded (the test's own reading, not the SDK's encoder reversed).
+fn unbase64(text: &str) -> Vec<u8> {
+    let value = |c: u8| match c {
+        b'A'..=b'Z' => c - b'A',
+        b'a'..=b'z' => c - b'a' + 26,
+        b'0'..=b'9' => c - b'0' + 52,
+        b'+' => 62,
+        b'/' => 63,
+        _ => panic!("{c} is not base64"),
+    };
+    let mut out = Vec::new();
+    for chunk in text.as_bytes().chunks(4) {
+        let digits: Vec<u8> = chunk
+            .iter()
+            .filter(|c| **c != b'=')
+            .map(|c| value(*c))
+            .collect();
+        let n = digits
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, d)| n | u32::from(*d) << (18 - 6 * i));
+        out.extend_from_slice(&n.to_be_bytes()[1..digits.len()]);
+    }
+    out
 }
 
 #[test]
