@@ -20,11 +20,15 @@ pub struct NameLabel {
 
 type HistogramFamily = Family<NameLabel, Histogram, fn() -> Histogram>;
 
-/// Latency buckets from 1 µs to about 17 minutes, powers of ten as client-go's work queue
-/// uses. Written out rather than multiplied: `1e-6 * 10.0` is 0.000009999999999999999, which
-/// the text encoding would print into every `le` label.
-const LATENCY_BUCKETS: [f64; 10] = [
-    0.000001, 0.00001, 0.0001, 0.001, 0.01, 0.1, 1.0, 10.0, 100.0, 1000.0,
+/// Latency buckets from 1 µs to about 17 minutes: client-go's work queue buckets (powers of
+/// ten) with 2.5 and 5 of each decade between them, so a quantile is read within a step of
+/// at most 2.5×, not interpolated across a whole decade (a p99 of 30 ms and one of 300 ms
+/// would otherwise share a bucket). Written out rather than multiplied: `1e-6 * 10.0` is
+/// 0.000009999999999999999, which the text encoding would print into every `le` label.
+const LATENCY_BUCKETS: [f64; 28] = [
+    0.000001, 0.0000025, 0.000005, 0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001,
+    0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0,
+    250.0, 500.0, 1000.0,
 ];
 
 /// A histogram of seconds with the work queue's latency buckets.
@@ -629,7 +633,8 @@ mod tests {
             .filter(|l| l.starts_with("workqueue_work_duration_seconds_bucket"))
             .filter_map(|l| l.split("le=\"").nth(1)?.split('"').next())
             .collect();
-        assert_eq!(les.len(), 11, "{text}");
+        assert_eq!(les.len(), 29, "{text}");
+        assert!(les.contains(&"0.025") && les.contains(&"0.0000025"), "{les:?}");
         for le in les {
             assert!(
                 le == "+Inf" || (le.len() <= 12 && !le.contains('e')),
