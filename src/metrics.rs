@@ -634,7 +634,10 @@ mod tests {
             .filter_map(|l| l.split("le=\"").nth(1)?.split('"').next())
             .collect();
         assert_eq!(les.len(), 29, "{text}");
-        assert!(les.contains(&"0.025") && les.contains(&"0.0000025"), "{les:?}");
+        assert!(
+            les.contains(&"0.025") && les.contains(&"0.0000025"),
+            "{les:?}"
+        );
         for le in les {
             assert!(
                 le == "+Inf" || (le.len() <= 12 && !le.contains('e')),

@@ -285,7 +285,13 @@ impl Handler {
         error: &crate::plugin::Error,
         call: Option<&crate::traces::CallTrace>,
     ) {
-        self.failed_after(key, (delivery, event), attempt, error, (call, Duration::ZERO));
+        self.failed_after(
+            key,
+            (delivery, event),
+            attempt,
+            error,
+            (call, Duration::ZERO),
+        );
     }
 
     /// [`Self::failed`], a retry waiting at least `at_least` (when longer than the backoff).

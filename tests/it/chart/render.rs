@@ -87,6 +87,46 @@ fn one_replica_runs_restricted_with_json_logs_probes_and_its_config_filled_in() 
 }
 
 #[test]
+fn extra_env_and_volumes_reach_the_pod_for_a_private_registrys_credentials() {
+    let values = json!({
+        "imagePullSecrets": [{"name": "pull"}],
+        "extraEnv": [{"name": "SWITCHYARD_REGISTRY_AUTH", "value": "/etc/registry/.dockerconfigjson"}],
+        "extraVolumes": [{"name": "registry", "secret": {"secretName": "registry-auth"}}],
+        "extraVolumeMounts": [{"name": "registry", "mountPath": "/etc/registry", "readOnly": true}],
+    });
+    let documents = rendered(values);
+    let (container, spec) = pod(&documents, "Deployment");
+    assert_eq!(
+        env(&container, "SWITCHYARD_REGISTRY_AUTH"),
+        "/etc/registry/.dockerconfigjson"
+    );
+    // The chart's own variables stay.
+    assert_eq!(env(&container, "SWITCHYARD_LOG_FORMAT"), "json");
+    let mount = container["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "registry")
+        .unwrap_or_else(|| panic!("no registry mount: {container:#}"));
+    assert_eq!(mount["mountPath"], "/etc/registry");
+    let volume = spec["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "registry")
+        .unwrap_or_else(|| panic!("no registry volume: {spec:#}"));
+    assert_eq!(volume["secret"]["secretName"], "registry-auth");
+    assert!(
+        spec["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v["name"] == "cache")
+    );
+    assert_eq!(spec["imagePullSecrets"], json!([{"name": "pull"}]));
+}
+
+#[test]
 fn several_replicas_roll_spread_and_keep_all_but_one_through_a_drain() {
     for (mode, kind) in [("leader", "Deployment"), ("sharded", "StatefulSet")] {
         let documents = rendered(json!({"mode": mode, "replicas": 3}));
