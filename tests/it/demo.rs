@@ -16,10 +16,13 @@ use crate::support::{self, spawned::Spawned};
 struct Demo {
     spawned: Spawned,
     lines: Arc<Mutex<Vec<String>>>,
+    /// Dropped after the demo is stopped.
+    _port: std::sync::MutexGuard<'static, ()>,
 }
 
 impl Demo {
     fn start(dir: &Path, cache: &Path, args: &[&str]) -> Self {
+        let port = support::default_admin_port();
         let root = support::root();
         // componentize-py as the repository's build installed it, and the plugins'
         // compiled dependencies shared with it, so the first build is quick here.
@@ -63,7 +66,11 @@ impl Demo {
                 .unwrap()
                 .extend(text.lines().map(|l| format!("stderr: {l}")));
         });
-        Self { spawned, lines }
+        Self {
+            spawned,
+            lines,
+            _port: port,
+        }
     }
 
     fn text(&self) -> String {

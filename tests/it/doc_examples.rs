@@ -351,6 +351,8 @@ fn a_failing_example_and_a_server_that_stops_are_reported() {
 
 #[test]
 fn the_shell_examples_of_the_readme_and_the_docs_run() {
+    // The README's `switchyard run` takes 127.0.0.1:9470, as the demo does.
+    let _port = support::default_admin_port();
     let started = Instant::now();
     let failures: Vec<String> = pages().iter().flat_map(|page| run_page(page)).collect();
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));

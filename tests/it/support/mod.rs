@@ -141,6 +141,15 @@ pub async fn wait_for_log(
     })
 }
 
+/// Held while a test runs a daemon that takes the admin API's default port,
+/// 127.0.0.1:9470, as a user's would: `switchyard demo` (which moves to a free port only
+/// when 9470 is taken) and the README's commands (which do not).
+pub fn default_admin_port() -> std::sync::MutexGuard<'static, ()> {
+    static PORT: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    PORT.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// Polls `check` every 20 ms until it returns `Some`, or panics after `timeout`.
 pub async fn eventually<T>(
     what: &str,
