@@ -10,6 +10,8 @@
 //!   through its body template, a fresh plugin instance for each event (the default);
 //! - (r) the same with `instance: reuse` (each worker keeps its instance: the webhook sink
 //!   keeps nothing from one event to the next);
+//! - (b) the same as (w) in batches: `batch: {max_events: 100, max_wait: 50ms}` and
+//!   `batch_format: ndjson`, one request carrying up to 100 changes' bodies;
 //! - (e) a kube-rs `Controller` on the same ConfigMaps whose reconcile posts the same body
 //!   with reqwest (one pooled client) and, on any failure, is requeued after a second (its
 //!   `error_policy`): this bench binary run again as a child.
@@ -37,7 +39,7 @@
 //! Run: `scripts/build-plugins.sh && cargo bench --bench outbound`. Environment:
 //! `SWITCHYARD_OUTBOUND_SIZE` (N, default 20000), `SWITCHYARD_OUTBOUND_CHURN_SECS`
 //! (default 20), `SWITCHYARD_OUTBOUND_OUTAGE_SECS` (default 30), `SWITCHYARD_OUTBOUND_ROUNDS`
-//! (default 3), `SWITCHYARD_OUTBOUND_ROWS` (e.g. `w`; default `w,r,e`).
+//! (default 3), `SWITCHYARD_OUTBOUND_ROWS` (e.g. `w,b`; default `w,r,b,e`).
 //! Without `--bench` (as `cargo test --all-targets` runs it) a smoke run with 200 objects.
 
 #![allow(missing_docs)]
@@ -121,7 +123,7 @@ impl Plan {
                     .split(',')
                     .map(|n| Row::named(n.trim()).expect("SWITCHYARD_OUTBOUND_ROWS: w, r, e"))
                     .collect(),
-                Err(_) => vec![Row::Webhook, Row::Reuse, Row::KubeRs],
+                Err(_) => vec![Row::Webhook, Row::Reuse, Row::Batch, Row::KubeRs],
             },
             binary: PathBuf::from(env!("CARGO_BIN_EXE_switchyard")),
             plugins,
@@ -133,6 +135,7 @@ impl Plan {
 enum Row {
     Webhook,
     Reuse,
+    Batch,
     KubeRs,
 }
 
@@ -141,12 +144,13 @@ impl Row {
         match self {
             Row::Webhook => "(w) switchyard, webhook sink",
             Row::Reuse => "(r) switchyard, webhook sink, instance: reuse",
+            Row::Batch => "(b) switchyard, webhook sink in batches of up to 100 (ndjson)",
             Row::KubeRs => "(e) kube-rs Controller posting with reqwest",
         }
     }
 
     fn named(name: &str) -> Option<Row> {
-        [Row::Webhook, Row::Reuse, Row::KubeRs]
+        [Row::Webhook, Row::Reuse, Row::Batch, Row::KubeRs]
             .into_iter()
             .find(|r| r.label().starts_with(&format!("({name})")))
     }
@@ -163,7 +167,7 @@ struct Seen {
     newest: HashMap<String, u64>,
     /// (arrival, latency in seconds) of each serial's first delivery.
     latencies: Vec<(Instant, f64)>,
-    /// Requests answered 200.
+    /// Changes' bodies answered 200: one a request, or each line of a batch.
     ok: u64,
     /// Requests answered 503.
     refused: u64,
@@ -186,10 +190,18 @@ async fn receive(State(receiver): State<Arc<Receiver>>, body: axum::body::Bytes)
         seen.refused += 1;
         return StatusCode::SERVICE_UNAVAILABLE;
     }
-    seen.ok += 1;
-    let Ok(body) = serde_json::from_slice::<Value>(&body) else {
-        return StatusCode::OK;
-    };
+    // One body, or a batch: one body a line (ndjson).
+    for line in body.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+        seen.ok += 1;
+        if let Ok(body) = serde_json::from_slice::<Value>(line) {
+            record(&receiver, &mut seen, &body, now);
+        }
+    }
+    StatusCode::OK
+}
+
+/// Records one change's body `{"name", "serial"}`, received at `now`.
+fn record(receiver: &Receiver, seen: &mut Seen, body: &Value, now: Instant) {
     let name = body["name"].as_str().unwrap_or_default();
     if name.starts_with("prefill-") {
         seen.prefill.insert(name.to_string());
@@ -205,7 +217,6 @@ async fn receive(State(receiver): State<Arc<Receiver>>, body: axum::body::Bytes)
     {
         seen.latencies.push((now, (now - *made).as_secs_f64()));
     }
-    StatusCode::OK
 }
 
 /// Starts the receiver on a thread of its own; returns its state and URL.
@@ -340,19 +351,35 @@ impl Writer {
 }
 
 /// `switchyard run` with the webhook sink posting to `receiver`, with `instance`
-/// (`per-event` or `reuse`).
-fn start_daemon(plan: &Plan, dir: &Path, port: u16, receiver: &str, instance: &str) -> Running {
+/// (`per-event` or `reuse`), in batches with `batched`.
+fn start_daemon(
+    plan: &Plan,
+    dir: &Path,
+    port: u16,
+    receiver: &str,
+    (instance, batched): (&str, bool),
+) -> Running {
     std::fs::write(dir.join("token"), TOKEN).expect("write the token");
     let config = format!(
         "plugins_dir: {plugins}\nadmin:\n  listen: 127.0.0.1:{port}\n  token_file: token\n\
          handlers:\n  hook:\n    plugin: webhook\n    instance: {instance}\n    concurrency: 8\n\
-         \x20   quarantine_backoff: 5s\n\
-         \x20   config:\n      url: {receiver}/hook\n\
+         \x20   quarantine_backoff: 5s\n{batch}\
+         \x20   config:\n      url: {receiver}/hook\n{format}\
          \x20     body: {{name: \"{{{{object.metadata.name}}}}\", serial: \"{{{{object.data.serial}}}}\"}}\n\
          \x20   capabilities:\n      http: [\"{receiver}\"]\n\
          routes:\n  - name: all\n    resource: configmaps\n    namespaces: [default]\n\
          \x20   events: [added, updated]\n    handler: hook\n",
-        plugins = plan.plugins.display()
+        plugins = plan.plugins.display(),
+        batch = if batched {
+            "    batch: {max_events: 100, max_wait: 50ms}\n"
+        } else {
+            ""
+        },
+        format = if batched {
+            "      batch_format: ndjson\n"
+        } else {
+            ""
+        },
     );
     std::fs::write(dir.join("switchyard.yaml"), config).expect("write the config");
     let mut command = Command::new(&plan.binary);
@@ -458,8 +485,9 @@ async fn run_row(plan: &Plan, row: Row) -> Measured {
     let (receiver, url) = start_receiver();
     let started = Instant::now();
     let mut child = match row {
-        Row::Webhook => start_daemon(plan, dir.path(), free_port(), &url, "per-event"),
-        Row::Reuse => start_daemon(plan, dir.path(), free_port(), &url, "reuse"),
+        Row::Webhook => start_daemon(plan, dir.path(), free_port(), &url, ("per-event", false)),
+        Row::Reuse => start_daemon(plan, dir.path(), free_port(), &url, ("reuse", false)),
+        Row::Batch => start_daemon(plan, dir.path(), free_port(), &url, ("per-event", true)),
         Row::KubeRs => start_controller(dir.path(), &url),
     };
     let pid = child.pid();
