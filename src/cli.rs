@@ -194,6 +194,9 @@ pub(crate) enum Command {
     /// Print the JSON Schema of a routing config (what editors and the Helm chart's
     /// values.schema.json check a config against).
     Schema,
+    /// Print the CustomResourceDefinitions of the team-owned `Route` and `Handler` resources
+    /// (switchyard.dev/v1alpha1), as the Helm chart's `crds/` folder holds them.
+    Crds,
     /// Run the Kubernetes API simulator on its own.
     Sim {
         /// Address to listen on.

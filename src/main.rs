@@ -152,6 +152,10 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
             println!("{}", serde_json::to_string_pretty(&schema)?);
             Ok(ExitCode::SUCCESS)
         }
+        Command::Crds => {
+            print!("{}", switchyard::config::crds::crds_yaml());
+            Ok(ExitCode::SUCCESS)
+        }
         sim_command @ Command::Sim { .. } => sim_from(sim_command).await,
     }
 }

@@ -329,6 +329,33 @@ impl EgressRule {
     }
 }
 
+impl EgressRule {
+    /// Whether every request this entry allows is also allowed by `outer`: the same scheme,
+    /// a port `outer` allows (any port only under any port), and hosts inside `outer`'s.
+    pub fn within(&self, outer: &EgressRule) -> bool {
+        let port = match (self.port, outer.port) {
+            (_, None) => true,
+            (Some(mine), Some(theirs)) => mine == theirs,
+            (None, Some(_)) => false,
+        };
+        let under = |name: &str, suffix: &str| {
+            name.len() > suffix.len() + 1
+                && name.ends_with(suffix)
+                && name.as_bytes()[name.len() - suffix.len() - 1] == b'.'
+        };
+        let host = match (&self.host, &outer.host) {
+            (HostPattern::Exact(mine), HostPattern::Exact(theirs)) => mine == theirs,
+            (HostPattern::Exact(mine), HostPattern::Subdomains(suffix)) => under(mine, suffix),
+            (HostPattern::Subdomains(mine), HostPattern::Subdomains(suffix)) => {
+                mine == suffix || under(mine, suffix)
+            }
+            (HostPattern::Range(mine), HostPattern::Range(theirs)) => mine.within(theirs),
+            _ => false,
+        };
+        self.scheme == outer.scheme && port && host
+    }
+}
+
 impl fmt::Display for EgressRule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}://", self.scheme.as_str())?;

@@ -6,6 +6,7 @@
 pub mod builtin;
 pub mod capabilities;
 mod checked;
+pub mod crds;
 mod document;
 pub mod egress;
 mod error;
@@ -19,6 +20,7 @@ pub mod resource;
 pub mod schema;
 pub mod selector;
 mod spec;
+pub mod tenancy;
 mod token;
 pub mod units;
 mod validate;
@@ -42,8 +44,8 @@ pub use schema::{InstanceMode, OnCorrupt};
 pub use selector::Selector;
 pub use spec::{
     BatchSpec, Condition, Config, Delivery, EventFilter, HaMode, HaSpec, HandlerSpec, InformerSpec,
-    Initial, LogLimits, OutboundSpec, QuarantineSpec, ResourceRef, RouteFilter, RouteSource,
-    RouteSpec, ShardBy, StateSpec, Test, TracingSpec,
+    Initial, LogLimits, OutboundSpec, Owner, QuarantineSpec, ResourceRef, RouteFilter, RouteSource,
+    RouteSpec, ShardBy, StateSpec, TenancySpec, Test, TracingSpec,
 };
 pub use token::{TokenError, TokenSource};
 pub use validate::{nearest, validate};

@@ -56,6 +56,11 @@ pub struct ConfigFile {
     #[serde(default)]
     #[schemars(with = "Option<TracingFile>")]
     pub tracing: Option<serde_json::Value>,
+    /// Team-owned `Route` and `Handler` resources ([`TenancyFile`]): read from the cluster
+    /// when the section is there, within its bounds.
+    #[serde(default)]
+    #[schemars(with = "Option<TenancyFile>")]
+    pub tenancy: Option<serde_json::Value>,
     /// Shared watches by name ([`InformerFile`]), for routes to name with `informer:` or
     /// `kinds:`.
     #[serde(default)]
@@ -174,6 +179,44 @@ pub struct HaFile {
     /// random suffix.
     #[serde(default)]
     pub identity: Option<String>,
+}
+
+/// `tenancy:` — the `Route` and `Handler` resources (switchyard.dev/v1alpha1) teams create
+/// in their namespaces, and the bounds the daemon holds them to.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TenancyFile {
+    /// Label selector on Namespaces (`switchyard.dev/tenant=true`): only resources in the
+    /// namespaces it matches are read. Default: every namespace.
+    #[serde(default)]
+    pub namespaces: Option<String>,
+    /// OCI repositories (`registry.example.com/team-plugins`) a Handler's `oci://` plugin may
+    /// come from by tag; from anywhere else it must be pinned by digest (`@sha256:`).
+    #[serde(default)]
+    pub registries: Option<Vec<String>>,
+    /// The destinations (as in `capabilities.http`) a Handler's `capabilities.http` entries
+    /// must lie within. Default: none, no outbound HTTP.
+    #[serde(default)]
+    pub http: Option<Vec<String>>,
+    /// Whether Handlers may run the built-in sinks (`builtin:NAME`). Default `true`.
+    #[serde(default)]
+    pub builtin: Option<bool>,
+    /// Handlers one namespace may have. Default 10.
+    #[serde(default)]
+    pub max_handlers_per_namespace: Option<usize>,
+    /// The most a Handler's `memory` may be. Default `64Mi`.
+    #[serde(default)]
+    pub max_memory: Option<ByteSize>,
+    /// The most a Handler's `timeout` may be. Default `30s`.
+    #[serde(default)]
+    pub max_timeout: Option<HumanDuration>,
+    /// The most a Handler's `concurrency` may be. Default 4.
+    #[serde(default)]
+    pub max_concurrency: Option<usize>,
+    /// The most a Handler's `qps` may be (and a Handler without a bucket gets this one).
+    /// Default 10.
+    #[serde(default)]
+    pub max_qps: Option<f64>,
 }
 
 /// `tracing:` — a trace per event (received, routed, queued, the plugin call and what it

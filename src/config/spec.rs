@@ -44,6 +44,8 @@ pub struct Config {
     pub oci: super::oci::OciSpec,
     /// Where traces go (`tracing:`); `None`: no traces.
     pub tracing: Option<TracingSpec>,
+    /// Team-owned resources (`tenancy:`); `None`: none are read.
+    pub tenancy: Option<TenancySpec>,
     /// Informers, by name order: those under `informers:`, then each route's own watch.
     pub informers: Vec<InformerSpec>,
     /// Handlers, by name order.
@@ -168,6 +170,52 @@ pub struct HandlerSpec {
     pub instance: super::schema::InstanceMode,
     /// Events handed to the plugin's `handle-batch` at once; `None` calls `handle` per event.
     pub batch: Option<BatchSpec>,
+    /// The team resource it comes from; `None` for the config file's handlers.
+    pub owner: Option<Owner>,
+}
+
+/// The `Route` or `Handler` resource a config item comes from, and whose rights it runs with.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Owner {
+    /// The resource's namespace: the only one its route watches and its handler reads.
+    pub namespace: String,
+    /// The resource's name.
+    pub name: String,
+    /// The ServiceAccount (in `namespace`) the handler's Kubernetes calls are made as.
+    pub service_account: String,
+}
+
+impl Owner {
+    /// The Kubernetes user name of the ServiceAccount.
+    pub fn user(&self) -> String {
+        format!(
+            "system:serviceaccount:{}:{}",
+            self.namespace, self.service_account
+        )
+    }
+}
+
+/// What `tenancy:` allows team resources.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TenancySpec {
+    /// Label selector on Namespaces; `None` for every namespace.
+    pub namespaces: Option<String>,
+    /// OCI repositories plugins may come from by tag.
+    pub registries: Vec<String>,
+    /// What a Handler's `capabilities.http` must lie within.
+    pub http: Vec<super::EgressRule>,
+    /// Whether `builtin:` plugins are allowed.
+    pub builtin: bool,
+    /// Handlers per namespace.
+    pub max_handlers_per_namespace: usize,
+    /// Highest `memory`, in bytes.
+    pub max_memory: u64,
+    /// Highest `timeout`.
+    pub max_timeout: Duration,
+    /// Highest `concurrency`.
+    pub max_concurrency: usize,
+    /// Highest `qps`.
+    pub max_qps: f64,
 }
 
 /// How a handler's events are gathered into one `handle-batch` call (`batch:`).
@@ -524,6 +572,8 @@ pub struct RouteSpec {
     pub finalizer: Option<String>,
     /// What it does with the objects listed when it starts (`initial:`).
     pub initial: Initial,
+    /// The team resource it comes from; `None` for the config file's routes.
+    pub owner: Option<Owner>,
 }
 
 /// How a route delivers changes to its handler.

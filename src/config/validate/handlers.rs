@@ -104,6 +104,7 @@ pub(super) fn build_handler(
         instance: h.instance.unwrap_or_default(),
         batch,
         name,
+        owner: None,
     }
 }
 

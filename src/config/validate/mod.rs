@@ -23,6 +23,7 @@ pub use names::nearest;
 mod oci;
 mod outbound;
 mod routes;
+mod tenancy;
 #[cfg(test)]
 mod tests;
 mod traces;
@@ -104,10 +105,21 @@ pub(super) fn validate_all_in(file: &Path, text: &str, plugins_dir: Option<&Path
             return Validated::failed(None, error);
         }
     };
+    validate_document(file, document, plugins_dir, &HashSet::new())
+}
+
+/// Checks a parsed config. `tenant_handlers` are the names under `handlers:` that come from
+/// team `Handler` resources (`NAMESPACE.NAME`, a name the file's own handlers cannot take).
+pub(super) fn validate_document(
+    file: &Path,
+    document: Document,
+    plugins_dir: Option<&Path>,
+    tenant_handlers: &HashSet<String>,
+) -> Validated {
     let mut errors = Errors::new(file.to_path_buf(), &document);
     let config = errors
         .read::<ConfigFile>("", &document.root)
-        .map(|top| build(file, top, plugins_dir, &mut errors));
+        .map(|top| build(file, top, plugins_dir, tenant_handlers, &mut errors));
     let (errors, warnings) = errors.into_sorted();
     Validated {
         document: Some(document),
@@ -128,6 +140,7 @@ struct Defined<T> {
 fn read_section<T: DeserializeOwned>(
     section: &str,
     entries: Option<BTreeMap<String, Value>>,
+    tenant_names: &HashSet<String>,
     errors: &mut Errors,
 ) -> Defined<T> {
     let mut defined = Defined {
@@ -136,7 +149,7 @@ fn read_section<T: DeserializeOwned>(
     };
     for (name, value) in entries.unwrap_or_default() {
         let path = join(section, &name);
-        if !names::is_valid_name(&name) {
+        if !names::is_valid_name(&name) && !tenant_names.contains(&name) {
             errors.at_key(
                 path.clone(),
                 format!("invalid name {name:?}: use lower case letters, digits, '-' and '_'"),
@@ -153,15 +166,28 @@ fn read_section<T: DeserializeOwned>(
 }
 
 /// Builds the config from its top level, each section in turn, then the cross-checks.
-fn build(file: &Path, top: ConfigFile, plugins_dir: Option<&Path>, errors: &mut Errors) -> Config {
+fn build(
+    file: &Path,
+    top: ConfigFile,
+    plugins_dir: Option<&Path>,
+    tenant_handlers: &HashSet<String>,
+    errors: &mut Errors,
+) -> Config {
     let given = plugins_dir;
     let base = file.parent().unwrap_or(Path::new("."));
     let admin_file = admin::read_admin(top.admin.as_ref(), errors);
     let ha = ha::build_ha(top.ha.as_ref(), errors);
     let oci = oci::build_oci(top.oci.as_ref(), base, errors);
     let tracing = traces::build_tracing(top.tracing.as_ref(), errors);
-    let (informers, handlers, routes) =
-        build_sections(top.informers, top.handlers, top.routes, base, errors);
+    let tenancy = tenancy::build_tenancy(top.tenancy.as_ref(), errors);
+    let sections = Sections {
+        informers: top.informers,
+        handlers: top.handlers,
+        routes: top.routes,
+        tenant_handlers,
+        routes_optional: tenancy.is_some(),
+    };
+    let (informers, handlers, routes) = build_sections(sections, base, errors);
     let admin = admin::build_admin(admin_file, base, errors);
     let kubeconfig = top
         .kubeconfig
@@ -205,24 +231,42 @@ fn build(file: &Path, top: ConfigFile, plugins_dir: Option<&Path>, errors: &mut 
         ha,
         oci,
         tracing,
+        tenancy,
         informers,
         handlers,
         routes,
     }
 }
 
+/// The informers, handlers and routes of a config, as written.
+struct Sections<'a> {
+    informers: Option<BTreeMap<String, Value>>,
+    handlers: Option<BTreeMap<String, Value>>,
+    routes: Option<Vec<Value>>,
+    /// The names under `handlers:` that come from team resources.
+    tenant_handlers: &'a HashSet<String>,
+    /// Whether a config without routes is fine (team resources bring theirs).
+    routes_optional: bool,
+}
+
 /// The valid informers, handlers and routes (the informers of the routes' own watches
 /// among the informers), and each handler's capabilities checked against what its routes
 /// watch, routes with mistakes included.
 fn build_sections(
-    informers: Option<BTreeMap<String, Value>>,
-    handlers: Option<BTreeMap<String, Value>>,
-    routes: Option<Vec<Value>>,
+    sections: Sections,
     base: &Path,
     errors: &mut Errors,
 ) -> (Vec<InformerSpec>, Vec<HandlerSpec>, Vec<RouteSpec>) {
-    let informer_files = read_section::<InformerFile>("informers", informers, errors);
-    let handler_files = read_section::<HandlerFile>("handlers", handlers, errors);
+    let Sections {
+        informers,
+        handlers,
+        routes,
+        tenant_handlers,
+        routes_optional,
+    } = sections;
+    let none = HashSet::new();
+    let informer_files = read_section::<InformerFile>("informers", informers, &none, errors);
+    let handler_files = read_section::<HandlerFile>("handlers", handlers, tenant_handlers, errors);
     let mut informers: Vec<InformerSpec> = Vec::new();
     for (name, f, whole) in informer_files.read {
         let before = errors.count();
@@ -247,7 +291,14 @@ fn build_sections(
     }
     let handler_names: Vec<&str> = handler_files.names.iter().map(String::as_str).collect();
     let handlers_known = (!errors.left_out("handlers")).then_some(handler_names.as_slice());
-    let mut built = build_routes(&routes.unwrap_or_default(), handlers_known, &known, errors);
+    let routes = routes.unwrap_or_default();
+    let mut built = build_routes(&routes, handlers_known, &known, errors);
+    if routes.is_empty() && !routes_optional && errors.count() == 0 {
+        errors.at(
+            "routes",
+            "no routes: add at least one route from a resource to a handler",
+        );
+    }
     if errors.left_out("routes") {
         built.unbuilt.push(None);
     }
@@ -381,12 +432,6 @@ fn build_routes(
             Some((route, own)) => built.all.push((route, own, errors.count() == before)),
             None => built.unbuilt.push(Some(handler)),
         }
-    }
-    if values.is_empty() && errors.count() == 0 {
-        errors.at(
-            "routes",
-            "no routes: add at least one route from a resource to a handler",
-        );
     }
     built
 }

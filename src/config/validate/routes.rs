@@ -90,6 +90,7 @@ pub(super) fn build_route(
         delivery,
         handler: r.handler,
         finalizer,
+        owner: None,
         initial: match r.initial.unwrap_or_default() {
             InitialFile::Deliver => Initial::Deliver,
             InitialFile::Skip => Initial::Skip,

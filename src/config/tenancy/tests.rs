@@ -1,0 +1,238 @@
+use std::path::Path;
+
+use serde_json::json;
+
+use super::*;
+
+const FILE: &str = "
+tenancy:
+  http: [\"https://*.example.com\"]
+  registries: [registry.example.com/team-plugins]
+  max_concurrency: 2
+handlers:
+  audit: {plugin: builtin:webhook, config: {url: \"https://audit.example.com\"}, capabilities: {http: [\"https://audit.example.com\"]}}
+routes:
+  - {name: audit, resource: configmaps, handler: audit}
+";
+
+fn handler(namespace: &str, name: &str, spec: Value) -> TeamResource {
+    TeamResource {
+        kind: TeamKind::Handler,
+        namespace: namespace.into(),
+        name: name.into(),
+        generation: Some(1),
+        spec,
+    }
+}
+
+fn route(namespace: &str, name: &str, spec: Value) -> TeamResource {
+    TeamResource {
+        kind: TeamKind::Route,
+        namespace: namespace.into(),
+        name: name.into(),
+        generation: Some(3),
+        spec,
+    }
+}
+
+fn notify() -> Value {
+    json!({"plugin": "builtin:webhook", "service_account": "runner",
+           "config": {"url": "https://hooks.example.com/a"},
+           "capabilities": {"http": ["https://hooks.example.com"]}})
+}
+
+fn merged(resources: &[TeamResource]) -> Merged {
+    merge(Path::new("switchyard.yaml"), FILE, resources).expect("the file is valid")
+}
+
+#[test]
+fn a_teams_handler_and_route_join_the_files_own_with_their_owner() {
+    let m = merged(&[
+        handler("team-a", "notify", notify()),
+        route(
+            "team-a",
+            "pods",
+            json!({"resource": "pods", "handler": "notify"}),
+        ),
+    ]);
+    assert!(
+        m.verdicts.iter().all(|v| v.problems.is_empty()),
+        "{:#?}",
+        m.verdicts
+    );
+    let h = m
+        .config
+        .handlers
+        .iter()
+        .find(|h| h.name == "team-a.notify")
+        .expect("merged");
+    let owner = h.owner.as_ref().expect("a team handler has an owner");
+    assert_eq!(owner.user(), "system:serviceaccount:team-a:runner");
+    let r = m
+        .config
+        .routes
+        .iter()
+        .find(|r| r.name == "team-a.pods")
+        .expect("merged");
+    assert_eq!(r.handler, "team-a.notify");
+    assert_eq!(r.owner.as_ref().unwrap().service_account, "runner");
+    let own_watch = m
+        .config
+        .informers
+        .iter()
+        .find(|i| i.name == "route:team-a.pods")
+        .unwrap();
+    assert_eq!(own_watch.namespaces, ["team-a"]);
+    assert!(
+        m.config
+            .handlers
+            .iter()
+            .any(|h| h.name == "audit" && h.owner.is_none())
+    );
+}
+
+#[test]
+fn a_malformed_handler_is_left_out_with_the_located_message_and_its_route_too() {
+    let mut bad = notify();
+    bad["timeout"] = json!("soon");
+    let m = merged(&[
+        handler("team-a", "notify", bad),
+        route(
+            "team-a",
+            "pods",
+            json!({"resource": "pods", "handler": "notify"}),
+        ),
+        handler("team-b", "notify", notify()),
+        route(
+            "team-b",
+            "pods",
+            json!({"resource": "pods", "handler": "notify"}),
+        ),
+    ]);
+    let problems: Vec<&Vec<String>> = m.verdicts.iter().map(|v| &v.problems).collect();
+    assert_eq!(problems[0].len(), 1, "{problems:#?}");
+    assert!(
+        problems[0][0].starts_with("spec.timeout: "),
+        "{problems:#?}"
+    );
+    assert_eq!(
+        problems[1],
+        &["spec.handler: the Handler \"notify\" in namespace team-a is not valid"]
+    );
+    assert!(
+        problems[2].is_empty() && problems[3].is_empty(),
+        "{problems:#?}"
+    );
+    let names: Vec<&str> = m.config.routes.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(names, ["audit", "team-b.pods"]);
+}
+
+#[test]
+fn a_route_on_another_namespace_is_refused() {
+    let m = merged(&[
+        handler("team-a", "notify", notify()),
+        route(
+            "team-a",
+            "spy",
+            json!({"resource": "pods", "namespace": "team-b", "handler": "notify"}),
+        ),
+        route(
+            "team-a",
+            "spy2",
+            json!({"resource": "pods", "namespaces": ["team-a", "team-b"], "handler": "notify"}),
+        ),
+    ]);
+    assert_eq!(
+        m.verdicts[1].problems,
+        ["spec.namespace: a Route watches only its own namespace (team-a)"]
+    );
+    assert_eq!(
+        m.verdicts[2].problems,
+        ["spec.namespaces: a Route watches only its own namespace (team-a)"]
+    );
+    assert!(
+        m.config
+            .routes
+            .iter()
+            .all(|r| !r.name.starts_with("team-a.spy"))
+    );
+}
+
+#[test]
+fn the_tenancy_ceilings_hold() {
+    let mut outside = notify();
+    outside["capabilities"] = json!({"http": ["https://evil.test"]});
+    let mut big = notify();
+    big["concurrency"] = json!(3);
+    big["memory"] = json!("512Mi");
+    let mut unpinned = notify();
+    unpinned["plugin"] = json!("oci://ghcr.io/someone/sink:v1");
+    let mut allowed = notify();
+    allowed["plugin"] = json!("oci://registry.example.com/team-plugins/sink:v1");
+    let m = merged(&[
+        handler("team-a", "outside", outside),
+        handler("team-a", "big", big),
+        handler("team-a", "unpinned", unpinned),
+        handler("team-a", "allowed", allowed),
+        handler("team-a", "nosa", json!({"plugin": "builtin:webhook"})),
+        handler(
+            "team-a",
+            "local",
+            json!({"plugin": "notify", "service_account": "runner"}),
+        ),
+    ]);
+    let p = |i: usize| m.verdicts[i].problems.join("\n");
+    assert_eq!(
+        p(0),
+        "spec.capabilities.http: https://evil.test is not within tenancy.http"
+    );
+    assert!(
+        p(1).contains("spec.concurrency: 3 is above tenancy.max_concurrency (2)"),
+        "{}",
+        p(1)
+    );
+    assert!(
+        p(1).contains("spec.memory: 536870912 bytes is above tenancy.max_memory"),
+        "{}",
+        p(1)
+    );
+    assert!(p(2).contains("is not pinned by digest"), "{}", p(2));
+    assert_eq!(p(3), "");
+    assert!(
+        p(4).starts_with("spec.service_account: Required"),
+        "{}",
+        p(4)
+    );
+    assert!(
+        p(5).contains("an oci:// reference or builtin:NAME"),
+        "{}",
+        p(5)
+    );
+}
+
+#[test]
+fn without_a_tenancy_section_every_resource_is_refused_and_the_file_runs() {
+    let file = "handlers: {a: {plugin: builtin:webhook}}\nroutes: [{name: a, resource: pods, handler: a}]\n";
+    let m = merge(
+        Path::new("f.yaml"),
+        file,
+        &[handler("team-a", "notify", notify())],
+    )
+    .unwrap();
+    assert!(m.verdicts[0].problems[0].contains("no `tenancy:` section"));
+    assert_eq!(m.config.handlers.len(), 1);
+}
+
+#[test]
+fn the_files_own_mistakes_fail_the_merge() {
+    let file = format!("{FILE}  - {{name: broken, resource: pods, handler: nowhere}}\n");
+    let e = merge(Path::new("f.yaml"), &file, &[]).unwrap_err();
+    assert!(e.to_string().contains("unknown handler \"nowhere\""), "{e}");
+}
+
+#[test]
+fn with_tenancy_the_file_needs_no_routes_of_its_own() {
+    let file = "tenancy: {}\n";
+    let m = merge(Path::new("f.yaml"), file, &[]).expect("valid without routes");
+    assert!(m.config.routes.is_empty());
+}
