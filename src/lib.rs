@@ -45,6 +45,9 @@
 //! - [`secrets`]: the Secrets handlers' configs name (`valueFrom: {secretKeyRef: …}`),
 //!   each watched alone, and the files they name (`valueFrom: {file: …}`), polled,
 //!   resolved into the config a plugin's `init` takes.
+//! - [`tenancy`]: team-owned `Route` and `Handler` resources at run time: their watch,
+//!   SubjectAccessReviews, the impersonating client a team's handler writes through, and
+//!   the status and Events written on them; imports config and util only.
 //! - [`election`]: `ha.mode: leader`: leader election through a Lease (client-go's
 //!   algorithm) and its status.
 //! - [`sim`]: the built-in Kubernetes API simulator (a stage of its own, used by tests,
@@ -85,6 +88,7 @@ pub mod secrets;
 pub mod sharding;
 pub mod sim;
 pub mod state;
+pub mod tenancy;
 pub mod traces;
 pub mod util;
 

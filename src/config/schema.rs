@@ -204,6 +204,10 @@ pub struct TenancyFile {
     /// Handlers one namespace may have. Default 10.
     #[serde(default)]
     pub max_handlers_per_namespace: Option<usize>,
+    /// Team Handlers in all. Default 50: the plugin pool is sized at start for this many at
+    /// `max_concurrency` and `max_memory`.
+    #[serde(default)]
+    pub max_handlers: Option<usize>,
     /// The most a Handler's `memory` may be. Default `64Mi`.
     #[serde(default)]
     pub max_memory: Option<ByteSize>,

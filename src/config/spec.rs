@@ -208,6 +208,8 @@ pub struct TenancySpec {
     pub builtin: bool,
     /// Handlers per namespace.
     pub max_handlers_per_namespace: usize,
+    /// Team Handlers in all.
+    pub max_handlers: usize,
     /// Highest `memory`, in bytes.
     pub max_memory: u64,
     /// Highest `timeout`.

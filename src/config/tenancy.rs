@@ -308,6 +308,7 @@ fn limit_per_namespace(
         .collect();
     handlers.sort();
     let mut count: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut total = 0;
     for (namespace, _, i) in handlers {
         let n = count.entry(namespace).or_default();
         *n += 1;
@@ -316,6 +317,14 @@ fn limit_per_namespace(
                 "namespace {namespace} has more than {} Handlers (tenancy.max_handlers_per_namespace)",
                 tenancy.max_handlers_per_namespace
             ));
+        } else if !problems.contains_key(&i) {
+            total += 1;
+            if total > tenancy.max_handlers {
+                problems.entry(i).or_default().push(format!(
+                    "the cluster has more than {} team Handlers (tenancy.max_handlers)",
+                    tenancy.max_handlers
+                ));
+            }
         }
     }
 }

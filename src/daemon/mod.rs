@@ -7,6 +7,7 @@ mod config_watcher;
 mod reload;
 mod sharded;
 mod shared;
+mod tenancy;
 pub mod topology;
 mod waiting;
 
@@ -151,6 +152,8 @@ pub struct Daemon {
     watcher: Option<PluginWatcher>,
     /// Starts routes waiting for a resource once it is served.
     waiting_task: JoinHandle<()>,
+    /// Applies the team resources as they change (`tenancy:`).
+    teams_task: Option<JoinHandle<()>>,
     /// The election's stop signal and task, in leader mode.
     election: Option<Stoppable>,
     /// The membership's stop signal and task, in sharded mode.
@@ -189,6 +192,28 @@ impl Listeners {
             admin_addr,
             probes,
         })
+    }
+}
+
+/// With `tenancy:`, starts the watch of team resources and merges those listed into
+/// `config`. Also says whether stale finalizers may be released (every team route is
+/// known), and what to write on each team resource once the daemon runs.
+async fn with_teams(
+    config: Config,
+    shared: &mut Arc<Shared>,
+) -> (Config, bool, Vec<crate::config::tenancy::Verdict>) {
+    let Some((teams, listed)) = tenancy::Teams::start(&config, &shared.client).await else {
+        return (config, true, Vec::new());
+    };
+    Arc::get_mut(shared)
+        .expect("nothing else holds the shared state yet")
+        .teams = Some(teams);
+    match shared.load_with_teams(&config.source).await {
+        Ok((merged, verdicts)) => (merged, listed, verdicts),
+        Err(e) => {
+            tracing::error!(error = %e, "cannot merge the team resources; the daemon starts without them");
+            (config, false, Vec::new())
+        }
     }
 }
 
@@ -338,6 +363,7 @@ impl Daemon {
         Arc::get_mut(&mut shared)
             .expect("nothing else holds the shared state yet")
             .state = state;
+        let (config, teams_listed, verdicts) = with_teams(config, &mut shared).await;
         let (membership, election) = start_ha(&config, &mut shared, assignment_tx);
         let applied = Topology::empty(config.clone())
             .apply(config.clone(), &shared.stages())
@@ -355,6 +381,7 @@ impl Daemon {
             tracing::warn!(watch = %w.watch, reason = %w.reason, routes = %w.routes.join(", "), "the API server does not serve this resource yet: its routes wait for it");
         }
         *crate::util::write(&shared.topology) = Arc::new(topology);
+        shared.write_team_status(&verdicts).await;
         let running = Arc::downgrade(&shared);
         let running = Box::new(move || {
             let topology = running.upgrade()?.topology();
@@ -365,8 +392,11 @@ impl Daemon {
                     .collect(),
             )
         });
-        topology::release_stale(stale_finalizers, running, &shared.stages());
+        if teams_listed {
+            topology::release_stale(stale_finalizers, running, &shared.stages());
+        }
         let waiting_task = waiting::spawn(&shared);
+        let teams_task = tenancy::spawn(&shared);
         let config_watcher = if options.watch_config {
             match ConfigWatcher::start(shared.clone()) {
                 Ok(watcher) => Some(watcher),
@@ -391,6 +421,7 @@ impl Daemon {
             servers,
             watcher,
             waiting_task,
+            teams_task,
             election,
             membership,
         })
@@ -450,6 +481,9 @@ impl Daemon {
         // Pulls under way (a registry that never answers) are abandoned, not waited for.
         self.shared.plugins.shut_down();
         self.waiting_task.abort();
+        if let Some(task) = &self.teams_task {
+            task.abort();
+        }
         if let Some(watcher) = self.config_watcher.take() {
             watcher.stop().await;
         }

@@ -8,7 +8,7 @@ use std::time::SystemTime;
 use serde::Serialize;
 
 use super::{Plan, Shared};
-use crate::config::{self, Config, ConfigError, ConfigErrors};
+use crate::config::{Config, ConfigError, ConfigErrors};
 use crate::util::{lock, rfc3339};
 
 /// Why a reload was rejected. The running config stays in place.
@@ -118,11 +118,7 @@ impl Shared {
         let source = running.config.source.clone();
         // Parsing is CPU work bounded by the config's limits: off the async runtime, so a
         // large or hostile file never stalls the admin API or the workers.
-        let path = source.clone();
-        let config = tokio::task::spawn_blocking(move || config::load(&path))
-            .await
-            .map_err(ReloadError::Parse)?
-            .map_err(ReloadError::Invalid)?;
+        let (config, verdicts) = self.load_with_teams(&source).await?;
         let mut fixed = fixed_at_start(&running.config, &config);
         // The instance pool was sized at start; a larger memory cap would not fit in it.
         for h in config
@@ -151,6 +147,7 @@ impl Shared {
             .await
             .map_err(ReloadError::Apply)?;
         *crate::util::write(&self.topology) = Arc::new(topology);
+        self.write_team_status(&verdicts).await;
         Ok(plan)
     }
 

@@ -69,6 +69,8 @@ pub struct Shared {
     pub(super) state_metrics: crate::metrics::StateFamilies,
     /// How the plugin pool's slots are reset, decided at start.
     pub(super) slots: crate::plugin::slots::SlotMode,
+    /// Team Route and Handler resources (`tenancy:`), when read.
+    pub(super) teams: Option<super::tenancy::Teams>,
 }
 
 /// The daemon's state as /status reports it.
@@ -187,6 +189,7 @@ impl Shared {
             traces,
             state_metrics: Default::default(),
             slots,
+            teams: None,
         });
         Ok((shared, watcher))
     }
@@ -436,18 +439,19 @@ impl crate::admin::Backend for Shared {
 /// `plugin::host` for why).
 fn host_options(config: &Config, slots: &crate::plugin::slots::SlotMode) -> HostOptions {
     const WASM_PAGE: u64 = 64 << 10;
-    let workers: usize = config.handlers.iter().map(|h| h.concurrency).sum();
+    let mut workers: usize = config.handlers.iter().map(|h| h.concurrency).sum();
+    let mut largest = config.handlers.iter().map(|h| h.memory).max().unwrap_or(0);
+    // Room for every team Handler the ceilings allow, added later without a restart.
+    if let Some(tenancy) = &config.tenancy {
+        workers += tenancy.max_handlers * tenancy.max_concurrency;
+        largest = largest.max(tenancy.max_memory);
+    }
     HostOptions {
         cache_dir: default_cache_dir(),
         pool: Some(PoolOptions {
             instances: pool_instances(workers),
             // Whole wasm pages (64 KiB): the limiter enforces each handler's exact cap.
-            max_memory: config
-                .handlers
-                .iter()
-                .map(|h| h.memory.div_ceil(WASM_PAGE) * WASM_PAGE)
-                .max()
-                .unwrap_or(WASM_PAGE),
+            max_memory: (largest.div_ceil(WASM_PAGE) * WASM_PAGE).max(WASM_PAGE),
             reset: if slots.resident() {
                 RESIDENT_SLOT_RESET
             } else {

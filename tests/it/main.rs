@@ -57,6 +57,7 @@ mod sinks;
 mod sinks_aws;
 mod state;
 mod state_faults;
+mod tenancy;
 mod traces;
 mod unserved;
 

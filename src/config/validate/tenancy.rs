@@ -64,6 +64,7 @@ pub(super) fn build_tenancy(value: Option<&Value>, errors: &mut Errors) -> Optio
             file.max_handlers_per_namespace,
             10,
         ),
+        max_handlers: positive(errors, "max_handlers", file.max_handlers, 50),
         max_memory: file.max_memory.map_or(64 << 20, |m| m.0),
         max_timeout: file.max_timeout.map_or(Duration::from_secs(30), |d| d.0),
         max_concurrency: positive(errors, "max_concurrency", file.max_concurrency, 4),

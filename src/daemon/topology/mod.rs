@@ -567,6 +567,15 @@ fn keep_route(old: &RunningRoute, spec: &RouteSpec, handler: Arc<Handler>) -> Ru
     }
 }
 
+/// The client a handler's plugin reaches Kubernetes through: a team handler's makes every
+/// request as its ServiceAccount.
+fn client_of(spec: &crate::config::HandlerSpec, client: &kube::Client) -> kube::Client {
+    match &spec.owner {
+        Some(owner) => crate::tenancy::impersonating(client, &owner.user()),
+        None => client.clone(),
+    }
+}
+
 /// Sets each handler's host context: its capabilities, the client, the metrics, and the
 /// caches of the watches feeding its routes and of the informers it reads.
 async fn set_host_contexts(
@@ -578,7 +587,7 @@ async fn set_host_contexts(
     for handler in handlers {
         let mut context = HostContext::new(handler.name().into(), stages.logs.clone())
             .with_capabilities(handler.spec().capabilities.clone())
-            .with_client(stages.client.clone())
+            .with_client(client_of(handler.spec(), stages.client))
             .with_metrics(stages.plugin_metrics.clone())
             .with_log_limits(
                 handler.spec().logs,

@@ -1,0 +1,195 @@
+//! Team-owned Route and Handler resources: created with kubectl from the CRDs `switchyard
+//! crds` prints, merged into the running daemon, refused with a located condition when
+//! wrong, and stopped when deleted.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::support::process::switchyard;
+use crate::support::receiver::Receiver;
+use crate::support::sim::{Kubectl, blocking};
+use kube::Api;
+use kube::api::{ApiResource, DynamicObject};
+
+use crate::support::{self, TestDaemon, create_configmap, create_namespaces, eventually};
+
+/// A kubectl run that must succeed; its stdout.
+fn ok(kubectl: &Kubectl, args: &[&str]) -> String {
+    let out = kubectl.run(args);
+    assert!(out.ok, "kubectl {args:?} failed: {}", out.stderr);
+    out.stdout
+}
+
+/// `kubectl apply -f -` of `yaml`, which must succeed.
+fn apply(kubectl: &Kubectl, yaml: &str) {
+    let out = kubectl.run_with_input(&["apply", "-f", "-"], yaml);
+    assert!(out.ok, "kubectl apply failed: {}\n{yaml}", out.stderr);
+}
+
+/// Waits until the team resource `kind`/`name` in `namespace` has condition `condition` =
+/// `status`; its message.
+async fn condition(
+    client: &kube::Client,
+    (kind, name, namespace): (&str, &str, &str),
+    condition: &str,
+    status: &str,
+) -> String {
+    let resource = ApiResource {
+        group: "switchyard.dev".into(),
+        version: "v1alpha1".into(),
+        api_version: "switchyard.dev/v1alpha1".into(),
+        kind: kind.into(),
+        plural: format!("{}s", kind.to_lowercase()),
+    };
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &resource);
+    let what = format!("{kind} {namespace}/{name} with {condition}={status}");
+    eventually(&what, Duration::from_secs(20), async || {
+        let object = api.get_opt(name).await.ok()??;
+        let conditions = object.data["status"]["conditions"].as_array()?.clone();
+        conditions
+            .iter()
+            .find(|c| c["type"] == condition && c["status"] == status)
+            .map(|c| c["message"].as_str().unwrap_or_default().to_string())
+    })
+    .await
+}
+
+/// A Handler sending each change to `url` with the built-in webhook sink.
+fn webhook_handler(namespace: &str, name: &str, url: &str, extra: &str) -> String {
+    format!(
+        "apiVersion: switchyard.dev/v1alpha1
+kind: Handler
+metadata: {{name: {name}, namespace: {namespace}}}
+spec:
+  plugin: builtin:webhook
+  service_account: runner
+  backoff_base: 20ms
+  config: {{url: \"{url}\"}}
+  capabilities: {{http: [\"{url}\"]}}
+{extra}"
+    )
+}
+
+/// A Route of ConfigMaps to `handler`.
+fn configmap_route(namespace: &str, name: &str, handler: &str, extra: &str) -> String {
+    format!(
+        "apiVersion: switchyard.dev/v1alpha1
+kind: Route
+metadata: {{name: {name}, namespace: {namespace}}}
+spec:
+  resource: configmaps
+  handler: {handler}
+  delivery: every
+{extra}"
+    )
+}
+
+/// The names of the ConfigMaps the receiver got, in order.
+fn names(receiver: &Receiver) -> Vec<String> {
+    receiver
+        .received()
+        .iter()
+        .filter_map(|r| {
+            r.body["object"]["metadata"]["name"]
+                .as_str()
+                .map(String::from)
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_teams_resources_run_a_bad_one_is_refused_with_its_place_and_a_deleted_route_stops() {
+    let receiver = Receiver::start().await;
+    let url = receiver.url("http");
+    let sim = support::start_sim().await;
+    let kubectl = Arc::new(Kubectl::new(&sim));
+    let (code, crds, stderr) = switchyard(&["crds"]);
+    assert_eq!(code, 0, "switchyard crds failed: {stderr}");
+    let k = kubectl.clone();
+    blocking(move || apply(&k, &crds)).await;
+    let client = sim.client().unwrap();
+    create_namespaces(&client, &["team-a", "team-b"]).await;
+    let yaml = format!("tenancy:\n  http: [\"{url}\"]\n");
+    let t = TestDaemon::builder(&yaml).sim(sim).start().await;
+
+    let k = kubectl.clone();
+    let (handler, route) = (
+        webhook_handler("team-a", "notify", &url, ""),
+        configmap_route("team-a", "cms", "notify", ""),
+    );
+    blocking(move || {
+        apply(&k, &handler);
+        apply(&k, &route);
+    })
+    .await;
+    condition(&client, ("Route", "cms", "team-a"), "Ready", "True").await;
+    condition(&client, ("Handler", "notify", "team-a"), "Ready", "True").await;
+    create_configmap(&client, "team-b", json!({"metadata": {"name": "theirs"}})).await;
+    create_configmap(&client, "team-a", json!({"metadata": {"name": "ours"}})).await;
+    eventually("ours delivered", Duration::from_secs(20), async || {
+        names(&receiver).contains(&"ours".to_string()).then_some(())
+    })
+    .await;
+    assert!(
+        !names(&receiver).contains(&"theirs".to_string()),
+        "a team Route watches its own namespace only"
+    );
+
+    // A malformed Handler and a Route on another namespace are refused; the rest runs.
+    let k = kubectl.clone();
+    let (bad, spy) = (
+        webhook_handler("team-a", "broken", &url, "  timeout: soon\n"),
+        configmap_route("team-a", "spy", "notify", "  namespace: team-b\n"),
+    );
+    blocking(move || {
+        apply(&k, &bad);
+        apply(&k, &spy);
+    })
+    .await;
+    let message = condition(&client, ("Handler", "broken", "team-a"), "Invalid", "True").await;
+    assert!(message.starts_with("spec.timeout: "), "{message}");
+    let message = condition(&client, ("Route", "spy", "team-a"), "Invalid", "True").await;
+    assert_eq!(
+        message,
+        "spec.namespace: a Route watches only its own namespace (team-a)"
+    );
+    let k = kubectl.clone();
+    let events = blocking(move || ok(&k, &["get", "events", "-n", "team-a", "-o", "json"])).await;
+    assert!(
+        events.contains("a Route watches only its own namespace"),
+        "{events}"
+    );
+    create_configmap(&client, "team-a", json!({"metadata": {"name": "still"}})).await;
+    eventually("still delivered", Duration::from_secs(20), async || {
+        names(&receiver)
+            .contains(&"still".to_string())
+            .then_some(())
+    })
+    .await;
+
+    // Deleting the Route stops its deliveries.
+    let k = kubectl.clone();
+    blocking(move || ok(&k, &["delete", "route", "cms", "-n", "team-a"])).await;
+    eventually(
+        "the Route gone from /status",
+        Duration::from_secs(20),
+        async || {
+            let status = t.status_json().await;
+            let routes = status["routes"].as_array().cloned().unwrap_or_default();
+            routes
+                .iter()
+                .all(|r| r["name"] != "team-a.cms")
+                .then_some(())
+        },
+    )
+    .await;
+    create_configmap(&client, "team-a", json!({"metadata": {"name": "after"}})).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        !names(&receiver).contains(&"after".to_string()),
+        "a deleted Route delivers nothing"
+    );
+    t.stop().await;
+}
