@@ -190,6 +190,11 @@ pub struct TenancyFile {
     /// namespaces it matches are read. Default: every namespace.
     #[serde(default)]
     pub namespaces: Option<String>,
+    /// Resources team Routes may watch (`configmaps`, `apps/v1/deployments`), in their own
+    /// namespace: the daemon reads them in every namespace (`switchyard rbac` grants it).
+    /// Default: none.
+    #[serde(default)]
+    pub resources: Option<Vec<String>>,
     /// OCI repositories (`registry.example.com/team-plugins`) a Handler's `oci://` plugin may
     /// come from by tag; from anywhere else it must be pinned by digest (`@sha256:`).
     #[serde(default)]

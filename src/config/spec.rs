@@ -200,6 +200,8 @@ impl Owner {
 pub struct TenancySpec {
     /// Label selector on Namespaces; `None` for every namespace.
     pub namespaces: Option<String>,
+    /// Resources team Routes may watch.
+    pub resources: Vec<super::ResourceName>,
     /// OCI repositories plugins may come from by tag.
     pub registries: Vec<String>,
     /// What a Handler's `capabilities.http` must lie within.

@@ -16,7 +16,7 @@ use serde_json::{Map, Value};
 use super::document::Document;
 use super::oci::Reference;
 use super::validate::validate_document;
-use super::{Config, ConfigError, ConfigErrors, Owner, TenancySpec};
+use super::{Config, ConfigError, ConfigErrors, Owner, ResourceName, TenancySpec};
 
 /// Which of the two kinds a resource is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -185,7 +185,7 @@ fn prepare(r: &TeamResource, tenancy: &TenancySpec) -> Result<Value, Vec<String>
     let mut problems = Vec::new();
     match r.kind {
         TeamKind::Handler => prepare_handler(&mut spec, tenancy, &mut problems),
-        TeamKind::Route => prepare_route(r, &mut spec, &mut problems),
+        TeamKind::Route => prepare_route(r, &mut spec, tenancy, &mut problems),
     }
     if problems.is_empty() {
         Ok(Value::Object(spec))
@@ -258,9 +258,41 @@ fn plugin_problem(plugin: &str, tenancy: &TenancySpec) -> Option<String> {
     ))
 }
 
-/// A Route: named after its resource, watching its own namespace, naming its namespace's
-/// Handler.
-fn prepare_route(r: &TeamResource, spec: &mut Map<String, Value>, problems: &mut Vec<String>) {
+/// A Route: named after its resource, watching its own namespace (a resource the admin
+/// allows, by a watch of its own), naming its namespace's Handler.
+fn prepare_route(
+    r: &TeamResource,
+    spec: &mut Map<String, Value>,
+    tenancy: &TenancySpec,
+    problems: &mut Vec<String>,
+) {
+    for field in ["informer", "kinds"] {
+        if spec.contains_key(field) {
+            problems.push(format!(
+                "spec.{field}: a team Route watches its own namespace with `resource:`, not the config file's informers"
+            ));
+        }
+    }
+    match spec.get("resource").and_then(Value::as_str) {
+        None => problems.push(format!(
+            "spec.resource: Required: one of tenancy.resources ({})",
+            allowed_resources(tenancy)
+        )),
+        Some(resource) => {
+            let allowed = ResourceName::parse(resource).is_ok_and(|name| {
+                tenancy
+                    .resources
+                    .iter()
+                    .any(|a| a.group == name.group && a.plural == name.plural)
+            });
+            if !allowed {
+                problems.push(format!(
+                    "spec.resource: {resource:?} is not among tenancy.resources ({})",
+                    allowed_resources(tenancy)
+                ));
+            }
+        }
+    }
     let own = Value::String(r.namespace.clone());
     if spec.contains_key("name") {
         problems.push("spec.name: a Route's name is its metadata.name".into());
@@ -292,6 +324,15 @@ fn prepare_route(r: &TeamResource, spec: &mut Map<String, Value>, problems: &mut
             problems.push("spec.handler: Required: the name of a Handler in this namespace".into())
         }
     }
+}
+
+/// The resources team Routes may watch, for a message.
+fn allowed_resources(tenancy: &TenancySpec) -> String {
+    if tenancy.resources.is_empty() {
+        return "none".into();
+    }
+    let names: Vec<String> = tenancy.resources.iter().map(ToString::to_string).collect();
+    names.join(", ")
 }
 
 /// Leaves out the Handlers past the per-namespace ceiling, by name order.

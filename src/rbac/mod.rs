@@ -15,6 +15,7 @@
 //! namespaces watched. API discovery (which resolves a kind to its plural) needs no rule:
 //! Kubernetes grants it to every authenticated user (ClusterRole `system:discovery`).
 
+mod tenancy;
 mod values;
 mod yaml;
 
@@ -148,6 +149,7 @@ pub const RULE_SETS: &[(&str, RuleSet)] = &[
     ("finalizers", finalizers),
     ("election", election),
     ("secrets", secrets),
+    ("tenancy", tenancy::tenancy),
 ];
 
 /// Reading the Secrets handlers' configs name (`valueFrom: {secretKeyRef: …}`): get, list

@@ -365,3 +365,56 @@ routes:
     assert!(p.rule(&ns("web"), &core("secrets")).is_none());
     assert!(p.rule(&Scope::Cluster, &core("secrets")).is_none());
 }
+
+#[test]
+fn tenancy_reads_team_resources_and_allowed_kinds_reviews_access_and_impersonates_service_accounts_only()
+ {
+    let p = permissions(&config(
+        "tenancy: {resources: [configmaps, apps/v1/deployments], namespaces: team=yes}\n",
+    ));
+    let cluster = Scope::Cluster;
+    let group = |g: &str, plural: &str| Resource {
+        group: g.into(),
+        plural: plural.into(),
+    };
+    assert_eq!(
+        verbs(&p, &cluster, &group("switchyard.dev", "routes")),
+        ["get", "list", "watch"]
+    );
+    assert_eq!(
+        verbs(&p, &cluster, &group("switchyard.dev", "handlers/status")),
+        ["patch"]
+    );
+    assert_eq!(
+        verbs(&p, &cluster, &core("configmaps")),
+        ["get", "list", "watch"]
+    );
+    assert_eq!(
+        verbs(&p, &cluster, &group("apps", "deployments")),
+        ["get", "list", "watch"]
+    );
+    assert_eq!(
+        verbs(&p, &cluster, &core("namespaces")),
+        ["get", "list", "watch"]
+    );
+    assert_eq!(
+        verbs(
+            &p,
+            &cluster,
+            &group("authorization.k8s.io", "subjectaccessreviews")
+        ),
+        ["create"]
+    );
+    assert_eq!(
+        verbs(&p, &cluster, &core("serviceaccounts")),
+        ["impersonate"]
+    );
+    assert!(
+        verbs(&p, &cluster, &core("users")).is_empty()
+            && verbs(&p, &cluster, &core("groups")).is_empty()
+    );
+    let none = permissions(&config(
+        "handlers: {a: {}}\nroutes: [{name: a, resource: pods, handler: a}]\n",
+    ));
+    assert!(verbs(&none, &cluster, &core("serviceaccounts")).is_empty());
+}

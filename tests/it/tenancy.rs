@@ -111,7 +111,7 @@ async fn a_teams_resources_run_a_bad_one_is_refused_with_its_place_and_a_deleted
     blocking(move || apply(&k, &crds)).await;
     let client = sim.client().unwrap();
     create_namespaces(&client, &["team-a", "team-b"]).await;
-    let yaml = format!("tenancy:\n  http: [\"{url}\"]\n");
+    let yaml = format!("tenancy:\n  resources: [configmaps]\n  http: [\"{url}\"]\n");
     let t = TestDaemon::builder(&yaml).sim(sim).start().await;
 
     let k = kubectl.clone();

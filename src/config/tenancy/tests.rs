@@ -6,6 +6,7 @@ use super::*;
 
 const FILE: &str = "
 tenancy:
+  resources: [pods, configmaps]
   http: [\"https://*.example.com\"]
   registries: [registry.example.com/team-plugins]
   max_concurrency: 2
@@ -235,4 +236,37 @@ fn with_tenancy_the_file_needs_no_routes_of_its_own() {
     let file = "tenancy: {}\n";
     let m = merge(Path::new("f.yaml"), file, &[]).expect("valid without routes");
     assert!(m.config.routes.is_empty());
+}
+
+#[test]
+fn a_route_watches_only_the_resources_tenancy_allows_with_its_own_watch() {
+    let m = merged(&[
+        handler("team-a", "notify", notify()),
+        route(
+            "team-a",
+            "secrets",
+            json!({"resource": "secrets", "handler": "notify"}),
+        ),
+        route(
+            "team-a",
+            "shared",
+            json!({"informer": "anything", "handler": "notify"}),
+        ),
+        route(
+            "team-a",
+            "cms",
+            json!({"resource": "v1/configmaps", "handler": "notify"}),
+        ),
+    ]);
+    assert_eq!(
+        m.verdicts[1].problems,
+        ["spec.resource: \"secrets\" is not among tenancy.resources (v1/pods, v1/configmaps)"]
+    );
+    assert!(
+        m.verdicts[2].problems[0]
+            .starts_with("spec.informer: a team Route watches its own namespace"),
+        "{:?}",
+        m.verdicts[2]
+    );
+    assert!(m.verdicts[3].problems.is_empty(), "{:?}", m.verdicts[3]);
 }

@@ -9,7 +9,7 @@ use super::errors::Errors;
 use crate::config::oci::Reference;
 use crate::config::schema::TenancyFile;
 use crate::config::selector::Selector;
-use crate::config::{EgressRule, TenancySpec};
+use crate::config::{EgressRule, ResourceName, TenancySpec};
 
 /// Reads and checks `tenancy:`; `None` when it is absent or cannot be read.
 pub(super) fn build_tenancy(value: Option<&Value>, errors: &mut Errors) -> Option<TenancySpec> {
@@ -24,6 +24,13 @@ pub(super) fn build_tenancy(value: Option<&Value>, errors: &mut Errors) -> Optio
         match EgressRule::parse(entry) {
             Ok(rule) => http.push(rule),
             Err(e) => errors.at(format!("tenancy.http[{i}]"), e),
+        }
+    }
+    let mut resources = Vec::new();
+    for (i, entry) in file.resources.unwrap_or_default().iter().enumerate() {
+        match ResourceName::parse(entry) {
+            Ok(name) => resources.push(name),
+            Err(e) => errors.at(format!("tenancy.resources[{i}]"), e),
         }
     }
     let registries = file.registries.unwrap_or_default();
@@ -52,6 +59,7 @@ pub(super) fn build_tenancy(value: Option<&Value>, errors: &mut Errors) -> Optio
     }
     Some(TenancySpec {
         namespaces: file.namespaces.filter(|s| !s.trim().is_empty()),
+        resources,
         registries: registries
             .into_iter()
             .map(|r| r.trim_end_matches('/').to_string())
