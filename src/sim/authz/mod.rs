@@ -179,7 +179,12 @@ mod tests {
             ..Attributes::default()
         };
         assert_eq!(
-            forbidden(&who, &cluster, "RBAC: role.rbac.authorization.k8s.io \"r\" not found").message,
+            forbidden(
+                &who,
+                &cluster,
+                "RBAC: role.rbac.authorization.k8s.io \"r\" not found"
+            )
+            .message,
             r#"widgets.example.com is forbidden: User "system:serviceaccount:team-a:runner" cannot list resource "widgets/status" in API group "example.com" at the cluster scope: RBAC: role.rbac.authorization.k8s.io "r" not found"#
         );
     }

@@ -88,11 +88,11 @@ impl Policy {
             };
         }
         let mut missing = Vec::new();
-        let bindings = self
-            .cluster_role_bindings
-            .iter()
-            .map(|b| (b, ""))
-            .chain(self.role_bindings.iter().map(|b| (b, request.namespace.as_str())));
+        let bindings = self.cluster_role_bindings.iter().map(|b| (b, "")).chain(
+            self.role_bindings
+                .iter()
+                .map(|b| (b, request.namespace.as_str())),
+        );
         for (binding, namespace) in bindings {
             let Some(subject) = bound_subject(binding, who, namespace) else {
                 continue;
@@ -272,17 +272,50 @@ mod tests {
             r#"RBAC: allowed by RoleBinding "writers/team-a" of Role "writer" to ServiceAccount "runner/team-a""#
         );
         let other = Identity::authenticated("system:serviceaccount:team-b:runner", None, &[]);
-        assert!(!team_a().decide(&other, &request("update", "configmaps", "team-a", "x")).allowed);
-        assert!(!team_a().decide(&runner(), &request("delete", "configmaps", "team-a", "x")).allowed);
-        assert!(!team_a().decide(&runner(), &request("update", "secrets", "team-a", "x")).allowed);
+        assert!(
+            !team_a()
+                .decide(&other, &request("update", "configmaps", "team-a", "x"))
+                .allowed
+        );
+        assert!(
+            !team_a()
+                .decide(&runner(), &request("delete", "configmaps", "team-a", "x"))
+                .allowed
+        );
+        assert!(
+            !team_a()
+                .decide(&runner(), &request("update", "secrets", "team-a", "x"))
+                .allowed
+        );
     }
 
     #[test]
     fn a_subresource_needs_its_own_rule_and_names_limit_a_rule() {
         let policy = team_a();
-        assert!(policy.decide(&runner(), &request("update", "configmaps/status", "team-a", "one")).allowed);
-        assert!(!policy.decide(&runner(), &request("update", "configmaps/status", "team-a", "two")).allowed);
-        assert!(!policy.decide(&runner(), &request("get", "configmaps/status", "team-a", "one")).allowed);
+        assert!(
+            policy
+                .decide(
+                    &runner(),
+                    &request("update", "configmaps/status", "team-a", "one")
+                )
+                .allowed
+        );
+        assert!(
+            !policy
+                .decide(
+                    &runner(),
+                    &request("update", "configmaps/status", "team-a", "two")
+                )
+                .allowed
+        );
+        assert!(
+            !policy
+                .decide(
+                    &runner(),
+                    &request("get", "configmaps/status", "team-a", "one")
+                )
+                .allowed
+        );
     }
 
     #[test]
@@ -306,10 +339,22 @@ mod tests {
             decision.reason,
             r#"RBAC: allowed by ClusterRoleBinding "viewers" of ClusterRole "viewer" to Group "system:serviceaccounts:team-a""#
         );
-        assert!(policy.decide(&runner(), &request("patch", "deployments/status", "x", "d")).allowed);
-        assert!(!policy.decide(&runner(), &request("patch", "deployments", "x", "d")).allowed);
+        assert!(
+            policy
+                .decide(&runner(), &request("patch", "deployments/status", "x", "d"))
+                .allowed
+        );
+        assert!(
+            !policy
+                .decide(&runner(), &request("patch", "deployments", "x", "d"))
+                .allowed
+        );
         let alice = Identity::authenticated("alice", None, &[]);
-        assert!(!policy.decide(&alice, &request("list", "pods", "", "")).allowed);
+        assert!(
+            !policy
+                .decide(&alice, &request("list", "pods", "", ""))
+                .allowed
+        );
     }
 
     #[test]
@@ -334,7 +379,8 @@ mod tests {
 
     #[test]
     fn a_superuser_is_allowed_everything() {
-        let decision = Policy::default().decide(&Identity::admin(), &request("delete", "nodes", "", "n"));
+        let decision =
+            Policy::default().decide(&Identity::admin(), &request("delete", "nodes", "", "n"));
         assert!(decision.allowed);
     }
 }

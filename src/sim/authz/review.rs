@@ -10,16 +10,17 @@
 use std::sync::Arc;
 
 use axum::Extension;
+use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::Json;
 use serde_json::{Value, json};
 
 use super::{Attributes, Decision, Identity};
 use crate::sim::api::ApiState;
 use crate::sim::error::ApiError;
+use crate::sim::protobuf;
 use crate::sim::resources::ResourceDef;
 
 /// The API group of the reviews.
@@ -49,6 +50,7 @@ pub fn discovery_resources() -> Vec<Value> {
 pub async fn subject_access_review(
     State(state): State<ApiState>,
     identity: Option<Extension<Arc<Identity>>>,
+    headers: HeaderMap,
     body: Bytes,
 ) -> Response {
     let def = review_def("subjectaccessreviews", "SubjectAccessReview");
@@ -64,7 +66,7 @@ pub async fn subject_access_review(
     {
         return denied.into_response();
     }
-    let review = match parse(&def, &body) {
+    let review = match parse(&def, &headers, &body) {
         Ok(review) => review,
         Err(e) => return e.into_response(),
     };
@@ -75,7 +77,8 @@ pub async fn subject_access_review(
         groups: strings(&spec["groups"]),
     };
     if subject.name.is_empty() && subject.groups.is_empty() {
-        let cause = "spec.user: Invalid value: \"\": at least one of user or group must be specified";
+        let cause =
+            "spec.user: Invalid value: \"\": at least one of user or group must be specified";
         return ApiError::invalid(&def, "", cause).into_response();
     }
     answer(&state, review, &subject)
@@ -86,10 +89,11 @@ pub async fn subject_access_review(
 pub async fn self_subject_access_review(
     State(state): State<ApiState>,
     identity: Option<Extension<Arc<Identity>>>,
+    headers: HeaderMap,
     body: Bytes,
 ) -> Response {
     let def = review_def("selfsubjectaccessreviews", "SelfSubjectAccessReview");
-    match parse(&def, &body) {
+    match parse(&def, &headers, &body) {
         Ok(review) => answer(&state, review, &requester(identity)),
         Err(e) => e.into_response(),
     }
@@ -100,10 +104,21 @@ fn requester(identity: Option<Extension<Arc<Identity>>>) -> Identity {
     identity.map_or_else(Identity::admin, |Extension(who)| (*who).clone())
 }
 
-/// The review in the body, checked to have exactly one kind of attributes.
-fn parse(def: &ResourceDef, body: &[u8]) -> Result<Value, ApiError> {
-    let review: Value = serde_json::from_slice(body)
-        .map_err(|e| ApiError::bad_request(format!("the request body is not valid JSON: {e}")))?;
+/// The review in the body (JSON, or protobuf as kubectl sends it), checked to have exactly
+/// one kind of attributes.
+fn parse(def: &ResourceDef, headers: &HeaderMap, body: &[u8]) -> Result<Value, ApiError> {
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("application/json");
+    let review: Value = if content_type.contains("protobuf") {
+        protobuf::decode_object(body)
+            .map_err(|e| ApiError::unsupported_media_type(&format!("{content_type}: {e}")))?
+    } else {
+        serde_json::from_slice(body).map_err(|e| {
+            ApiError::bad_request(format!("the request body is not valid JSON: {e}"))
+        })?
+    };
     let spec = &review["spec"];
     let resource = spec["resourceAttributes"].is_object();
     let non_resource = spec["nonResourceAttributes"].is_object();
@@ -118,7 +133,12 @@ fn parse(def: &ResourceDef, body: &[u8]) -> Result<Value, ApiError> {
 fn answer(state: &ApiState, mut review: Value, subject: &Identity) -> Response {
     let decision = match review["spec"]["resourceAttributes"].as_object() {
         Some(attributes) => {
-            let text = |key: &str| attributes.get(key).and_then(Value::as_str).unwrap_or_default();
+            let text = |key: &str| {
+                attributes
+                    .get(key)
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+            };
             let request = Attributes {
                 verb: text("verb").into(),
                 group: text("group").into(),
