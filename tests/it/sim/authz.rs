@@ -35,7 +35,7 @@ objects:
     kind: RoleBinding
     metadata: {name: writers, namespace: team-a}
     roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: writer}
-    subjects: [{kind: ServiceAccount, name: runner}]
+    subjects: [{kind: ServiceAccount, name: runner, namespace: team-a}]
   - apiVersion: rbac.authorization.k8s.io/v1
     kind: Role
     metadata: {name: status-writer, namespace: team-b}
