@@ -11,7 +11,8 @@ use crate::support::sim::{Kubectl, Output, blocking};
 
 /// Two teams, each with a ServiceAccount `runner`; a `switchyard` user that may impersonate
 /// the ServiceAccounts of team-a only. team-a's runner may write ConfigMaps in team-a and
-/// patch Widgets there (and read, not patch, their status); team-b's runner may read Widgets in team-b and
+/// patch Widgets there (and read, not patch, their status), and, as all of team-a's
+/// ServiceAccounts (a group), list Leases everywhere; team-b's runner may read Widgets in team-b and
 /// patch only their status.
 const CONFIG: &str = r#"
 authorization: RBAC
@@ -57,6 +58,16 @@ objects:
     metadata: {name: impersonators, namespace: team-a}
     roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: impersonator}
     subjects: [{kind: User, name: switchyard}]
+  - apiVersion: rbac.authorization.k8s.io/v1
+    kind: ClusterRole
+    metadata: {name: lease-reader}
+    rules:
+      - {apiGroups: [coordination.k8s.io], resources: [leases], verbs: [list]}
+  - apiVersion: rbac.authorization.k8s.io/v1
+    kind: ClusterRoleBinding
+    metadata: {name: team-a-lease-readers}
+    roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: lease-reader}
+    subjects: [{kind: Group, name: "system:serviceaccounts:team-a"}]
   - {apiVersion: v1, kind: ConfigMap, metadata: {name: shared, namespace: team-b}, data: {a: "1"}}
   - {apiVersion: example.com/v1, kind: Widget, metadata: {name: w, namespace: team-a}, spec: {size: 1}}
   - {apiVersion: example.com/v1, kind: Widget, metadata: {name: w, namespace: team-b}, spec: {size: 1}}
@@ -185,6 +196,10 @@ async fn impersonation_needs_the_impersonate_verb_and_acts_as_the_impersonated()
                 "--token runner-b-token --as={RUNNER_A} get configmaps -n team-a"
             )),
             args("--token runner-b-token --as=someone --as-group=system:masters get nodes"),
+            args(&format!(
+                "--token switchyard-token --as={RUNNER_A} --as-group=system:masters get nodes"
+            )),
+            args(&format!("--as={RUNNER_A} get leases -n team-b")),
         ],
     )
     .await;
@@ -216,6 +231,15 @@ async fn impersonation_needs_the_impersonate_verb_and_acts_as_the_impersonated()
         format!(
             r#"users "someone" is forbidden: User "{RUNNER_B}" cannot impersonate resource "users" in API group "" at the cluster scope"#
         )
+    );
+    assert_eq!(
+        forbidden(&outs[7]),
+        r#"groups "system:masters" is forbidden: User "switchyard" cannot impersonate resource "groups" in API group "" at the cluster scope"#
+    );
+    assert!(
+        outs[8].ok,
+        "an impersonated ServiceAccount is in its namespace's group: {:?}",
+        outs[8]
     );
 }
 
