@@ -2,6 +2,11 @@
 //! resources to serve and objects to start with.
 //!
 //! ```yaml
+//! authorization: RBAC             # default: AlwaysAllow (every request is allowed)
+//! users:                          # bearer tokens and who they authenticate
+//!   - name: system:serviceaccount:team-a:runner
+//!     token: runner-a-token
+//!     groups: [extra]             # default: none; a ServiceAccount also gets its own
 //! crds:
 //!   - group: example.com          # required; a domain with a dot
 //!     version: v1                 # required
@@ -37,6 +42,40 @@ pub struct SimConfig {
     /// Objects to create at start (after the CRDs), each with `apiVersion` and `kind`.
     #[serde(default)]
     pub objects: Vec<Value>,
+    /// How requests are authorized.
+    #[serde(default)]
+    pub authorization: AuthorizationMode,
+    /// The users bearer tokens authenticate, besides the admin.
+    #[serde(default)]
+    pub users: Vec<UserConfig>,
+}
+
+/// How the simulator authorizes requests (kube-apiserver's `--authorization-mode`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+pub enum AuthorizationMode {
+    /// Every request is allowed.
+    #[default]
+    #[serde(alias = "alwaysAllow")]
+    AlwaysAllow,
+    /// Roles, ClusterRoles and their bindings stored in the simulator decide.
+    #[serde(alias = "rbac")]
+    RBAC,
+}
+
+/// A user a bearer token authenticates.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UserConfig {
+    /// The username (`system:serviceaccount:NS:NAME` for a ServiceAccount).
+    pub name: String,
+    /// The bearer token.
+    pub token: String,
+    /// Groups besides those every user (and every ServiceAccount) gets.
+    #[serde(default)]
+    pub groups: Vec<String>,
+    /// The user's uid, if any.
+    #[serde(default)]
+    pub uid: Option<String>,
 }
 
 /// One custom resource of the config.
@@ -116,10 +155,31 @@ impl SimConfig {
         if text.trim().is_empty() {
             return Ok(Self::default());
         }
-        serde_saphyr::from_str(text).map_err(|e| ConfigError::Parse {
+        let config: Self = serde_saphyr::from_str(text).map_err(|e| ConfigError::Parse {
             path: origin.to_string(),
             message: e.to_string(),
-        })
+        })?;
+        config.check_users().map_err(|message| ConfigError::Parse {
+            path: origin.to_string(),
+            message,
+        })?;
+        Ok(config)
+    }
+
+    /// Every user has a name and a token of its own.
+    fn check_users(&self) -> Result<(), String> {
+        for (i, user) in self.users.iter().enumerate() {
+            if user.name.trim().is_empty() {
+                return Err(format!("users[{i}].name: must not be empty"));
+            }
+            if user.token.trim().is_empty() {
+                return Err(format!("users[{i}].token: must not be empty"));
+            }
+            if let Some(j) = self.users[..i].iter().position(|u| u.token == user.token) {
+                return Err(format!("users[{i}].token: the same as users[{j}].token"));
+            }
+        }
+        Ok(())
     }
 
     /// Reads a config file.
@@ -150,6 +210,34 @@ mod tests {
         assert!(!config.crds[1].namespaced);
         assert_eq!(config.crds[1].columns[0].type_.as_deref(), Some("integer"));
         assert_eq!(config.objects[0]["spec"]["size"], 3);
+    }
+
+    #[test]
+    fn a_config_declares_users_and_rbac() {
+        let config = SimConfig::from_yaml(
+            "authorization: RBAC\nusers:\n  - {name: alice, token: t1, groups: [dev]}\n",
+            "sim.yaml",
+        )
+        .unwrap();
+        assert_eq!(config.authorization, AuthorizationMode::RBAC);
+        assert_eq!(config.users[0].groups, ["dev"]);
+        let default = SimConfig::from_yaml("crds: []\n", "sim.yaml").unwrap();
+        assert_eq!(default.authorization, AuthorizationMode::AlwaysAllow);
+    }
+
+    #[test]
+    fn users_need_a_token_of_their_own() {
+        let err = SimConfig::from_yaml(
+            "users:\n  - {name: a, token: t}\n  - {name: b, token: t}\n",
+            "sim.yaml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert_eq!(err, "sim.yaml: users[1].token: the same as users[0].token");
+        let err = SimConfig::from_yaml("users: [{name: a, token: ' '}]\n", "sim.yaml")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(err, "sim.yaml: users[0].token: must not be empty");
     }
 
     #[test]

@@ -9,6 +9,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use super::api::ApiState;
+use super::authz::review;
 use super::error::ApiError;
 
 /// `GET /version`.
@@ -47,11 +48,16 @@ fn api_group(group: &str, versions: &[String]) -> Value {
     })
 }
 
+/// The served API groups with their versions: the cluster's, and the reviews'.
+fn groups(state: &ApiState) -> Vec<(String, Vec<String>)> {
+    let mut groups = state.cluster.groups();
+    groups.push((review::GROUP.into(), vec!["v1".into()]));
+    groups
+}
+
 /// `GET /apis`.
 pub(super) async fn group_list(State(state): State<ApiState>) -> Json<Value> {
-    let groups: Vec<Value> = state
-        .cluster
-        .groups()
+    let groups: Vec<Value> = groups(&state)
         .iter()
         .map(|(group, versions)| api_group(group, versions))
         .collect();
@@ -60,7 +66,7 @@ pub(super) async fn group_list(State(state): State<ApiState>) -> Json<Value> {
 
 /// `GET /apis/GROUP`.
 pub(super) fn group(state: &ApiState, group: &str, path: &str) -> Response {
-    match state.cluster.groups().iter().find(|(g, _)| g == group) {
+    match groups(state).iter().find(|(g, _)| g == group) {
         Some((g, versions)) => {
             let mut body = api_group(g, versions);
             body["kind"] = "APIGroup".into();
@@ -99,6 +105,9 @@ pub(super) fn resource_list(state: &ApiState, group: &str, version: &str, path: 
             "kind": def.kind,
             "verbs": ["get", "patch", "update"],
         }));
+    }
+    if group == review::GROUP && version == "v1" {
+        resources.extend(review::discovery_resources());
     }
     if resources.is_empty() {
         return ApiError::no_such_resource(path).into_response();

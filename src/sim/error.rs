@@ -116,6 +116,28 @@ impl ApiError {
         err
     }
 
+    /// 403: the user may not do this; `resource` is the plural without subresource, `group`
+    /// its API group, `name` the object's (empty for none), `message` why, as
+    /// kube-apiserver's `NewForbidden` words it.
+    pub fn forbidden(group: &str, resource: &str, name: &str, message: &str) -> Self {
+        let qualified = match (resource, group) {
+            ("", _) => String::new(),
+            (resource, "") => resource.to_string(),
+            (resource, group) => format!("{resource}.{group}"),
+        };
+        let text = match (qualified.as_str(), name) {
+            ("", _) => format!("forbidden: {message}"),
+            (qualified, "") => format!("{qualified} is forbidden: {message}"),
+            (qualified, name) => format!("{qualified} {name:?} is forbidden: {message}"),
+        };
+        let mut err = Self::new(403, "Forbidden", text);
+        let details = err.details_mut();
+        details.kind = resource.into();
+        details.name = name.into();
+        details.group = group.into();
+        err
+    }
+
     /// 404: the URL names no resource the server serves.
     pub fn no_such_resource(path: &str) -> Self {
         Self::new(

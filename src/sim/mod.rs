@@ -7,6 +7,7 @@
 //! - [`history`]: reads at a version (paging with consistent snapshots, `Exact` reads) and
 //!   where watches start.
 //! - [`api`], [`discovery`], [`list`], [`watch`], [`table`], [`openapi`]: the HTTP protocol.
+//! - [`authz`]: bearer tokens, impersonation, RBAC and SubjectAccessReviews.
 //! - [`faults`] and [`control`]: injected faults, from tests or over HTTP.
 //! - [`config`] and [`crd`]: the simulator config and custom resources.
 //! - [`churn`]: steady changes for demos and load.
@@ -15,7 +16,7 @@
 //! clients at it.
 
 pub mod api;
-mod auth;
+pub mod authz;
 pub mod churn;
 pub mod cluster;
 pub mod config;
@@ -73,7 +74,9 @@ pub struct SimOptions {
     /// Custom resources and objects to start with (applied by [`Simulator::start`], not by
     /// [`Simulator::serve`], whose cluster already has its state).
     pub config: SimConfig,
-    /// Answer 401 to every request without `Authorization: Bearer TOKEN`.
+    /// The admin's token: answer 401 to every request without `Authorization: Bearer TOKEN`
+    /// (or a configured user's token). With `authorization: RBAC` in the config and no
+    /// token here, one is made at start ([`Simulator::token`]).
     pub token: Option<String>,
     /// Serve HTTPS with a certificate authority made at start ([`tls::SimTls`]).
     pub tls: bool,
@@ -158,6 +161,23 @@ impl Simulator {
         let faults = Arc::new(Faults::default());
         let writes = Arc::new(writes_log::WriteLog::default());
         let watches = WatchSignals::default();
+        let config = &options.config;
+        let rbac = config.authorization == config::AuthorizationMode::RBAC;
+        let token = options
+            .token
+            .as_deref()
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .map(String::from)
+            .or_else(|| rbac.then(|| uuid::Uuid::new_v4().simple().to_string()));
+        let access = (token.is_some() || !config.users.is_empty()).then(|| {
+            Arc::new(authz::Access::new(
+                cluster.clone(),
+                token.as_deref(),
+                &config.users,
+                config.authorization,
+            ))
+        });
         let state = api::ApiState {
             cluster: cluster.clone(),
             faults: faults.clone(),
@@ -168,12 +188,12 @@ impl Simulator {
             server: commands.clone(),
             sharded_list_and_watch: options.sharded_list_and_watch,
             watch_list: options.watch_list,
+            access: access.clone(),
         };
         let tls = options.tls.then(tls::SimTls::generate).transpose()?;
-        let token = options.token.filter(|t| !t.trim().is_empty());
         let serving = Serving {
             tls: tls.clone(),
-            token: token.as_deref().map(|t| Arc::from(t.trim())),
+            access,
         };
         let server = tokio::spawn(serve_loop(listener, addr, state, serving, received));
         Ok(Self {
@@ -198,6 +218,11 @@ impl Simulator {
     pub fn url(&self) -> String {
         let scheme = if self.tls.is_some() { "https" } else { "http" };
         format!("{scheme}://{}", self.addr)
+    }
+
+    /// The admin's bearer token, if the simulator demands one.
+    pub fn token(&self) -> Option<&str> {
+        self.token.as_deref()
     }
 
     /// The CA certificate (PEM) clients must trust, when the simulator serves HTTPS.
@@ -283,10 +308,10 @@ impl Drop for Simulator {
     }
 }
 
-/// How the server loop serves: plain HTTP or TLS, open or behind a token.
+/// How the server loop serves: plain HTTP or TLS, open or behind tokens.
 struct Serving {
     tls: Option<tls::SimTls>,
-    token: Option<Arc<str>>,
+    access: Option<Arc<authz::Access>>,
 }
 
 /// Serves until told to stop; a restart closes the listener, waits, and binds the same
@@ -300,10 +325,10 @@ async fn serve_loop(
 ) {
     let watches = state.watches.clone();
     let mut app = api::router(state);
-    if let Some(token) = serving.token {
+    if let Some(access) = serving.access {
         app = app.layer(axum::middleware::from_fn_with_state(
-            token,
-            auth::require_token,
+            access,
+            authz::authenticate,
         ));
     }
     loop {

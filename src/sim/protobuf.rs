@@ -1,5 +1,6 @@
 //! Decoding of the Kubernetes protobuf encoding for the objects `kubectl create` sends that
-//! way (ConfigMap, Secret, Namespace), and the `DeleteOptions` Helm sends deleting its
+//! way (ConfigMap, Secret, Namespace), the access reviews `kubectl auth can-i` sends, and
+//! the `DeleteOptions` Helm sends deleting its
 //! release Secrets: client-go's typed clients write protobuf to any server and do not fall
 //! back to JSON.
 //!
@@ -71,6 +72,7 @@ pub fn decode_object(bytes: &[u8]) -> Result<Value> {
         "Secret" => secret(raw)?,
         "Namespace" => namespace(raw)?,
         "DeleteOptions" => delete_options(raw)?,
+        "SubjectAccessReview" | "SelfSubjectAccessReview" => access_review(raw)?,
         other => return Err(ProtobufError::UnsupportedKind(other.to_string())),
     };
     object["apiVersion"] = api_version.into();
@@ -145,6 +147,64 @@ fn delete_options(raw: &[u8]) -> Result<Value> {
         }
     }
     Ok(options)
+}
+
+/// A (Self)SubjectAccessReview: its metadata and spec (`resourceAttributes`,
+/// `nonResourceAttributes`, and for a SubjectAccessReview `user`, `groups` and `uid`).
+fn access_review(raw: &[u8]) -> Result<Value> {
+    let mut object = json!({"spec": {}});
+    for field in Fields::new(raw) {
+        match field? {
+            (1, Wire::Bytes(m)) => object["metadata"] = object_meta(m)?,
+            (2, Wire::Bytes(spec)) => object["spec"] = access_review_spec(spec)?,
+            _ => {}
+        }
+    }
+    Ok(object)
+}
+
+/// A SubjectAccessReviewSpec (of which a SelfSubjectAccessReviewSpec is the first two fields).
+fn access_review_spec(raw: &[u8]) -> Result<Value> {
+    const RESOURCE: [&str; 7] = [
+        "namespace",
+        "verb",
+        "group",
+        "version",
+        "resource",
+        "subresource",
+        "name",
+    ];
+    let mut spec = json!({});
+    for field in Fields::new(raw) {
+        match field? {
+            (1, Wire::Bytes(a)) => spec["resourceAttributes"] = strings(a, &RESOURCE)?,
+            (2, Wire::Bytes(a)) => spec["nonResourceAttributes"] = strings(a, &["path", "verb"])?,
+            (3, Wire::Bytes(v)) => spec["user"] = utf8(v)?.into(),
+            (4, Wire::Bytes(v)) => {
+                let mut list = spec["groups"].as_array().cloned().unwrap_or_default();
+                list.push(utf8(v)?.into());
+                spec["groups"] = list.into();
+            }
+            (6, Wire::Bytes(v)) => spec["uid"] = utf8(v)?.into(),
+            _ => {}
+        }
+    }
+    Ok(spec)
+}
+
+/// A message of string fields, field N named `names[N - 1]`; other fields are skipped.
+fn strings(raw: &[u8], names: &[&str]) -> Result<Value> {
+    let mut object = json!({});
+    for field in Fields::new(raw) {
+        if let (n, Wire::Bytes(v)) = field?
+            && let Some(name) = usize::try_from(n)
+                .ok()
+                .and_then(|n| names.get(n.wrapping_sub(1)))
+        {
+            object[*name] = utf8(v)?.into();
+        }
+    }
+    Ok(object)
 }
 
 fn object_meta(raw: &[u8]) -> Result<Value> {

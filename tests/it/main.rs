@@ -89,6 +89,7 @@ mod plugin {
 
 mod sim {
     //! The Kubernetes API simulator against independent clients.
+    mod authz;
     mod churn;
     mod clients;
     mod crds;

@@ -23,17 +23,19 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::Extension;
 use axum::body::Bytes;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, Method, Uri};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{any, get};
+use axum::routing::{any, get, post};
 use tokio::sync::mpsc;
 
 use self::path::{ApiPath, ResourcePath};
 pub(super) use self::read::{parse_rv, wait_for};
 pub(super) use self::request::{Filter, Request};
 use super::ServerCommand;
+use super::authz::{Access, Attributes, Identity, review};
 use super::cluster::{Cluster, ObjectRef};
 use super::error::ApiError;
 use super::faults::Faults;
@@ -62,6 +64,9 @@ pub struct ApiState {
     pub sharded_list_and_watch: bool,
     /// Whether streaming lists are served (the `WatchList` feature gate).
     pub watch_list: bool,
+    /// Who may do what; `None` when the simulator authenticates nobody (every request is
+    /// allowed).
+    pub access: Option<Arc<Access>>,
 }
 
 /// The simulator's router.
@@ -72,6 +77,14 @@ pub fn router(state: ApiState) -> axum::Router {
         .route("/apis", get(discovery::group_list))
         .route("/openapi/v3", get(openapi::index))
         .route("/openapi/v3/{*rest}", get(openapi::document))
+        .route(
+            "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+            post(review::subject_access_review),
+        )
+        .route(
+            "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+            post(review::self_subject_access_review),
+        )
         .route("/api/{*rest}", any(api_request))
         .route("/apis/{*rest}", any(api_request))
         .nest("/_switchyard", control::router())
@@ -109,8 +122,10 @@ async fn api_request(
     uri: Uri,
     Query(params): Query<HashMap<String, String>>,
     headers: HeaderMap,
+    identity: Option<Extension<Arc<Identity>>>,
     body: Bytes,
 ) -> Response {
+    let identity = identity.map(|Extension(who)| who);
     let req = Request {
         method,
         path: uri.path().to_string(),
@@ -124,7 +139,13 @@ async fn api_request(
         Some(ApiPath::GroupVersion { group, version }) => {
             discovery::resource_list(&state, group, version, &req.path)
         }
-        Some(ApiPath::Resource(target)) => dispatch(&state, &target, &req).await,
+        Some(ApiPath::Resource(target)) => {
+            let verb = Verb::of(&req.method, target.name.is_some(), req.flag("watch"));
+            match authorize(&state, identity.as_deref(), &target, verb) {
+                Ok(()) => dispatch(&state, &target, verb, &req).await,
+                Err(denied) => denied.into_response(),
+            }
+        }
     }
 }
 
@@ -175,6 +196,35 @@ impl Verb {
     }
 }
 
+/// Whether `who` may do `verb` on `target` (always when the simulator authorizes nobody).
+fn authorize(
+    state: &ApiState,
+    who: Option<&Identity>,
+    target: &ResourcePath<'_>,
+    verb: Verb,
+) -> Result<(), ApiError> {
+    let (Some(access), Some(who)) = (&state.access, who) else {
+        return Ok(());
+    };
+    if verb == Verb::Unsupported {
+        return Ok(());
+    }
+    let mut namespace = target.namespace.unwrap_or_default();
+    // A namespace named in the URL is also the namespace of the request, as in kube-apiserver.
+    if target.group.is_empty() && target.plural == "namespaces" {
+        namespace = target.name.unwrap_or(namespace);
+    }
+    let request = Attributes {
+        verb: verb.as_str().into(),
+        group: target.group.into(),
+        resource: target.plural.into(),
+        subresource: target.subresource.unwrap_or_default().into(),
+        namespace: namespace.into(),
+        name: target.name.unwrap_or_default().into(),
+    };
+    access.authorize(who, &request)
+}
+
 /// Records a write in the simulator's write log (as kube-apiserver's audit log would).
 fn record_write(state: &ApiState, verb: Verb, target: &ResourcePath<'_>, req: &Request) {
     let write = matches!(
@@ -196,7 +246,12 @@ fn record_write(state: &ApiState, verb: Verb, target: &ResourcePath<'_>, req: &R
 
 /// Serves a verb on a resource: finds the resource, checks the URL fits it, applies the
 /// injected faults, and calls the verb.
-async fn dispatch(state: &ApiState, target: &ResourcePath<'_>, req: &Request) -> Response {
+async fn dispatch(
+    state: &ApiState,
+    target: &ResourcePath<'_>,
+    verb: Verb,
+    req: &Request,
+) -> Response {
     let found = state
         .cluster
         .find_resource(target.group, target.version, target.plural)
@@ -207,7 +262,6 @@ async fn dispatch(state: &ApiState, target: &ResourcePath<'_>, req: &Request) ->
     if !target.fits(&def) {
         return ApiError::no_such_resource(&req.path).into_response();
     }
-    let verb = Verb::of(&req.method, target.name.is_some(), req.flag("watch"));
     let delay = state.faults.delay();
     if !delay.is_zero() {
         tokio::time::sleep(delay).await;
