@@ -193,3 +193,135 @@ async fn a_teams_resources_run_a_bad_one_is_refused_with_its_place_and_a_deleted
     );
     t.stop().await;
 }
+
+/// The simulator with RBAC on: team-a's ServiceAccount `runner` may read and write
+/// ConfigMaps in team-a only; team-b's `runner` may do nothing.
+const RBAC: &str = r#"
+authorization: RBAC
+objects:
+  - {apiVersion: v1, kind: Namespace, metadata: {name: team-a}}
+  - {apiVersion: v1, kind: Namespace, metadata: {name: team-b}}
+  - {apiVersion: v1, kind: ServiceAccount, metadata: {name: runner, namespace: team-a}}
+  - {apiVersion: v1, kind: ServiceAccount, metadata: {name: runner, namespace: team-b}}
+  - apiVersion: rbac.authorization.k8s.io/v1
+    kind: Role
+    metadata: {name: configmaps, namespace: team-a}
+    rules:
+      - {apiGroups: [""], resources: [configmaps], verbs: [get, list, watch, create, patch]}
+  - apiVersion: rbac.authorization.k8s.io/v1
+    kind: RoleBinding
+    metadata: {name: runner, namespace: team-a}
+    roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: configmaps}
+    subjects: [{kind: ServiceAccount, name: runner, namespace: team-a}]
+"#;
+
+/// A Handler running the `writer` test plugin (pulled by digest) as `runner`, writing copies
+/// into `target`, and its Route of the ConfigMaps labelled `to=LABEL`.
+fn writer(namespace: &str, name: &str, plugin: &str, target: &str, label: &str) -> String {
+    format!(
+        "apiVersion: switchyard.dev/v1alpha1
+kind: Handler
+metadata: {{name: {name}, namespace: {namespace}}}
+spec:
+  plugin: {plugin}
+  service_account: runner
+  max_retries: 0
+  config: {{namespace: {target}}}
+  capabilities: {{configmaps: [apply]}}
+---
+apiVersion: switchyard.dev/v1alpha1
+kind: Route
+metadata: {{name: {name}, namespace: {namespace}}}
+spec:
+  resource: configmaps
+  labels: to={label}
+  handler: {name}
+"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_teams_writes_are_held_to_its_rbac_and_a_route_it_may_not_watch_does_not_start() {
+    let sim = switchyard::sim::Simulator::start(switchyard::sim::SimOptions {
+        config: switchyard::sim::SimConfig::from_yaml(RBAC, "test config").expect("a sim config"),
+        tls: true,
+        ..switchyard::sim::SimOptions::default()
+    })
+    .await
+    .expect("start the simulator");
+    let kubectl = Arc::new(Kubectl::new(&sim));
+    let (code, crds, stderr) = switchyard(&["crds"]);
+    assert_eq!(code, 0, "switchyard crds failed: {stderr}");
+    let k = kubectl.clone();
+    blocking(move || apply(&k, &crds)).await;
+    let registry = crate::support::registry::Registry::start().await;
+    let file = support::built_plugin("writer");
+    let (code, out, err) = crate::oci::push(
+        file.to_str().unwrap(),
+        &registry.reference("team/writer:v1"),
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    let plugin = out
+        .trim()
+        .strip_prefix("pushed ")
+        .expect("the pinned reference")
+        .to_string();
+    let client = sim.client().unwrap();
+    let t = TestDaemon::builder("tenancy: {resources: [configmaps]}\n")
+        .sim(sim)
+        .start()
+        .await;
+
+    let k = kubectl.clone();
+    let resources = [
+        writer("team-a", "own", &plugin, "team-a", "own"),
+        writer("team-a", "across", &plugin, "team-b", "b"),
+        writer("team-b", "theirs", &plugin, "team-b", "own"),
+    ];
+    blocking(move || resources.iter().for_each(|r| apply(&k, r))).await;
+    let refused = condition(&client, ("Route", "theirs", "team-b"), "Invalid", "True").await;
+    assert!(
+        refused.contains("system:serviceaccount:team-b:runner may not list configmaps in namespace team-b (SubjectAccessReview)"),
+        "{refused}"
+    );
+    condition(&client, ("Route", "own", "team-a"), "Ready", "True").await;
+    condition(&client, ("Route", "across", "team-a"), "Ready", "True").await;
+
+    // Writing in its own namespace works; writing in team-b is refused by the API server.
+    create_configmap(
+        &client,
+        "team-a",
+        json!({"metadata": {"name": "x", "labels": {"to": "own"}}}),
+    )
+    .await;
+    create_configmap(
+        &client,
+        "team-a",
+        json!({"metadata": {"name": "y", "labels": {"to": "b"}}}),
+    )
+    .await;
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), "team-a");
+    eventually("copy-x in team-a", Duration::from_secs(30), async || {
+        cms.get_opt("copy-x").await.ok()?
+    })
+    .await;
+    let letters = eventually(
+        "a dead letter of team-a.across",
+        Duration::from_secs(30),
+        async || {
+            let (_, body) = t.get("/handlers/team-a.across/dead-letters").await;
+            let letters = body["dead_letters"].as_array().cloned().unwrap_or_default();
+            (!letters.is_empty()).then_some(letters)
+        },
+    )
+    .await;
+    let error = letters[0]["last_error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("User \"system:serviceaccount:team-a:runner\" cannot patch resource \"configmaps\" in API group \"\" in the namespace \"team-b\""),
+        "{error}"
+    );
+    let theirs: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(client.clone(), "team-b");
+    assert!(theirs.get_opt("copy-y").await.unwrap().is_none());
+    t.stop().await;
+}
