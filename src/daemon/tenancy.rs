@@ -52,16 +52,34 @@ impl Teams {
     }
 }
 
-/// Applies the team resources again each time they change, until the daemon goes away.
+/// How often a team Handler's counts are written to its status.
+const COUNTS_EVERY: Duration = Duration::from_secs(10);
+
+/// Applies the team resources again each time they change, and writes the team Handlers'
+/// counts now and then, until the daemon goes away.
 pub(super) fn spawn(shared: &Arc<Shared>) -> Option<JoinHandle<()>> {
     let mut changes = shared.teams.as_ref()?.watch.subscribe();
     let shared: Weak<Shared> = Arc::downgrade(shared);
     Some(tokio::spawn(async move {
-        while changes.changed().await.is_ok() {
-            let now = changes.borrow_and_update().clone().unwrap_or_default();
+        let mut tick = tokio::time::interval(COUNTS_EVERY);
+        loop {
+            let changed = tokio::select! {
+                changed = changes.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                    true
+                }
+                _ = tick.tick() => false,
+            };
             let Some(shared) = shared.upgrade() else {
                 return;
             };
+            if !changed {
+                shared.write_team_counts().await;
+                continue;
+            }
+            let now = changes.borrow_and_update().clone().unwrap_or_default();
             if let Some(teams) = &shared.teams {
                 *lock(&teams.resources) = now;
             }
@@ -156,6 +174,28 @@ impl Shared {
             }
         }
         denied
+    }
+
+    /// Writes each team Handler's counts to its status.
+    async fn write_team_counts(&self) {
+        let Some(teams) = &self.teams else { return };
+        let topology = self.topology();
+        let counts: Vec<_> = topology
+            .handlers
+            .iter()
+            .filter_map(|handler| {
+                let owner = handler.spec().owner.as_ref()?;
+                let detail = handler.detail();
+                let counts = crate::tenancy::Counts {
+                    processed: detail.status.processed,
+                    failed: detail.status.failed,
+                    dead_letters: detail.status.dead_letters as u64,
+                    last_error: detail.last_errors.last().map(|e| e.error.clone()),
+                };
+                Some(((owner.namespace.clone(), owner.name.clone()), counts))
+            })
+            .collect();
+        teams.status.lock().await.write_counts(&counts).await;
     }
 
     /// Writes the team resources' statuses.

@@ -15,5 +15,5 @@ pub mod watch;
 
 pub use access::may_watch;
 pub use impersonate::impersonating;
-pub use status::StatusWriter;
+pub use status::{Counts, StatusWriter};
 pub use watch::TeamWatch;

@@ -41,12 +41,27 @@ pub fn status_of(verdict: &Verdict, now: &str) -> ResourceStatus {
     }
 }
 
+/// What a team Handler has done, for its status.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Events finished.
+    pub processed: u64,
+    /// Failed calls.
+    pub failed: u64,
+    /// Dead letters kept now.
+    pub dead_letters: u64,
+    /// The last error, secrets redacted.
+    pub last_error: Option<String>,
+}
+
 /// Writes each resource's status when what it says changes, and an Event when a resource
 /// is refused.
 pub struct StatusWriter {
     client: kube::Client,
     /// What was last written, by kind, namespace and name: problems and generation.
     written: BTreeMap<(TeamKind, String, String), (Option<i64>, Vec<String>)>,
+    /// The counts last written, by the Handler's namespace and name.
+    counted: BTreeMap<(String, String), Counts>,
 }
 
 impl StatusWriter {
@@ -55,6 +70,7 @@ impl StatusWriter {
         Self {
             client,
             written: BTreeMap::new(),
+            counted: BTreeMap::new(),
         }
     }
 
@@ -91,25 +107,59 @@ impl StatusWriter {
         });
     }
 
+    /// Writes the counts of each team Handler (`namespace`, `name`) that changed since last
+    /// written.
+    pub async fn write_counts(&mut self, counts: &[((String, String), Counts)]) {
+        for (key, now) in counts {
+            if self.counted.get(key) == Some(now) {
+                continue;
+            }
+            let patch = json!({"status": {
+                "processed": now.processed,
+                "failed": now.failed,
+                "deadLetters": now.dead_letters,
+                "lastError": now.last_error.as_deref().map(|e| crate::util::redact::redact(e).into_owned()),
+            }});
+            match self.patch(TeamKind::Handler, &key.0, &key.1, &patch).await {
+                Ok(()) => {
+                    self.counted.insert(key.clone(), now.clone());
+                }
+                Err(e) => {
+                    tracing::debug!(namespace = %key.0, name = %key.1, error = %e, "cannot write a team Handler's counts")
+                }
+            }
+        }
+        self.counted
+            .retain(|key, _| counts.iter().any(|(k, _)| k == key));
+    }
+
     async fn patch_status(&self, verdict: &Verdict, now: &str) -> Result<(), String> {
+        let patch = json!({"status": status_of(verdict, now)});
+        self.patch(verdict.kind, &verdict.namespace, &verdict.name, &patch)
+            .await
+    }
+
+    /// A merge patch of a team resource's status subresource.
+    async fn patch(
+        &self,
+        kind: TeamKind,
+        namespace: &str,
+        name: &str,
+        patch: &serde_json::Value,
+    ) -> Result<(), String> {
         let resource = ApiResource {
             group: GROUP.into(),
             version: VERSION.into(),
             api_version: format!("{GROUP}/{VERSION}"),
-            kind: verdict.kind.as_str().into(),
-            plural: format!("{}s", verdict.kind.as_str().to_lowercase()),
+            kind: kind.as_str().into(),
+            plural: format!("{}s", kind.as_str().to_lowercase()),
         };
         let api: Api<DynamicObject> =
-            Api::namespaced_with(self.client.clone(), &verdict.namespace, &resource);
-        let patch = json!({"status": status_of(verdict, now)});
-        api.patch_status(
-            &verdict.name,
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await
-        .map(|_| ())
-        .map_err(|e| kube_error(&e))
+            Api::namespaced_with(self.client.clone(), namespace, &resource);
+        api.patch_status(name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .map(|_| ())
+            .map_err(|e| kube_error(&e))
     }
 
     /// An Event on the refused resource (a failure to write one is only logged).

@@ -28,6 +28,17 @@ fn apply(kubectl: &Kubectl, yaml: &str) {
     assert!(out.ok, "kubectl apply failed: {}\n{yaml}", out.stderr);
 }
 
+/// The API resource of a team kind.
+fn team_kind(kind: &str) -> ApiResource {
+    ApiResource {
+        group: "switchyard.dev".into(),
+        version: "v1alpha1".into(),
+        api_version: "switchyard.dev/v1alpha1".into(),
+        kind: kind.into(),
+        plural: format!("{}s", kind.to_lowercase()),
+    }
+}
+
 /// Waits until the team resource `kind`/`name` in `namespace` has condition `condition` =
 /// `status`; its message.
 async fn condition(
@@ -36,14 +47,7 @@ async fn condition(
     condition: &str,
     status: &str,
 ) -> String {
-    let resource = ApiResource {
-        group: "switchyard.dev".into(),
-        version: "v1alpha1".into(),
-        api_version: "switchyard.dev/v1alpha1".into(),
-        kind: kind.into(),
-        plural: format!("{}s", kind.to_lowercase()),
-    };
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &resource);
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &team_kind(kind));
     let what = format!("{kind} {namespace}/{name} with {condition}={status}");
     eventually(&what, Duration::from_secs(20), async || {
         let object = api.get_opt(name).await.ok()??;
@@ -130,6 +134,13 @@ async fn a_teams_resources_run_a_bad_one_is_refused_with_its_place_and_a_deleted
     create_configmap(&client, "team-a", json!({"metadata": {"name": "ours"}})).await;
     eventually("ours delivered", Duration::from_secs(20), async || {
         names(&receiver).contains(&"ours".to_string()).then_some(())
+    })
+    .await;
+    let handlers: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), "team-a", &team_kind("Handler"));
+    eventually("the Handler's count", Duration::from_secs(30), async || {
+        let handler = handlers.get("notify").await.ok()?;
+        (handler.data["status"]["processed"].as_u64()? >= 1).then_some(())
     })
     .await;
     assert!(
