@@ -344,7 +344,7 @@ impl Daemon {
         let client = kube_client(&config, &mut options).await?;
         let (assignment_tx, assignment) = sharded::channel(&config);
         let commit_latency = crate::metrics::latency_histogram();
-        let (state, stale_finalizers) = open_state(&config, &commit_latency)?;
+        let state = open_state(&config, &commit_latency)?;
         let (mut shared, watcher) = Shared::new(
             &config,
             client,
@@ -364,6 +364,11 @@ impl Daemon {
             .expect("nothing else holds the shared state yet")
             .state = state;
         let (config, teams_listed, verdicts) = with_teams(config, &mut shared).await;
+        // Only once the team routes are merged: the store keeps what the config runs.
+        let stale_finalizers = match &shared.state {
+            Some(state) if teams_listed => prune_state(state, &config)?,
+            _ => Vec::new(),
+        };
         let (membership, election) = start_ha(&config, &mut shared, assignment_tx);
         let applied = Topology::empty(config.clone())
             .apply(config.clone(), &shared.stages())
@@ -392,9 +397,7 @@ impl Daemon {
                     .collect(),
             )
         });
-        if teams_listed {
-            topology::release_stale(stale_finalizers, running, &shared.stages());
-        }
+        topology::release_stale(stale_finalizers, running, &shared.stages());
         let waiting_task = waiting::spawn(&shared);
         let teams_task = tenancy::spawn(&shared);
         let config_watcher = if options.watch_config {
@@ -536,13 +539,20 @@ impl Daemon {
 fn open_state(
     config: &Config,
     commit_latency: &prometheus_client::metrics::histogram::Histogram,
-) -> Result<(Option<crate::state::State>, Vec<StaleFinalizer>)> {
+) -> Result<Option<crate::state::State>> {
     let Some(spec) = &config.state else {
-        return Ok((None, Vec::new()));
+        return Ok(None);
     };
     let histogram = commit_latency.clone();
     let observe = Box::new(move |took: Duration| histogram.observe(took.as_secs_f64()));
     let state = crate::state::State::open(spec, Some(observe))?;
+    tracing::info!(store = %state.path().display(), "state store open");
+    Ok(Some(state))
+}
+
+/// Drops what the store holds for routes and handlers `config` no longer has, and returns
+/// the finalizers its objects still carry that no route of `config` holds them with.
+fn prune_state(state: &crate::state::State, config: &Config) -> Result<Vec<StaleFinalizer>> {
     let routes = config.routes.iter().map(|r| r.name.as_str()).collect();
     let handlers = config.handlers.iter().map(|h| h.name.as_str()).collect();
     let held = config
@@ -551,9 +561,7 @@ fn open_state(
         .filter_map(|r| r.finalizer.as_deref())
         .collect();
     state.retain(&routes, &handlers, &held)?;
-    let stale = state.stale_finalizers(&held)?;
-    tracing::info!(store = %state.path().display(), "state store open");
-    Ok((Some(state), stale))
+    Ok(state.stale_finalizers(&held)?)
 }
 
 /// The admin API's access rule for `addr`: refused beyond loopback without a token.

@@ -336,3 +336,124 @@ async fn a_teams_writes_are_held_to_its_rbac_and_a_route_it_may_not_watch_does_n
     assert!(theirs.get_opt("copy-y").await.unwrap().is_none());
     t.stop().await;
 }
+
+/// The ConfigMap names of the requests the receiver answered 200.
+fn delivered(receiver: &Receiver) -> Vec<String> {
+    receiver
+        .delivered()
+        .iter()
+        .filter_map(|r| {
+            r.body["object"]["metadata"]["name"]
+                .as_str()
+                .map(String::from)
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_edited_in_place_keeps_its_queue_and_a_restart_resumes_team_routes_exactly() {
+    let receiver = Receiver::start().await;
+    let url = receiver.url("http");
+    let sim = support::start_sim().await;
+    let kubectl = Arc::new(Kubectl::new(&sim));
+    let (code, crds, stderr) = switchyard(&["crds"]);
+    assert_eq!(code, 0, "switchyard crds failed: {stderr}");
+    let k = kubectl.clone();
+    let handler = webhook_handler("team-a", "notify", &url, "  max_retries: 1000\n");
+    let route = configmap_route("team-a", "cms", "notify", "");
+    blocking(move || {
+        apply(&k, &crds);
+        ok(&k, &["create", "namespace", "team-a"]);
+        apply(&k, &handler);
+        apply(&k, &route);
+    })
+    .await;
+    let client = sim.client().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    sim.write_kubeconfig(&kubeconfig).unwrap();
+    support::write_config(
+        dir.path(),
+        &format!(
+            "state_dir: state\nadmin:\n  listen: 127.0.0.1:0\n  probes_listen: null\ntenancy:\n  resources: [configmaps]\n  http: [\"{url}\"]\n"
+        ),
+    );
+    let first = crate::state::Child::start(dir.path(), &kubeconfig).await;
+    create_configmap(&client, "team-a", json!({"metadata": {"name": "early"}})).await;
+    eventually("early delivered", Duration::from_secs(30), async || {
+        delivered(&receiver)
+            .contains(&"early".to_string())
+            .then_some(())
+    })
+    .await;
+
+    // The receiver goes down; changes wait in the handler's queue while it is edited.
+    receiver.set(crate::support::receiver::Mode::Down);
+    for name in ["a", "b"] {
+        create_configmap(&client, "team-a", json!({"metadata": {"name": name}})).await;
+    }
+    eventually("a and b tried", Duration::from_secs(30), async || {
+        let tried = names(&receiver);
+        (tried.contains(&"a".to_string()) && tried.contains(&"b".to_string())).then_some(())
+    })
+    .await;
+    let k = kubectl.clone();
+    let edited = webhook_handler(
+        "team-a",
+        "notify",
+        &url,
+        "  max_retries: 1000\n  timeout: 3s\n",
+    );
+    blocking(move || apply(&k, &edited)).await;
+    let status = eventually(
+        "the edited Handler applied",
+        Duration::from_secs(30),
+        async || {
+            let status = first.status().await;
+            let reload = &status["config"]["last"];
+            (reload["trigger"] == "resources"
+                && reload["plan"]["handlers"]["changed"] == json!(["team-a.notify"]))
+            .then_some(status)
+        },
+    )
+    .await;
+    let queued = status["handlers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["name"] == "team-a.notify")
+        .map(|h| {
+            h["queue_depth"].as_u64().unwrap()
+                + h["delayed"].as_u64().unwrap()
+                + h["in_flight"].as_u64().unwrap()
+        })
+        .unwrap();
+    assert_eq!(
+        queued, 2,
+        "the edited handler kept both waiting changes: {status:#}"
+    );
+
+    // Killed with them queued; the next daemon delivers them, and not `early` again.
+    first.process.kill();
+    receiver.set(crate::support::receiver::Mode::Ok);
+    let _second = crate::state::Child::start(dir.path(), &kubeconfig).await;
+    eventually(
+        "a and b delivered after the restart",
+        Duration::from_secs(30),
+        async || {
+            let done = delivered(&receiver);
+            (done.contains(&"a".to_string()) && done.contains(&"b".to_string())).then_some(())
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let early = delivered(&receiver)
+        .iter()
+        .filter(|n| *n == "early")
+        .count();
+    assert_eq!(
+        early, 1,
+        "a change delivered before the restart is not delivered again"
+    );
+    sim.stop().await;
+}
