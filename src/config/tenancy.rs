@@ -522,10 +522,14 @@ fn bounds(
         if r.kind != TeamKind::Handler {
             continue;
         }
-        let Some(h) = config.handlers.iter().find(|h| h.name == r.config_name()) else {
+        let Some(h) = config
+            .handlers
+            .iter_mut()
+            .find(|h| h.name == r.config_name())
+        else {
             continue;
         };
-        let mut found = Vec::new();
+        let mut found = own_secrets_only(h, &r.namespace);
         if h.memory > tenancy.max_memory {
             found.push(format!(
                 "spec.memory: {} bytes is above tenancy.max_memory ({} bytes)",
@@ -568,6 +572,30 @@ fn bounds(
         }
     }
     any
+}
+
+/// A team Handler's `valueFrom:` reads Secrets of its own namespace (the default there), never
+/// the daemon's environment, files or other namespaces; what else it names.
+fn own_secrets_only(handler: &mut super::HandlerSpec, namespace: &str) -> Vec<String> {
+    use super::value_from::ValueSource;
+    let mut found = Vec::new();
+    for value in &mut handler.value_refs {
+        match &mut value.source {
+            ValueSource::Secret(secret) => match &secret.namespace {
+                None => secret.namespace = Some(namespace.to_string()),
+                Some(other) if other == namespace => {}
+                Some(other) => found.push(format!(
+                    "spec.config.{}.valueFrom: the Secret {other}/{} is not in this namespace ({namespace})",
+                    value.path, secret.name
+                )),
+            },
+            ValueSource::Env(_) | ValueSource::File(_) => found.push(format!(
+                "spec.config.{}.valueFrom: a team Handler reads values only from Secrets of its namespace (secretKeyRef)",
+                value.path
+            )),
+        }
+    }
+    found
 }
 
 /// Marks the handlers and routes that came from resources with their owner.

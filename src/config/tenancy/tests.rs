@@ -270,3 +270,59 @@ fn a_route_watches_only_the_resources_tenancy_allows_with_its_own_watch() {
     );
     assert!(m.verdicts[3].problems.is_empty(), "{:?}", m.verdicts[3]);
 }
+
+#[test]
+fn a_team_handler_reads_only_secrets_of_its_namespace() {
+    let with = |value: Value| {
+        let mut spec = notify();
+        spec["config"]["headers"] = json!({"authorization": {"valueFrom": value}});
+        spec
+    };
+    let m = merged(&[
+        handler(
+            "team-a",
+            "own",
+            with(json!({"secretKeyRef": {"name": "hook", "key": "token"}})),
+        ),
+        handler(
+            "team-a",
+            "theirs",
+            with(json!({"secretKeyRef": {"namespace": "team-b", "name": "hook", "key": "token"}})),
+        ),
+        handler(
+            "team-a",
+            "env",
+            with(json!({"env": "AWS_SECRET_ACCESS_KEY"})),
+        ),
+        handler(
+            "team-a",
+            "file",
+            with(json!({"file": "/var/run/secrets/token"})),
+        ),
+    ]);
+    assert!(m.verdicts[0].problems.is_empty(), "{:?}", m.verdicts[0]);
+    let own = m
+        .config
+        .handlers
+        .iter()
+        .find(|h| h.name == "team-a.own")
+        .unwrap();
+    assert_eq!(
+        own.value_refs[0].source.to_string(),
+        "Secret team-a/hook key \"token\""
+    );
+    assert_eq!(
+        m.verdicts[1].problems,
+        [
+            "spec.config.headers.authorization.valueFrom: the Secret team-b/hook is not in this namespace (team-a)"
+        ]
+    );
+    for i in [2, 3] {
+        assert_eq!(
+            m.verdicts[i].problems,
+            [
+                "spec.config.headers.authorization.valueFrom: a team Handler reads values only from Secrets of its namespace (secretKeyRef)"
+            ]
+        );
+    }
+}
