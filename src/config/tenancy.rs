@@ -227,6 +227,33 @@ fn prepare_handler(
     }
     spec.entry("qps")
         .or_insert_with(|| tenancy.max_qps.min(10.0).into());
+    team_outbound(spec, problems);
+}
+
+/// A team Handler's `outbound:` names no file of the daemon's and refuses private
+/// addresses a name resolves to (an address its entries name stays reachable).
+fn team_outbound(spec: &mut Map<String, Value>, problems: &mut Vec<String>) {
+    let outbound = spec
+        .entry("outbound")
+        .or_insert_with(|| Value::Object(Map::new()));
+    let Value::Object(outbound) = outbound else {
+        return;
+    };
+    for field in ["ca_bundle", "client_cert", "client_key"] {
+        if outbound.contains_key(field) {
+            problems.push(format!(
+                "spec.outbound.{field}: names a file of the daemon's; not for team Handlers"
+            ));
+        }
+    }
+    match outbound.get("refuse_private") {
+        Some(Value::Bool(false)) => problems.push(
+            "spec.outbound.refuse_private: a team Handler always refuses private addresses its entries do not name".into(),
+        ),
+        _ => {
+            outbound.insert("refuse_private".into(), true.into());
+        }
+    }
 }
 
 /// Whether a team may run `plugin`: a built-in (when allowed) or an `oci://` reference that

@@ -326,3 +326,28 @@ fn a_team_handler_reads_only_secrets_of_its_namespace() {
         );
     }
 }
+
+#[test]
+fn a_team_handler_names_no_daemon_file_and_refuses_private_addresses() {
+    let mut files = notify();
+    files["outbound"] = json!({"ca_bundle": "/etc/ssl/private/ca.pem", "refuse_private": false});
+    let m = merged(&[
+        handler("team-a", "plain", notify()),
+        handler("team-a", "files", files),
+    ]);
+    assert!(m.verdicts[0].problems.is_empty(), "{:?}", m.verdicts[0]);
+    let plain = m
+        .config
+        .handlers
+        .iter()
+        .find(|h| h.name == "team-a.plain")
+        .unwrap();
+    assert!(plain.outbound.egress.refuse_private);
+    assert_eq!(
+        m.verdicts[1].problems,
+        [
+            "spec.outbound.ca_bundle: names a file of the daemon's; not for team Handlers",
+            "spec.outbound.refuse_private: a team Handler always refuses private addresses its entries do not name",
+        ]
+    );
+}
