@@ -351,3 +351,42 @@ fn a_team_handler_names_no_daemon_file_and_refuses_private_addresses() {
         ]
     );
 }
+
+#[test]
+fn the_recipes_team_resources_merge_as_written() {
+    let tenancy =
+        "tenancy:\n  resources: [v1/events, configmaps]\n  http: [\"https://hooks.example.com\"]\n";
+    for recipe in ["warning-events", "janitor"] {
+        let path = format!(
+            "{}/plugins/recipes/{recipe}/team.yaml",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        // The release's registry and the janitor artifact's digest, as a team fills them in.
+        let digest = format!("sha256:{}", "a".repeat(64));
+        let text = std::fs::read_to_string(&path)
+            .unwrap()
+            .replace("REGISTRY", "registry.example.com")
+            .replace("sha256:DIGEST", &digest);
+        let objects: Vec<Value> = serde_saphyr::from_multiple(&text).expect("YAML documents");
+        let resources: Vec<TeamResource> = objects
+            .iter()
+            .map(|o| TeamResource {
+                kind: if o["kind"] == "Route" {
+                    TeamKind::Route
+                } else {
+                    TeamKind::Handler
+                },
+                namespace: "team-a".into(),
+                name: o["metadata"]["name"].as_str().unwrap().into(),
+                generation: Some(1),
+                spec: o["spec"].clone(),
+            })
+            .collect();
+        assert_eq!(resources.len(), 2, "{path}");
+        let m = merge(Path::new("switchyard.yaml"), tenancy, &resources).unwrap();
+        for v in &m.verdicts {
+            assert!(v.problems.is_empty(), "{path}: {v:?}");
+        }
+        assert_eq!(m.config.routes.len(), 1, "{path}");
+    }
+}
