@@ -227,12 +227,13 @@ fn reference_yaml() -> String {
 }
 
 /// Where a mapping of the config sits, as the key sets below name it.
-const SECTIONS: [&str; 10] = [
+const SECTIONS: [&str; 11] = [
     "",
     "admin",
     "ha",
     "oci",
     "tracing",
+    "tenancy",
     "informers.*",
     "informers.*.transform",
     "handlers.*",
@@ -266,6 +267,7 @@ fn documented_keys(value: &Value) -> BTreeMap<&'static str, BTreeSet<String>> {
     found.insert("ha", keys(&value["ha"]));
     found.insert("oci", keys(&value["oci"]));
     found.insert("tracing", keys(&value["tracing"]));
+    found.insert("tenancy", keys(&value["tenancy"]));
     found.insert(
         "informers.*.transform",
         union(informers.iter().map(|i| &i["transform"]).collect()),
@@ -285,7 +287,9 @@ fn documented_keys(value: &Value) -> BTreeMap<&'static str, BTreeSet<String>> {
 fn schema_keys(section: &str) -> BTreeSet<String> {
     let config = match section {
         "" => "zz_unknown: 1\n".to_string(),
-        "admin" | "ha" | "oci" | "tracing" => format!("{section}:\n  zz_unknown: 1\n"),
+        "admin" | "ha" | "oci" | "tracing" | "tenancy" => {
+            format!("{section}:\n  zz_unknown: 1\n")
+        }
         "informers.*" => "informers:\n  i:\n    resource: v1/pods\n    zz_unknown: 1\n".into(),
         "informers.*.transform" => {
             "informers:\n  i:\n    resource: v1/pods\n    transform: {zz_unknown: 1}\n".into()
