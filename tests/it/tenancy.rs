@@ -457,3 +457,50 @@ async fn a_handler_edited_in_place_keeps_its_queue_and_a_restart_resumes_team_ro
     );
     sim.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_team_route_takes_its_finalizer_off_what_it_held() {
+    let receiver = Receiver::start().await;
+    let url = receiver.url("http");
+    let sim = support::start_sim().await;
+    let kubectl = Arc::new(Kubectl::new(&sim));
+    let (code, crds, stderr) = switchyard(&["crds"]);
+    assert_eq!(code, 0, "switchyard crds failed: {stderr}");
+    let k = kubectl.clone();
+    let handler = webhook_handler("team-a", "notify", &url, "");
+    let route = configmap_route("team-a", "held", "notify", "  finalizer: true\n");
+    blocking(move || {
+        apply(&k, &crds);
+        ok(&k, &["create", "namespace", "team-a"]);
+        apply(&k, &handler);
+        apply(&k, &route);
+    })
+    .await;
+    let client = sim.client().unwrap();
+    let yaml = format!("tenancy:\n  resources: [configmaps]\n  http: [\"{url}\"]\n");
+    let t = TestDaemon::builder(&yaml).sim(sim).start().await;
+    create_configmap(&client, "team-a", json!({"metadata": {"name": "kept"}})).await;
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), "team-a");
+    let finalizers = async || {
+        let cm = cms.get("kept").await.ok()?;
+        Some(cm.metadata.finalizers.unwrap_or_default())
+    };
+    eventually(
+        "the team Route's finalizer on kept",
+        Duration::from_secs(30),
+        async || {
+            let held = finalizers().await?;
+            (held == ["switchyard.dev/team-a.held"]).then_some(())
+        },
+    )
+    .await;
+    let k = kubectl.clone();
+    blocking(move || ok(&k, &["delete", "route", "held", "-n", "team-a"])).await;
+    eventually(
+        "the finalizer taken off",
+        Duration::from_secs(30),
+        async || finalizers().await?.is_empty().then_some(()),
+    )
+    .await;
+    t.stop().await;
+}
