@@ -200,6 +200,10 @@ async fn impersonation_needs_the_impersonate_verb_and_acts_as_the_impersonated()
                 "--token switchyard-token --as={RUNNER_A} --as-group=system:masters get nodes"
             )),
             args(&format!("--as={RUNNER_A} get leases -n team-b")),
+            args(&format!(
+                "--token switchyard-token --as={RUNNER_A} --as-uid=42 get configmaps -n team-a"
+            )),
+            args("--as=alice --as-uid=42 get configmaps -n team-a"),
         ],
     )
     .await;
@@ -240,6 +244,37 @@ async fn impersonation_needs_the_impersonate_verb_and_acts_as_the_impersonated()
         outs[8].ok,
         "an impersonated ServiceAccount is in its namespace's group: {:?}",
         outs[8]
+    );
+    assert_eq!(
+        forbidden(&outs[9]),
+        r#"uids "42" is forbidden: User "switchyard" cannot impersonate resource "uids" in API group "" at the cluster scope"#
+    );
+    assert_eq!(
+        forbidden(&outs[10]),
+        r#"configmaps is forbidden: User "alice" cannot list resource "configmaps" in API group "" in the namespace "team-a""#,
+        "the admin may impersonate a user with a uid"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_without_a_known_token_or_with_groups_but_no_user_is_refused() {
+    let sim = start().await;
+    let url = format!("{}/api/v1/namespaces/team-a/configmaps", sim.url());
+    let admin = sim.token().expect("an admin token made at start");
+    let anonymous = https(&sim).get(&url).send().await.unwrap();
+    assert_eq!(anonymous.status().as_u16(), 401);
+    let groups_only = https(&sim)
+        .get(&url)
+        .bearer_auth(admin)
+        .header("Impersonate-Group", "system:masters")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(groups_only.status().as_u16(), 400);
+    let status: Value = groups_only.json().await.unwrap();
+    assert_eq!(
+        status["message"],
+        "Impersonate-Group and Impersonate-Uid need Impersonate-User"
     );
 }
 
