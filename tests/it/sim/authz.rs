@@ -129,6 +129,15 @@ async fn a_role_lets_a_service_account_write_in_its_namespace_and_nowhere_else()
         .to_string(),
     );
     let replace = format!("--token runner-a-token replace -f {}", replace.display());
+    let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+        "metadata": {"name": "creator", "namespace": "team-b"},
+        "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]}]});
+    let binding = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": "team-a-creates", "namespace": "team-b"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "creator"},
+        "subjects": [{"kind": "ServiceAccount", "name": "runner", "namespace": "team-a"}]});
+    let grant = kubectl.file("grant.json", &format!("{role}\n{binding}\n"));
+    let grant = format!("apply -f {}", grant.display());
     let outs = kubectl_runs(
         kubectl,
         vec![
@@ -139,6 +148,8 @@ async fn a_role_lets_a_service_account_write_in_its_namespace_and_nowhere_else()
             args("--token runner-a-token get pods -n team-a"),
             args("--token wrong-token get configmaps -n team-a"),
             args("get configmap mine -n team-a -o name"),
+            args(&grant),
+            args("--token runner-a-token create configmap mine -n team-b"),
         ],
     )
     .await;
@@ -173,6 +184,12 @@ async fn a_role_lets_a_service_account_write_in_its_namespace_and_nowhere_else()
         "configmap/mine",
         "the admin: {:?}",
         outs[6]
+    );
+    assert!(outs[7].ok, "{:?}", outs[7]);
+    assert!(
+        outs[8].ok,
+        "a binding created through the API counts at once: {:?}",
+        outs[8]
     );
 }
 
