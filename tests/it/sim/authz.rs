@@ -129,6 +129,15 @@ async fn a_role_lets_a_service_account_write_in_its_namespace_and_nowhere_else()
         .to_string(),
     );
     let replace = format!("--token runner-a-token replace -f {}", replace.display());
+    let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+        "metadata": {"name": "creator", "namespace": "team-b"},
+        "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]}]});
+    let binding = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": "team-a-creates", "namespace": "team-b"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "creator"},
+        "subjects": [{"kind": "ServiceAccount", "name": "runner", "namespace": "team-a"}]});
+    let grant = kubectl.file("grant.json", &format!("{role}\n{binding}\n"));
+    let grant = format!("apply -f {}", grant.display());
     let outs = kubectl_runs(
         kubectl,
         vec![
@@ -139,6 +148,8 @@ async fn a_role_lets_a_service_account_write_in_its_namespace_and_nowhere_else()
             args("--token runner-a-token get pods -n team-a"),
             args("--token wrong-token get configmaps -n team-a"),
             args("get configmap mine -n team-a -o name"),
+            args(&grant),
+            args("--token runner-a-token create configmap mine -n team-b"),
         ],
     )
     .await;
@@ -174,6 +185,12 @@ async fn a_role_lets_a_service_account_write_in_its_namespace_and_nowhere_else()
         "the admin: {:?}",
         outs[6]
     );
+    assert!(outs[7].ok, "{:?}", outs[7]);
+    assert!(
+        outs[8].ok,
+        "a binding created through the API counts at once: {:?}",
+        outs[8]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -200,6 +217,10 @@ async fn impersonation_needs_the_impersonate_verb_and_acts_as_the_impersonated()
                 "--token switchyard-token --as={RUNNER_A} --as-group=system:masters get nodes"
             )),
             args(&format!("--as={RUNNER_A} get leases -n team-b")),
+            args(&format!(
+                "--token switchyard-token --as={RUNNER_A} --as-uid=42 get configmaps -n team-a"
+            )),
+            args("--as=alice --as-uid=42 get configmaps -n team-a"),
         ],
     )
     .await;
@@ -240,6 +261,37 @@ async fn impersonation_needs_the_impersonate_verb_and_acts_as_the_impersonated()
         outs[8].ok,
         "an impersonated ServiceAccount is in its namespace's group: {:?}",
         outs[8]
+    );
+    assert_eq!(
+        forbidden(&outs[9]),
+        r#"uids "42" is forbidden: User "switchyard" cannot impersonate resource "uids" in API group "" at the cluster scope"#
+    );
+    assert_eq!(
+        forbidden(&outs[10]),
+        r#"configmaps is forbidden: User "alice" cannot list resource "configmaps" in API group "" in the namespace "team-a""#,
+        "the admin may impersonate a user with a uid"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_without_a_known_token_or_with_groups_but_no_user_is_refused() {
+    let sim = start().await;
+    let url = format!("{}/api/v1/namespaces/team-a/configmaps", sim.url());
+    let admin = sim.token().expect("an admin token made at start");
+    let anonymous = https(&sim).get(&url).send().await.unwrap();
+    assert_eq!(anonymous.status().as_u16(), 401);
+    let groups_only = https(&sim)
+        .get(&url)
+        .bearer_auth(admin)
+        .header("Impersonate-Group", "system:masters")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(groups_only.status().as_u16(), 400);
+    let status: Value = groups_only.json().await.unwrap();
+    assert_eq!(
+        status["message"],
+        "Impersonate-Group and Impersonate-Uid need Impersonate-User"
     );
 }
 
