@@ -504,3 +504,49 @@ async fn a_deleted_team_route_takes_its_finalizer_off_what_it_held() {
     .await;
     t.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_namespaces_the_selector_picks_have_their_resources_read() {
+    let receiver = Receiver::start().await;
+    let url = receiver.url("http");
+    let sim = support::start_sim().await;
+    let kubectl = Arc::new(Kubectl::new(&sim));
+    let (code, crds, stderr) = switchyard(&["crds"]);
+    assert_eq!(code, 0, "switchyard crds failed: {stderr}");
+    let k = kubectl.clone();
+    let resources = [
+        webhook_handler("team-a", "notify", &url, ""),
+        configmap_route("team-a", "cms", "notify", ""),
+        webhook_handler("team-b", "notify", &url, ""),
+        configmap_route("team-b", "cms", "notify", ""),
+    ];
+    blocking(move || {
+        apply(&k, &crds);
+        ok(&k, &["create", "namespace", "team-a"]);
+        ok(&k, &["create", "namespace", "team-b"]);
+        ok(&k, &["label", "namespace", "team-a", "tenant=yes"]);
+        resources.iter().for_each(|r| apply(&k, r));
+    })
+    .await;
+    let client = sim.client().unwrap();
+    let yaml = format!(
+        "tenancy:\n  namespaces: tenant=yes\n  resources: [configmaps]\n  http: [\"{url}\"]\n"
+    );
+    let t = TestDaemon::builder(&yaml).sim(sim).start().await;
+    condition(&client, ("Route", "cms", "team-a"), "Ready", "True").await;
+    let routes = |status: &serde_json::Value| -> Vec<String> {
+        status["routes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|r| r["name"].as_str().map(String::from))
+            .collect()
+    };
+    assert_eq!(routes(&t.status_json().await), ["team-a.cms"]);
+    // Labelled, team-b's resources are read and run.
+    let k = kubectl.clone();
+    blocking(move || ok(&k, &["label", "namespace", "team-b", "tenant=yes"])).await;
+    condition(&client, ("Route", "cms", "team-b"), "Ready", "True").await;
+    assert_eq!(routes(&t.status_json().await), ["team-a.cms", "team-b.cms"]);
+    t.stop().await;
+}
