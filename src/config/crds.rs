@@ -236,14 +236,12 @@ fn structural(schema: Value) -> Value {
     if node.contains_key("properties") {
         node.remove("additionalProperties");
     }
-    for key in ["properties"] {
-        if let Some(Value::Object(properties)) = node.remove(key) {
-            let properties: Map<String, Value> = properties
-                .into_iter()
-                .map(|(name, schema)| (name, structural(schema)))
-                .collect();
-            node.insert(key.into(), Value::Object(properties));
-        }
+    if let Some(Value::Object(properties)) = node.remove("properties") {
+        let properties: Map<String, Value> = properties
+            .into_iter()
+            .map(|(name, schema)| (name, structural(schema)))
+            .collect();
+        node.insert("properties".into(), Value::Object(properties));
     }
     for key in ["items", "additionalProperties"] {
         if let Some(inner) = node.remove(key) {

@@ -41,6 +41,9 @@ pub fn status_of(verdict: &Verdict, now: &str) -> ResourceStatus {
     }
 }
 
+/// A team resource: kind, namespace and name.
+type ResourceKey = (TeamKind, String, String);
+
 /// What a team Handler has done, for its status.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Counts {
@@ -59,7 +62,7 @@ pub struct Counts {
 pub struct StatusWriter {
     client: kube::Client,
     /// What was last written, by kind, namespace and name: problems and generation.
-    written: BTreeMap<(TeamKind, String, String), (Option<i64>, Vec<String>)>,
+    written: BTreeMap<ResourceKey, (Option<i64>, Vec<String>)>,
     /// The counts last written, by the Handler's namespace and name.
     counted: BTreeMap<(String, String), Counts>,
 }
