@@ -13,7 +13,9 @@ use crate::support::sim::{Kubectl, blocking};
 use kube::Api;
 use kube::api::{ApiResource, DynamicObject};
 
-use crate::support::{self, TestDaemon, create_configmap, create_namespaces, eventually};
+use switchyard::sim::Simulator;
+
+use crate::support::{self, TestDaemon, create_configmap, eventually};
 
 /// A kubectl run that must succeed; its stdout.
 fn ok(kubectl: &Kubectl, args: &[&str]) -> String {
@@ -26,6 +28,27 @@ fn ok(kubectl: &Kubectl, args: &[&str]) -> String {
 fn apply(kubectl: &Kubectl, yaml: &str) {
     let out = kubectl.run_with_input(&["apply", "-f", "-"], yaml);
     assert!(out.ok, "kubectl apply failed: {}\n{yaml}", out.stderr);
+}
+
+/// kubectl on `sim`, once the CRDs `switchyard crds` prints, the namespaces `namespaces` and
+/// then `resources` are applied with it.
+async fn prepared(sim: &Simulator, namespaces: &[&str], resources: Vec<String>) -> Arc<Kubectl> {
+    let kubectl = Arc::new(Kubectl::new(sim));
+    let (code, crds, stderr) = switchyard(&["crds"]);
+    assert_eq!(code, 0, "switchyard crds failed: {stderr}");
+    let k = kubectl.clone();
+    let namespaces: Vec<String> = namespaces.iter().map(ToString::to_string).collect();
+    blocking(move || {
+        apply(&k, &crds);
+        for namespace in &namespaces {
+            ok(&k, &["create", "namespace", namespace]);
+        }
+        for resource in &resources {
+            apply(&k, resource);
+        }
+    })
+    .await;
+    kubectl
 }
 
 /// The API resource of a team kind.
@@ -108,13 +131,8 @@ async fn a_teams_resources_run_a_bad_one_is_refused_with_its_place_and_a_deleted
     let receiver = Receiver::start().await;
     let url = receiver.url("http");
     let sim = support::start_sim().await;
-    let kubectl = Arc::new(Kubectl::new(&sim));
-    let (code, crds, stderr) = switchyard(&["crds"]);
-    assert_eq!(code, 0, "switchyard crds failed: {stderr}");
-    let k = kubectl.clone();
-    blocking(move || apply(&k, &crds)).await;
+    let kubectl = prepared(&sim, &["team-a", "team-b"], Vec::new()).await;
     let client = sim.client().unwrap();
-    create_namespaces(&client, &["team-a", "team-b"]).await;
     let yaml = format!("tenancy:\n  resources: [configmaps]\n  http: [\"{url}\"]\n");
     let t = TestDaemon::builder(&yaml).sim(sim).start().await;
 
@@ -260,11 +278,7 @@ async fn a_teams_writes_are_held_to_its_rbac_and_a_route_it_may_not_watch_does_n
     })
     .await
     .expect("start the simulator");
-    let kubectl = Arc::new(Kubectl::new(&sim));
-    let (code, crds, stderr) = switchyard(&["crds"]);
-    assert_eq!(code, 0, "switchyard crds failed: {stderr}");
-    let k = kubectl.clone();
-    blocking(move || apply(&k, &crds)).await;
+    let kubectl = prepared(&sim, &[], Vec::new()).await;
     let registry = crate::support::registry::Registry::start().await;
     let file = support::built_plugin("writer");
     let (code, out, err) = crate::oci::push(
@@ -355,19 +369,11 @@ async fn a_handler_edited_in_place_keeps_its_queue_and_a_restart_resumes_team_ro
     let receiver = Receiver::start().await;
     let url = receiver.url("http");
     let sim = support::start_sim().await;
-    let kubectl = Arc::new(Kubectl::new(&sim));
-    let (code, crds, stderr) = switchyard(&["crds"]);
-    assert_eq!(code, 0, "switchyard crds failed: {stderr}");
-    let k = kubectl.clone();
-    let handler = webhook_handler("team-a", "notify", &url, "  max_retries: 1000\n");
-    let route = configmap_route("team-a", "cms", "notify", "");
-    blocking(move || {
-        apply(&k, &crds);
-        ok(&k, &["create", "namespace", "team-a"]);
-        apply(&k, &handler);
-        apply(&k, &route);
-    })
-    .await;
+    let resources = vec![
+        webhook_handler("team-a", "notify", &url, "  max_retries: 1000\n"),
+        configmap_route("team-a", "cms", "notify", ""),
+    ];
+    let kubectl = prepared(&sim, &["team-a"], resources).await;
     let client = sim.client().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
@@ -463,19 +469,11 @@ async fn a_deleted_team_route_takes_its_finalizer_off_what_it_held() {
     let receiver = Receiver::start().await;
     let url = receiver.url("http");
     let sim = support::start_sim().await;
-    let kubectl = Arc::new(Kubectl::new(&sim));
-    let (code, crds, stderr) = switchyard(&["crds"]);
-    assert_eq!(code, 0, "switchyard crds failed: {stderr}");
-    let k = kubectl.clone();
-    let handler = webhook_handler("team-a", "notify", &url, "");
-    let route = configmap_route("team-a", "held", "notify", "  finalizer: true\n");
-    blocking(move || {
-        apply(&k, &crds);
-        ok(&k, &["create", "namespace", "team-a"]);
-        apply(&k, &handler);
-        apply(&k, &route);
-    })
-    .await;
+    let resources = vec![
+        webhook_handler("team-a", "notify", &url, ""),
+        configmap_route("team-a", "held", "notify", "  finalizer: true\n"),
+    ];
+    let kubectl = prepared(&sim, &["team-a"], resources).await;
     let client = sim.client().unwrap();
     let yaml = format!("tenancy:\n  resources: [configmaps]\n  http: [\"{url}\"]\n");
     let t = TestDaemon::builder(&yaml).sim(sim).start().await;
@@ -510,24 +508,15 @@ async fn only_the_namespaces_the_selector_picks_have_their_resources_read() {
     let receiver = Receiver::start().await;
     let url = receiver.url("http");
     let sim = support::start_sim().await;
-    let kubectl = Arc::new(Kubectl::new(&sim));
-    let (code, crds, stderr) = switchyard(&["crds"]);
-    assert_eq!(code, 0, "switchyard crds failed: {stderr}");
-    let k = kubectl.clone();
-    let resources = [
+    let resources = vec![
         webhook_handler("team-a", "notify", &url, ""),
         configmap_route("team-a", "cms", "notify", ""),
         webhook_handler("team-b", "notify", &url, ""),
         configmap_route("team-b", "cms", "notify", ""),
     ];
-    blocking(move || {
-        apply(&k, &crds);
-        ok(&k, &["create", "namespace", "team-a"]);
-        ok(&k, &["create", "namespace", "team-b"]);
-        ok(&k, &["label", "namespace", "team-a", "tenant=yes"]);
-        resources.iter().for_each(|r| apply(&k, r));
-    })
-    .await;
+    let kubectl = prepared(&sim, &["team-a", "team-b"], resources).await;
+    let k = kubectl.clone();
+    blocking(move || ok(&k, &["label", "namespace", "team-a", "tenant=yes"])).await;
     let client = sim.client().unwrap();
     let yaml = format!(
         "tenancy:\n  namespaces: tenant=yes\n  resources: [configmaps]\n  http: [\"{url}\"]\n"
