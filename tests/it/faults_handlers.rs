@@ -292,7 +292,7 @@ routes:
     t.stop_within(Duration::ZERO).await;
 }
 
-/// Issue 28, item 5: a plugin sleeping (a WASI clock poll: it waits in the host, where
+/// A plugin sleeping (a WASI clock poll: it waits in the host, where
 /// epoch interruption never fires) held its worker and its key for as long as it slept.
 /// Now the call ends at the handler's `timeout`, is retried and dead-lettered as any
 /// timeout, and the one worker goes on to the other objects meanwhile.

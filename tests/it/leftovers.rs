@@ -1,4 +1,4 @@
-//! No process a test starts outlives it (issue 34: after a green run, a headless Chromium
+//! No process a test starts outlives it (after a green run, a headless Chromium
 //! and its ten helpers were left running, orphaned, holding about 800 MB, because only
 //! chromedriver was killed). Every helper runs in a process group of its own with a marker
 //! in its environment ([`crate::support::spawned`]); ending it kills the group, and the

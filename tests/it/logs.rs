@@ -130,7 +130,7 @@ async fn text_logs_have_no_colour_off_a_terminal_and_one_line_per_event() {
     );
 }
 
-/// Issue 28, item 6: what a plugin logs had no cap (five calls logging 40 MiB each made
+/// What a plugin logs had no cap (five calls logging 40 MiB each made
 /// 200 MB of the daemon's log). With the default limits, one call logging a 40 MiB line
 /// and then 5,000 lines writes its first 1,000 lines, the long one cut to 16 KiB, and one
 /// line saying what was dropped; the handler's counters count both.

@@ -258,7 +258,7 @@ fn replay_exits_1_showing_the_error_of_an_event_that_fails() {
     assert!(err.contains("1 of 2 event(s) failed"), "{err}");
 }
 
-/// Issue 28, item 5: under `replay` a plugin sleeping in the host (a WASI clock poll) hung
+/// Under `replay` a plugin sleeping in the host (a WASI clock poll) hung
 /// until killed; now its call ends at the handler's `timeout`, as in `run`.
 #[test]
 fn replay_stops_a_plugin_sleeping_past_its_timeout_at_the_deadline() {
@@ -412,7 +412,7 @@ fn replay_lets_a_handler_read_what_it_reads_in_the_daemon() {
     );
 }
 
-/// Issue 43, item 14: a sink whose URL comes from a Secret failed its URL check under
+/// A sink whose URL comes from a Secret failed its URL check under
 /// `replay` (the placeholder was `<Secret slack key "url">`); now it gets a URL on its
 /// allow-list's host, its request is captured, and replay says what stood in.
 #[test]
@@ -461,7 +461,7 @@ routes:
     assert_eq!(out.matches("  note: config.url").count(), 1, "{out}");
 }
 
-/// Issue 43, item 15: a JavaScript plugin whose `fetch` is refused trapped under `replay`
+/// A JavaScript plugin whose `fetch` is refused trapped under `replay`
 /// where the daemon gives it a catchable `TypeError`; replay refuses as the daemon does.
 /// A refusal that dropped the request's body before the plugin had written it made
 /// StarlingMonkey abort on the failed write ("event loop error, but no exception is

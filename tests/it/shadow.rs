@@ -275,7 +275,7 @@ async fn a_reload_adds_and_removes_a_shadow_without_losing_the_queue() {
     t.stop().await;
 }
 
-/// Issue 28, item 5: with a shadow, a plugin sleeping in the host (a WASI clock poll) is
+/// With a shadow, a plugin sleeping in the host (a WASI clock poll) is
 /// stopped at the deadline too, the primary as the shadow: the primary's failure is a
 /// timeout that dead-letters its event, the shadow's is counted, and the one worker goes
 /// on to the next object.

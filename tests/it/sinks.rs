@@ -310,7 +310,7 @@ async fn slack_posts_a_warning_event_and_nothing_for_a_normal_one() {
     t.stop().await;
 }
 
-/// Issue 43, item 12: the sinks ignored `Retry-After` (attempts at 0, 0.1, 0.3 s ... then a
+/// The sinks ignored `Retry-After` (attempts at 0, 0.1, 0.3 s ... then a
 /// dead letter before the time the receiver asked for). A 429 now comes back after the
 /// wait it asks for, and does not count toward `max_retries`; each attempt carries the same
 /// `Idempotency-Key`.
@@ -354,7 +354,7 @@ async fn webhook_waits_as_a_429_asks_and_never_dead_letters_for_it() {
     t.stop().await;
 }
 
-/// Issue 43, item 17: the default body of an update (object and old object) over
+/// The default body of an update (object and old object) over
 /// `outbound.max_request_body` was retried until dead-lettered though no retry could send
 /// it; now it is a dead letter at once that names the limit and the template.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -395,7 +395,7 @@ async fn webhook_dead_letters_a_request_too_large_at_once_saying_what_to_change(
     t.stop().await;
 }
 
-/// Issue 43, item 13: an Event with a 5,000-character `reason` or a 4,000-character
+/// An Event with a 5,000-character `reason` or a 4,000-character
 /// `source.component` made a Block Kit text element longer than Slack's 3,000 characters
 /// (answered `invalid_blocks`, a dead letter at once); every element now fits.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

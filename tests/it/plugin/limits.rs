@@ -105,7 +105,7 @@ async fn an_endless_loop_is_stopped_after_the_host_sat_idle() {
     assert!(matches!(err, Error::Timeout(_)), "{err}");
 }
 
-/// Issue 28, item 5: a plugin in `std::thread::sleep` waits in the host (a WASI clock
+/// A plugin in `std::thread::sleep` waits in the host (a WASI clock
 /// poll), where epoch interruption never fires; the call still ends at its deadline.
 #[tokio::test]
 async fn a_plugin_sleeping_in_the_host_is_stopped_at_the_deadline() {

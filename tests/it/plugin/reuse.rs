@@ -76,7 +76,7 @@ async fn a_reused_instance_counts_its_calls_until_one_fails() {
     t.stop().await;
 }
 
-/// Issue 28, item 5: a call stopped at its deadline while the plugin slept in the host
+/// A call stopped at its deadline while the plugin slept in the host
 /// drops the instance, as a trap does; the next event gets a fresh one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reused_instance_stopped_at_its_deadline_is_dropped() {

@@ -1,5 +1,5 @@
-//! Replicas whose Lease lapsed. One paused with SIGSTOP past its renew deadline (issue 28,
-//! item 4: it woke and handled hundreds of buffered events for the range another replica
+//! Replicas whose Lease lapsed. One paused with SIGSTOP past its renew deadline (once, it
+//! woke and handled hundreds of buffered events for the range another replica
 //! had taken over) must give that range up before any plugin call, count the loss, and
 //! claim a range again only as a new member would, delivering it as a hand-over. The Lease
 //! of one that never comes back is deleted once it is counted dead, so a replica started

@@ -1,5 +1,5 @@
 //! A sharded replica that keeps its state (`state_dir`), killed and started again while
-//! objects were deleted and changed, in its ranges and outside them (issue 31, item 2).
+//! objects were deleted and changed, in its ranges and outside them.
 //!
 //! It first runs alone (so its records cover every object), then another replica joins and
 //! takes half; its handler is paused with changes queued, two of them, when a replica joins

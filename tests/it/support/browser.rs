@@ -7,7 +7,7 @@
 //! stops the browser, panics, or its future is dropped at a timeout), dropping the
 //! [`Browser`] kills them all, and the test fails if any is left. Ending the session over
 //! WebDriver first is a courtesy, bounded in time; killing only chromedriver orphaned the
-//! browser (issue 34).
+//! browser.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
