@@ -499,3 +499,36 @@ async fn webhook_sends_a_batch_in_one_ndjson_request_retries_it_as_a_503_asks_an
     assert_eq!(letters[0]["attempts"], 1, "{letters:#?}");
     t.stop().await;
 }
+
+/// A change the receiver could not take before the daemon was killed is sent again by the
+/// next daemon (with `state_dir`) under the same `Idempotency-Key`, so a receiver that took
+/// it after all can tell.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhook_sends_a_change_again_after_a_restart_under_the_same_idempotency_key() {
+    let receiver = Receiver::start().await;
+    receiver.set(Mode::Down);
+    let sim = support::start_sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    sim.write_kubeconfig(&kubeconfig).unwrap();
+    let sink = json!({"url": format!("{}/hooks", receiver.url("http"))});
+    let yaml = format!(
+        "state_dir: state\nadmin:\n  listen: 127.0.0.1:0\n  probes_listen: null\n{}",
+        config("builtin:webhook", sink, &receiver, CONFIGMAPS)
+    );
+    support::write_config(dir.path(), &yaml);
+    let first = crate::state::Child::start(dir.path(), &kubeconfig).await;
+    let client = sim.client().unwrap();
+    support::create_configmap(&client, "default", json!({"metadata": {"name": "a"}})).await;
+    let tried =
+        support::eventually_sync("a tried", WAIT, || receiver.received().first().cloned()).await;
+    let key = header(&tried, "idempotency-key")
+        .expect("a key")
+        .to_string();
+    first.process.kill();
+    receiver.set(Mode::Ok);
+    let _second = crate::state::Child::start(dir.path(), &kubeconfig).await;
+    let sent = delivered(&receiver, 1).await;
+    assert_eq!(header(&sent[0], "idempotency-key"), Some(key.as_str()));
+    sim.stop().await;
+}
