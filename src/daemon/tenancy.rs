@@ -190,7 +190,12 @@ impl Shared {
                     processed: detail.status.processed,
                     failed: detail.status.failed,
                     dead_letters: detail.status.dead_letters as u64,
-                    last_error: detail.last_errors.last().map(|e| e.error.clone()),
+                    // A plugin that cannot be loaded (a pull refused) says why first.
+                    last_error: detail
+                        .status
+                        .plugin_error
+                        .clone()
+                        .or_else(|| detail.last_errors.last().map(|e| e.error.clone())),
                 };
                 Some(((owner.namespace.clone(), owner.name.clone()), counts))
             })
