@@ -84,6 +84,9 @@ impl Handler {
             if let Some((delivery, event)) = self.take_next(&key) {
                 bytes += size.unwrap_or(0);
                 let attempt = self.queue.num_requeues(&key) + 1;
+                if let Some(trace) = &event.trace {
+                    trace.dequeued(attempt);
+                }
                 items.push(Item {
                     key: key.clone(),
                     delivery,
@@ -134,6 +137,11 @@ impl Handler {
         };
         let context = crate::util::lock(&self.host_context).clone();
         context.caches_listed().await;
+        // One call span per traced event: the batch's call, seen from each of its events.
+        let calls: Vec<_> = items
+            .iter()
+            .map(|i| i.event.trace.as_ref().map(|t| t.call(i.attempt)))
+            .collect();
         let started = std::time::Instant::now();
         let result = instances
             .call_batch(plugin, &context, &limits, &self.config_json, &events)
@@ -155,13 +163,19 @@ impl Handler {
         self.track_quarantine(&first.key, result.as_ref().err(), is_try);
         match result {
             Ok(outcomes) => {
-                for (item, outcome) in items.into_iter().zip(outcomes) {
-                    self.apply_item(item, outcome).await;
+                for ((item, outcome), call) in items.into_iter().zip(outcomes).zip(calls) {
+                    self.apply_item(item, outcome, call.as_ref()).await;
                 }
             }
             Err(error) => {
-                for i in items {
-                    self.failed(&i.key, (i.delivery, i.event), i.attempt, &error, None);
+                for (i, call) in items.into_iter().zip(calls) {
+                    self.failed(
+                        &i.key,
+                        (i.delivery, i.event),
+                        i.attempt,
+                        &error,
+                        call.as_ref(),
+                    );
                 }
             }
         }
@@ -188,7 +202,12 @@ impl Handler {
     /// Applies one item's outcome to its key as a single event's is applied: done forgets
     /// the key's backoff (its next owed event, if any, is queued already), retry requeues it
     /// with backoff (at least the delay given), dead letter gives the event up at once.
-    async fn apply_item(&self, item: Item, outcome: ItemOutcome) {
+    async fn apply_item(
+        &self,
+        item: Item,
+        outcome: ItemOutcome,
+        call: Option<&crate::traces::CallTrace>,
+    ) {
         let Item {
             key,
             delivery,
@@ -197,6 +216,9 @@ impl Handler {
         } = item;
         match outcome {
             ItemOutcome::Done => {
+                if let Some(trace) = call {
+                    trace.end("done", None);
+                }
                 let finalizer = self.finalizers().of(&key.route).cloned();
                 self.succeeded(&key, (delivery, event), attempt, finalizer.as_ref())
                     .await;
@@ -208,13 +230,13 @@ impl Handler {
                     None => "the plugin asked to retry this event".to_string(),
                 };
                 let error = crate::plugin::Error::Handler(why);
-                self.failed_after(&key, (delivery, event), attempt, &error, (None, at_least));
+                self.failed_after(&key, (delivery, event), attempt, &error, (call, at_least));
             }
             ItemOutcome::DeadLetter(reason) => {
                 let reason = crate::util::redact::redact_owned(reason);
                 let error =
                     crate::plugin::Error::Handler(format!("{} {reason}", crate::plugin::PERMANENT));
-                self.failed(&key, (delivery, event), attempt, &error, None);
+                self.failed(&key, (delivery, event), attempt, &error, call);
             }
         }
     }

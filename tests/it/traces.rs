@@ -323,3 +323,79 @@ async fn without_an_endpoint_in_the_config_nothing_is_exported_whatever_the_envi
     assert!(requests.is_empty(), "{requests:?}");
     sim.stop().await;
 }
+
+/// The `event` span of `object` that ended with `outcome`, and every span read so far; the
+/// test's task sleeps between short reads, so the daemon on the same runtime goes on
+/// exporting while it waits.
+async fn traced(collector: &mut Collector, object: &str, outcome: &str) -> (Value, Vec<Value>) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        tokio::task::block_in_place(|| collector.lines.read_for(Duration::from_millis(50)));
+        let spans: Vec<Value> = collector
+            .lines
+            .seen()
+            .iter()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|l| l["span"].is_string())
+            .collect();
+        let event = spans.iter().find(|v| {
+            v["span"] == "event"
+                && v["attributes"]["switchyard.object"] == object
+                && v["attributes"]["switchyard.outcome"] == outcome
+        });
+        if let Some(event) = event {
+            return (event.clone(), spans);
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no {outcome} event span of {object}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_event_of_a_batch_is_traced_to_its_own_outcome() {
+    let mut collector = Collector::start();
+    let receiver = Receiver::start().await;
+    let allow = receiver.url("http");
+    let yaml = format!(
+        "
+tracing:
+  otlp_endpoint: {}
+handlers:
+  sink:
+    plugin: builtin:webhook
+    max_retries: 0
+    batch: {{max_events: 10, max_wait: 300ms}}
+    config: {{url: \"{allow}/events\", batch_format: json_array}}
+    capabilities:
+      http: [\"{allow}\"]
+routes:
+  - name: cms
+    resource: configmaps
+    handler: sink
+",
+        collector.endpoint()
+    );
+    let t = TestDaemon::start(&yaml).await;
+    for name in ["b1", "b2", "b3"] {
+        t.create_configmap(json!({"metadata": {"name": name}}))
+            .await;
+    }
+    for name in ["b1", "b2", "b3"] {
+        let (event, spans) = traced(&mut collector, &format!("default/{name}"), "done").await;
+        child(&spans, "queue", &event);
+        let call = child(&spans, "plugin.call", &event);
+        assert_eq!(call["attributes"]["switchyard.outcome"], "done");
+        assert_eq!(call["attributes"]["switchyard.attempt"], 1);
+    }
+    // A refused batch ends each of its events as a dead letter.
+    receiver.set(Mode::Reject);
+    t.create_configmap(json!({"metadata": {"name": "b4"}}))
+        .await;
+    let (event, spans) = traced(&mut collector, "default/b4", "dead_letter").await;
+    let call = child(&spans, "plugin.call", &event);
+    assert_eq!(call["attributes"]["switchyard.outcome"], "dead_letter");
+    t.stop().await;
+}
