@@ -146,19 +146,24 @@ fn fill(text: &str, event: &Value) -> Value {
 /// with one `ScopeLogs` holding its records in order; `now` is the observed time, and the
 /// time of a record that has none.
 pub fn encode(records: &[Record], now: u64) -> Vec<u8> {
-    let mut resources: Vec<(&[(String, Value)], Vec<&Record>)> = Vec::new();
+    // The records of each resource, grouped by the first one's resource.
+    let mut resources: Vec<Vec<&Record>> = Vec::new();
     for record in records {
-        match resources.iter_mut().find(|(r, _)| *r == record.resource) {
-            Some((_, group)) => group.push(record),
-            None => resources.push((&record.resource, vec![record])),
+        match resources
+            .iter_mut()
+            .find(|group| group[0].resource == record.resource)
+        {
+            Some(group) => group.push(record),
+            None => resources.push(vec![record]),
         }
     }
     let scope = Message::new()
         .string(1, "switchyard")
         .string(2, env!("CARGO_PKG_VERSION"));
     let mut request = Message::new();
-    for (attributes, group) in resources {
-        let resource = attributes
+    for group in resources {
+        let resource = group[0]
+            .resource
             .iter()
             .fold(Message::new(), |m, (k, v)| m.message(1, &key_value(k, v)));
         let scope_logs = group
