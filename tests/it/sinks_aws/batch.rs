@@ -195,3 +195,22 @@ async fn a_batch_of_25_changes_is_split_into_the_calls_each_service_takes_and_ar
     }
     t.stop().await;
 }
+
+#[test]
+fn the_documented_batch_configs_are_valid_configs() {
+    let text = std::fs::read_to_string(support::root().join("docs/sinks.md")).unwrap();
+    let config = crate::docs::yaml_block(&text, "### Batches of changes");
+    let dir = tempfile::tempdir().unwrap();
+    let loaded = switchyard::config::validate(&dir.path().join("switchyard.yaml"), config);
+    let config = loaded.unwrap_or_else(|e| panic!("{e}"));
+    let mut services: Vec<(&str, bool)> = config
+        .handlers
+        .iter()
+        .map(|h| (h.config["service"].as_str().unwrap(), h.batch.is_some()))
+        .collect();
+    services.sort();
+    assert_eq!(
+        services,
+        [("firehose", true), ("logs", true), ("sqs", true)]
+    );
+}

@@ -125,7 +125,8 @@ pub fn service_name(config: &Config) -> String {
 }
 
 /// What a call that failed as a whole means for each change it carried: a wait (throttled),
-/// a retry (no answer, a 5xx, expired credentials), or a dead letter (another refusal).
+/// a retry (no answer, a 5xx, expired credentials), or a dead letter (another refusal, or
+/// a request larger than the handler's `outbound.max_request_body`).
 pub fn for_all(config: &Config, refusal: Refusal) -> ItemOutcome {
     let service = service_name(config);
     match refusal {
@@ -141,13 +142,18 @@ pub fn for_all(config: &Config, refusal: Refusal) -> ItemOutcome {
             if error.code.starts_with("Expired") {
                 credentials::forget();
             }
-            let text = error.into_error();
-            match text.strip_prefix(&switchyard_sdk::permanent("")) {
-                Some(reason) => ItemOutcome::DeadLetter(reason.to_string()),
-                None => retry(&service, &text),
-            }
+            given_up_or_retried(&service, &error.into_error())
         }
-        Refusal::Failed(error) => retry(&service, &error),
+        // A request larger than the handler's `outbound.max_request_body` is permanent.
+        Refusal::Failed(error) => given_up_or_retried(&service, &error),
+    }
+}
+
+/// A dead letter for a permanent error (`permanent: …`), a retry for any other.
+fn given_up_or_retried(service: &str, error: &str) -> ItemOutcome {
+    match error.strip_prefix(&switchyard_sdk::permanent("")) {
+        Some(reason) => ItemOutcome::DeadLetter(reason.to_string()),
+        None => retry(service, error),
     }
 }
 

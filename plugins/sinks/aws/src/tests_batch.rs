@@ -176,6 +176,18 @@ fn a_whole_call_refused_dead_letters_its_changes_and_a_failed_one_retries_them_a
         "{:?}",
         down.logs
     );
+    let too_large = batch(
+        sqs(),
+        Err(Error::TooLarge("HttpRequestBodySize(1048577)".into())),
+        events(2, 10),
+    );
+    let Ok(outcomes) = too_large.outcome else {
+        panic!("{:?}", too_large.outcome)
+    };
+    assert!(
+        matches!(&outcomes[0], ItemOutcome::DeadLetter(r) if r.contains("outbound.max_request_body")),
+        "{outcomes:?}"
+    );
     let throttled = batch(
         sqs(),
         Ok(Response::new(503, "").header("retry-after", "2")),
@@ -328,4 +340,35 @@ fn logs_puts_the_batch_in_one_call_in_order_and_retries_rejected_events() {
             retry
         ])
     );
+}
+
+#[test]
+fn firehose_calls_stop_at_500_records_and_logs_calls_at_1_mib() {
+    let records = |r: &Request| json_body(r)["Records"].as_array().unwrap().len();
+    let firehose = batch(
+        config("firehose", json!({"delivery_stream": "to-s3"})),
+        Ok(Response::new(200, r#"{"FailedPutCount": 0}"#)),
+        events(501, 10),
+    );
+    let sizes: Vec<usize> = firehose.requests.iter().map(records).collect();
+    assert_eq!(sizes, [500, 1]);
+    let logs = batch(
+        config(
+            "logs",
+            json!({"log_group": "/k8s", "log_stream": "changes"}),
+        ),
+        Ok(Response::new(200, "{}")),
+        events(6, 200_000),
+    );
+    let sizes: Vec<usize> = logs
+        .requests
+        .iter()
+        .map(|r| json_body(r)["logEvents"].as_array().unwrap().len())
+        .collect();
+    assert_eq!(
+        sizes,
+        [5, 1],
+        "5 events of 200 KB and their 26 bytes fit in 1 MiB"
+    );
+    assert_eq!(logs.outcome, Ok(vec![ItemOutcome::Done; 6]));
 }
