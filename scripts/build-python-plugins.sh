@@ -10,6 +10,8 @@
 # handler is rebuilt exactly when one of those changes.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+# The contract version the handlers are built against, from the WIT package line.
+contract=$(sed -n 's/^package switchyard:plugin@\(.*\);$/\1/p' "$root/plugins/wit/world.wit")
 componentize_py_version=0.25.1
 python=${PYTHON:-python3}
 venv="$root/plugins/target/python-venv"
@@ -78,7 +80,7 @@ for app in "${apps[@]}"; do
     # The SDK's helpers (switchyard_http) beside the handler's own modules.
     cp "$root"/plugins/python/sdk/*.py "$work/app/"
     (cd "$work" && "$venv/bin/componentize-py" -d "$root/plugins/wit" -w handler \
-      --import-interface-name switchyard:plugin/types@0.1.0=types \
+      --import-interface-name "switchyard:plugin/types@$contract=types" \
       --import-interface-name wasi:http/types@0.2.12=http_types \
       componentize -p app app -o out.wasm >/dev/null)
     mv "$work/out.wasm" "$cache/.$hash.wasm.tmp"

@@ -493,7 +493,10 @@ async fn replay(path: &Path, events: &Path, handler: Option<&str>, json: bool) -
     }
     let failed = reports
         .iter()
-        .filter(|r| matches!(r.outcome, switchyard::offline::ReplayOutcome::Error { .. }))
+        .filter(|r| {
+            use switchyard::offline::ReplayOutcome::{DeadLetter, Error, Retry};
+            matches!(r.outcome, Error { .. } | Retry { .. } | DeadLetter { .. })
+        })
         .count();
     if failed > 0 {
         report(&format!("{failed} of {} event(s) failed", reports.len()));

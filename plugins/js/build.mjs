@@ -3,7 +3,7 @@
 //   node build.mjs HANDLER.js WIT-DIR OUT.wasm
 //
 // HANDLER.js is an ES module exporting `init(config)` and `handle(event)` for the `handler`
-// world in WIT-DIR; it imports the host's functions from `switchyard:plugin/host@0.1.0`
+// world in WIT-DIR; it imports the host's functions from `switchyard:plugin/host@0.1.1`
 // (and `metrics`, `cache`, `kube` likewise). `fetch` sends outbound HTTP requests through
 // `wasi:http/outgoing-handler`, to the destinations the handler's `capabilities.http` allows;
 // incoming HTTP (`fetch-event`) is left out: a handler is called with events, not requests.

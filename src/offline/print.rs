@@ -15,6 +15,9 @@ pub fn text(report: &EventReport) -> String {
     let outcome = match &report.outcome {
         ReplayOutcome::Done => "done".to_string(),
         ReplayOutcome::RequeueAfter { ms } => format!("requeue after {ms} ms"),
+        ReplayOutcome::Retry { ms: None } => "retry".to_string(),
+        ReplayOutcome::Retry { ms: Some(ms) } => format!("retry after {ms} ms"),
+        ReplayOutcome::DeadLetter { reason } => format!("dead letter: {reason}"),
         ReplayOutcome::Error { error } => format!("error: {error}"),
     };
     let kind = serde_json::to_value(report.kind)

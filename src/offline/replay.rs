@@ -1,7 +1,8 @@
 //! `switchyard replay`: each recorded event handed to its handler's plugin once, as the
 //! daemon would call it (the handler's `config`, `timeout` and `memory`, attempt 1), with
 //! no API server: writes are captured and cache reads see an empty cache (see
-//! [`crate::plugin::imports::capture`]).
+//! [`crate::plugin::imports::capture`]). A handler with `batch:` is called as the daemon
+//! calls it, through `handle-batch`, each event in a batch of its own.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -15,8 +16,8 @@ use crate::plugin::imports::PluginMetrics;
 use crate::plugin::imports::capture::{Capture, CapturedMetric, CapturedRequest, CapturedWrite};
 use crate::plugin::outbound::Outbound;
 use crate::plugin::{
-    CallLimits, Event, EventKind, HostContext, LogCounters, Outcome, Plugin, PluginHost, PluginLog,
-    PluginLogs, loader,
+    CallLimits, Event, EventKind, HostContext, ItemOutcome, LogCounters, Outcome, Plugin,
+    PluginHost, PluginLog, PluginLogs, loader,
 };
 
 /// What one call of the plugin ended with.
@@ -29,6 +30,18 @@ pub enum ReplayOutcome {
     RequeueAfter {
         /// The delay asked for.
         ms: u64,
+    },
+    /// The plugin asked to retry the event (`handle-batch`'s `retry`), after at least `ms`
+    /// milliseconds when it said.
+    Retry {
+        /// The least delay asked for.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        ms: Option<u64>,
+    },
+    /// The plugin gave the event up (`handle-batch`'s `dead-letter`).
+    DeadLetter {
+        /// Why, as the plugin said.
+        reason: String,
     },
     /// The plugin returned an error, trapped or ran past its deadline.
     Error {
@@ -126,6 +139,13 @@ pub async fn replay(
             let plugin = loader::load_with(&host, &config.plugins_dir, &spec.plugin, &config.oci)
                 .await
                 .map_err(|e| plugin_problem(&spec.name, &e))?;
+            if spec.batch.is_some() && !plugin.handles_batches() {
+                anyhow::bail!(
+                    "handler {:?}: {}",
+                    spec.name,
+                    crate::plugin::lacks_handle_batch(&spec.plugin)
+                );
+            }
             plugins.insert(spec.plugin.clone(), plugin);
         }
         calls.push((line, event, spec));
@@ -223,15 +243,17 @@ impl Call<'_> {
         // A value from a Secret or the environment is never read: the plugin gets a
         // placeholder of its shape naming where it would come from.
         let (config, placeholders) = placeholder_config(spec);
-        let result = plugin
-            .call_in(&context, &limits, &config.to_string(), &call)
-            .await;
-        let outcome = match result {
-            Ok(Outcome::Done) => ReplayOutcome::Done,
-            Ok(Outcome::RequeueAfter(ms)) => ReplayOutcome::RequeueAfter { ms },
-            Err(e) => ReplayOutcome::Error {
-                error: e.to_string(),
-            },
+        let config = config.to_string();
+        let outcome = if spec.batch.is_some() {
+            batch_of_one(plugin, &context, &limits, &config, call).await
+        } else {
+            match plugin.call_in(&context, &limits, &config, &call).await {
+                Ok(Outcome::Done) => ReplayOutcome::Done,
+                Ok(Outcome::RequeueAfter(ms)) => ReplayOutcome::RequeueAfter { ms },
+                Err(e) => ReplayOutcome::Error {
+                    error: e.to_string(),
+                },
+            }
         };
         let mut lines = Vec::new();
         while let Ok(log) = logged.try_recv() {
@@ -250,6 +272,32 @@ impl Call<'_> {
             requests: capture.requests(),
             placeholders,
         }
+    }
+}
+
+/// Calls `plugin`'s `handle-batch` with `event` alone, as a handler with `batch:` would
+/// (a batch of one: replay hands over the events one by one).
+async fn batch_of_one(
+    plugin: &Plugin,
+    context: &Arc<HostContext>,
+    limits: &CallLimits,
+    config: &str,
+    event: Event,
+) -> ReplayOutcome {
+    let answer = match plugin.instantiate_in(context.clone(), limits, config).await {
+        Ok(mut instance) => instance.handle_batch(&[event]).await,
+        Err(e) => Err(e),
+    };
+    match answer.map(|mut outcomes| outcomes.pop()) {
+        Ok(Some(ItemOutcome::Done)) => ReplayOutcome::Done,
+        Ok(Some(ItemOutcome::Retry(ms))) => ReplayOutcome::Retry { ms },
+        Ok(Some(ItemOutcome::DeadLetter(reason))) => ReplayOutcome::DeadLetter { reason },
+        Ok(None) => ReplayOutcome::Error {
+            error: "handle-batch answered no outcome for the event".into(),
+        },
+        Err(e) => ReplayOutcome::Error {
+            error: e.to_string(),
+        },
     }
 }
 

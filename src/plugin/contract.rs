@@ -41,7 +41,7 @@ pub const WIT_DEPS: [(&str, &str); 7] = [
 /// (`--import-interface-name`): the contract's `types` keeps the plain name `types`
 /// (`wit_world.imports.types`) although `wasi:http` has a `types` interface too.
 pub const PYTHON_MODULE_NAMES: [&str; 2] = [
-    "switchyard:plugin/types@0.1.0=types",
+    "switchyard:plugin/types@0.1.1=types",
     "wasi:http/types@0.2.12=http_types",
 ];
 
@@ -152,7 +152,7 @@ mod tests {
 
     #[test]
     fn the_daemon_speaks_the_version_in_its_wit() {
-        assert_eq!(version(), v("0.1.0"));
+        assert_eq!(version(), v("0.1.1"));
     }
 
     #[test]

@@ -520,3 +520,56 @@ routes:
         "{out}"
     );
 }
+
+#[test]
+fn replay_calls_a_batch_handlers_handle_batch_with_each_event_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = "
+handlers:
+  bulk:
+    plugin: batcher
+    batch: {max_events: 10}
+routes:
+  - name: cms
+    resource: configmaps
+    handler: bulk
+";
+    let config = support::write_config(dir.path(), yaml);
+    let events = dir.path().join("events.jsonl");
+    let line = |name: &str, annotations: Value| event(name, annotations).replace("faulty", "bulk");
+    let lines = [
+        line("fine", json!({})),
+        line("later", json!({"batcher/outcome": "retry-ms:500"})),
+        line(
+            "lost",
+            json!({"batcher/outcome": "dead-letter:no such team"}),
+        ),
+    ];
+    std::fs::write(&events, lines.join("\n")).unwrap();
+    let (code, out, err) = replay(&config, &events);
+    assert_eq!(code, 1, "{out}{err}");
+    for expected in [
+        "line 1: added default/fine (route cms, handler bulk) -> done\n",
+        "  log info: batch of 1: default/fine rv= attempt=1\n",
+        "line 2: added default/later (route cms, handler bulk) -> retry after 500 ms\n",
+        "line 3: added default/lost (route cms, handler bulk) -> dead letter: no such team\n",
+    ] {
+        assert!(out.contains(expected), "{expected:?} in {out}");
+    }
+    assert!(!out.contains("single"), "handle was called: {out}");
+    assert!(err.contains("2 of 3 event(s) failed"), "{err}");
+
+    // A plugin without handle-batch is refused as the daemon refuses it.
+    let config = support::write_config(dir.path(), &yaml.replace("batcher", "noop"));
+    let (code, out, err) = replay(&config, &events);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(
+        err.contains(
+            "handler \"bulk\": plugin \"noop\" does not export handle-batch, which the handler's \
+             batch: calls: build it for the handler-batch world, or remove batch: to call handle \
+             per event"
+        ),
+        "{err}"
+    );
+    assert!(out.is_empty(), "{out}");
+}

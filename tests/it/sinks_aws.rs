@@ -6,6 +6,7 @@
 //! so is a message too large; a throttling, then failing endpoint is retried with the same
 //! deduplication id; a web identity token read from a file is exchanged with moto's STS.
 
+mod batch;
 mod moto;
 
 use std::time::Duration;

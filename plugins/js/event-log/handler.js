@@ -11,7 +11,7 @@
 // - `event-log/requeue-ms: N` asks to be called again for the object after N ms.
 //
 // Any other exception becomes an error too, named by its type, instead of a trap.
-import { log } from 'switchyard:plugin/host@0.1.0';
+import { log } from 'switchyard:plugin/host@0.1.1';
 
 const ERROR = 'event-log/error';
 const REQUEUE_MS = 'event-log/requeue-ms';

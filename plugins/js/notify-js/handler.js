@@ -6,7 +6,7 @@
 // backoff (and keeps it as a dead letter after `max_retries`); a 4xx (but 429) throws an
 // error beginning with `permanent:`, which the daemon does not retry: the event becomes a
 // dead letter at once, with the receiver's answer in it.
-import { log } from 'switchyard:plugin/host@0.1.0';
+import { log } from 'switchyard:plugin/host@0.1.1';
 
 let url = null;
 

@@ -62,11 +62,11 @@ pub mod batch_bindings {
         export_macro_name: "__export_handler_batch_world",
         default_bindings_module: "switchyard_sdk::batch_bindings",
         with: {
-            "switchyard:plugin/types@0.1.0": crate::bindings::switchyard::plugin::types,
-            "switchyard:plugin/host@0.1.0": crate::bindings::switchyard::plugin::host,
-            "switchyard:plugin/metrics@0.1.0": crate::bindings::switchyard::plugin::metrics,
-            "switchyard:plugin/cache@0.1.0": crate::bindings::switchyard::plugin::cache,
-            "switchyard:plugin/kube@0.1.0": crate::bindings::switchyard::plugin::kube,
+            "switchyard:plugin/types@0.1.1": crate::bindings::switchyard::plugin::types,
+            "switchyard:plugin/host@0.1.1": crate::bindings::switchyard::plugin::host,
+            "switchyard:plugin/metrics@0.1.1": crate::bindings::switchyard::plugin::metrics,
+            "switchyard:plugin/cache@0.1.1": crate::bindings::switchyard::plugin::cache,
+            "switchyard:plugin/kube@0.1.1": crate::bindings::switchyard::plugin::kube,
         },
         generate_all,
     });

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use switchyard::plugin::{
-    CallLimits, Error, Event, EventKind, Outcome, PluginHost, PluginLogs, loader,
+    CallLimits, Error, Event, EventKind, ItemOutcome, Outcome, PluginHost, PluginLogs, loader,
 };
 
 use crate::support::{self, TestDaemon};
@@ -291,7 +291,34 @@ async fn a_plugin_built_for_a_contract_version_the_daemon_does_not_speak_is_refu
     assert_eq!(
         err,
         "plugin \"nextmajor\" is invalid: it is built for switchyard:plugin@1.0.0, which this daemon \
-         does not speak (it speaks switchyard:plugin@0.1.0): rebuild the plugin against the \
+         does not speak (it speaks switchyard:plugin@0.1.1): rebuild the plugin against the \
          daemon's wit/world.wit, or run a daemon that speaks 1.0.0"
+    );
+}
+
+#[tokio::test]
+async fn a_plugin_built_for_the_contract_before_this_one_loads_and_is_called_unchanged() {
+    let host = PluginHost::new().unwrap();
+    let plugin = loader::load(&host, &support::plugins_dir(), "oldcontract")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let logs = PluginLogs::default();
+    let handler: Arc<str> = Arc::from("old");
+    let mut instance = plugin
+        .instantiate(handler.clone(), &logs, &limits(), "null")
+        .await
+        .unwrap();
+    let outcome = instance.handle(&event(json!({}))).await.unwrap();
+    assert!(matches!(outcome, Outcome::Done), "{outcome:?}");
+    let outcomes = instance
+        .handle_batch(&[event(json!({})), event(json!({}))])
+        .await
+        .unwrap();
+    assert!(
+        matches!(
+            &outcomes[..],
+            [ItemOutcome::Done, ItemOutcome::DeadLetter(reason)] if reason == "the second"
+        ),
+        "{outcomes:?}"
     );
 }

@@ -2,7 +2,8 @@
 //! whose requests are decoded with OpenTelemetry's own protobuf definitions (PyPI's
 //! `opentelemetry-proto`): a Warning Event becomes a log record about its Pod with the
 //! semantic conventions' resource attributes, WARN severity and the Event's attributes; a
-//! 503 is retried with the same `log.record.uid`; a 400 is a dead letter naming the answer.
+//! 503 is retried with the same `log.record.uid`; a 400 is a dead letter naming the answer;
+//! with `batch:`, the changes of a batch are one request, a record each.
 
 use std::io::Write;
 use std::process::{Command, Stdio};
@@ -12,7 +13,7 @@ use kube::Api;
 use kube::api::PostParams;
 use serde_json::{Map, Value, json};
 
-use super::{WAIT, config_for, core_event, delivered, header};
+use super::{CONFIGMAPS, WAIT, config_for, core_event, delivered, header};
 use crate::support::receiver::{Mode, Receiver};
 use crate::support::{self, TestDaemon, spawned};
 
@@ -137,5 +138,69 @@ async fn otlp_sends_a_warning_event_as_a_log_record_about_its_pod() {
         letter["last_error"], "permanent: the receiver answered 400: invalid_payload",
         "{letter:#}"
     );
+    t.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn otlp_with_batch_sends_the_changes_ready_in_one_request_a_record_each() {
+    const COUNT: usize = 6;
+    // The ConfigMaps are there before the daemon starts: its first list makes every change
+    // ready at once, so one batch takes them all.
+    let sim = support::start_sim().await;
+    let client = sim.client().unwrap();
+    let mut keys = std::collections::BTreeSet::new();
+    for i in 0..COUNT {
+        let made = support::create_configmap(
+            &client,
+            "default",
+            json!({"metadata": {"name": format!("c{i}")}}),
+        )
+        .await;
+        let meta = made.metadata;
+        keys.insert(format!(
+            "{}.{}.add",
+            meta.uid.unwrap(),
+            meta.resource_version.unwrap()
+        ));
+    }
+    let receiver = Receiver::start().await;
+    let sink = json!({"url": receiver.url("http")});
+    let yaml = config_for("builtin:otlp", sink, &receiver.url("http"), CONFIGMAPS).replace(
+        "    instance: reuse\n",
+        "    instance: reuse\n    concurrency: 1\n    batch: {max_events: 100, max_wait: 1s}\n",
+    );
+    let t = TestDaemon::builder(&yaml).sim(sim).start().await;
+    let request = delivered(&receiver, 1).await.remove(0);
+    let decoded = decode(&request.raw);
+    // A ResourceLogs per object, each with its one record.
+    let resources = decoded["resourceLogs"].as_array().unwrap();
+    assert_eq!(resources.len(), COUNT, "{decoded:#}");
+    let mut uids = std::collections::BTreeSet::new();
+    for resource_logs in resources {
+        let resource = attributes(&resource_logs["resource"]["attributes"]);
+        let records = resource_logs["scopeLogs"][0]["logRecords"]
+            .as_array()
+            .unwrap();
+        assert_eq!(records.len(), 1, "{resource_logs:#}");
+        let body = attributes(&records[0]["body"]["kvlistValue"]["values"]);
+        assert_eq!(
+            resource["k8s.configmap.name"],
+            body["metadata"]["kvlistValue"]["values"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|kv| kv["key"] == "name")
+                .unwrap()["value"]
+        );
+        let uid = &attributes(&records[0]["attributes"])["log.record.uid"];
+        uids.insert(uid["stringValue"].as_str().unwrap().to_string());
+    }
+    assert_eq!(uids, keys);
+    support::eventually("every change done", WAIT, async || {
+        let status = t.status_json().await;
+        (status["handlers"][0]["processed"] == COUNT).then_some(())
+    })
+    .await;
+    assert_eq!(receiver.received().len(), 1, "one request for the batch");
     t.stop().await;
 }

@@ -4,6 +4,8 @@ answer on stdout.
 {"endpoint": URL, "action": "setup"}: the queues, topic, bus, stream and group the tests send
 to, and the subscriptions and rules that carry what reaches them to queues and a bucket.
 {"endpoint": URL, "action": "read"}: what each destination holds now.
+{"endpoint": URL, "action": "drain", "queues": {NAME: URL}}: the messages visible in each
+queue now, hidden from later reads (so that reads in turn see each message once).
 """
 
 import json
@@ -77,6 +79,26 @@ def messages(sqs, url):
     return [{"body": m["Body"], "attributes": m.get("Attributes", {})} for m in got]
 
 
+def drain(endpoint, queues):
+    sqs = client(endpoint, "sqs")
+    drained = {}
+    for name, url in queues.items():
+        got = []
+        while True:
+            batch = sqs.receive_message(
+                QueueUrl=url,
+                MaxNumberOfMessages=10,
+                AttributeNames=["All"],
+                WaitTimeSeconds=0,
+                VisibilityTimeout=600,
+            ).get("Messages", [])
+            if not batch:
+                break
+            got.extend({"body": m["Body"], "attributes": m.get("Attributes", {})} for m in batch)
+        drained[name] = got
+    return {"queues": drained}
+
+
 def read(endpoint, queues):
     sqs = client(endpoint, "sqs")
     s3 = client(endpoint, "s3")
@@ -103,6 +125,8 @@ def main():
     endpoint = request["endpoint"]
     if request["action"] == "setup":
         answer = setup(endpoint)
+    elif request["action"] == "drain":
+        answer = drain(endpoint, request["queues"])
     else:
         answer = read(endpoint, request["queues"])
     json.dump(answer, sys.stdout)

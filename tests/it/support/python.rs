@@ -22,6 +22,10 @@ pub fn opentelemetry_proto() -> PathBuf {
 /// `requirements` (pip's `NAME==VERSION`) installed, made if it is not there yet. Name each
 /// set of requirements differently, with its versions, so a changed set is a new one.
 pub fn venv(name: &str, requirements: &[&str]) -> PathBuf {
+    // One install at a time: two tests making the same environment at once would share its
+    // partial folder.
+    static INSTALLING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _installing = INSTALLING.lock().unwrap_or_else(|e| e.into_inner());
     let venv = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
     let python = venv.join("bin/python");
     if !python.exists() {

@@ -1,6 +1,9 @@
-//! aws: sends each change to an AWS service, one request per change, signed with SigV4 in
-//! the plugin: SNS (`Publish`), SQS (`SendMessage`, FIFO queues too), EventBridge
-//! (`PutEvents`), Kinesis Data Firehose (`PutRecord`) or CloudWatch Logs (`PutLogEvents`).
+//! aws: sends each change to an AWS service, signed with SigV4 in the plugin: SNS
+//! (`Publish`), SQS (`SendMessage`, FIFO queues too), EventBridge (`PutEvents`), Kinesis
+//! Data Firehose (`PutRecord`) or CloudWatch Logs (`PutLogEvents`), one request per change;
+//! with `batch:` in the handler's config, a batch of changes in as few calls of the
+//! service's batch API as its limits allow (`SendMessageBatch`, `PublishBatch`, `PutEvents`,
+//! `PutRecordBatch`, `PutLogEvents`), with an outcome per change (see [`batch`]).
 //!
 //! ```yaml
 //! handlers:
@@ -26,12 +29,14 @@
 //! a throttled answer and a message too large become.
 
 mod aws;
+mod batch;
+mod batch_calls;
 mod config;
 mod credentials;
 mod message;
 mod services;
 
-use switchyard_sdk::{Configured, Event, Level, Outcome, export_handler, log};
+use switchyard_sdk::{Configured, ConfiguredBatch, Event, ItemOutcome, Level, Outcome, log};
 
 use crate::aws::Refusal;
 use crate::config::{Config, Service};
@@ -100,7 +105,37 @@ impl Configured for Aws {
     }
 }
 
-export_handler!(Aws);
+impl ConfiguredBatch for Aws {
+    fn handle_batch(&self, events: Vec<Event>) -> Result<Vec<ItemOutcome>, String> {
+        let service = batch::service_name(&self.config);
+        let mut outcomes = vec![ItemOutcome::Done; events.len()];
+        let mut ready = Vec::new();
+        let mut messages = Vec::new();
+        for (i, event) in events.iter().enumerate() {
+            match message::build(event, self.max_message(event), &service) {
+                Ok(message) => {
+                    ready.push(i);
+                    messages.push(message);
+                }
+                // A change too large (or not JSON) is refused before anything is sent.
+                Err(error) => {
+                    let reason = error.strip_prefix(&switchyard_sdk::permanent(""));
+                    outcomes[i] = ItemOutcome::DeadLetter(reason.unwrap_or(&error).to_string());
+                }
+            }
+        }
+        if !messages.is_empty() {
+            for (i, outcome) in ready.into_iter().zip(batch::send(&self.config, &messages)) {
+                outcomes[i] = outcome;
+            }
+        }
+        Ok(outcomes)
+    }
+}
+
+switchyard_sdk::export_batch_handler!(Aws);
 
 #[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests;
+#[cfg(all(test, not(target_arch = "wasm32")))]
+mod tests_batch;

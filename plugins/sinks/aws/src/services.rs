@@ -1,11 +1,10 @@
 //! Each service's call for one message: SNS `Publish`, SQS `SendMessage`, EventBridge
-//! `PutEvents`, Firehose `PutRecord`, CloudWatch Logs `PutLogEvents`. One event per
-//! request; each builds its request body from a [`Message`] so that a batch call
-//! (`SendMessageBatch`, `PutRecordBatch`, several `PutEvents` entries) can take a list of
-//! them later.
+//! `PutEvents`, Firehose `PutRecord`, CloudWatch Logs `PutLogEvents`. The batch calls are
+//! in [`crate::batch_calls`].
 
 use serde_json::{Value, json};
 use sigv4::{Credentials, Scope};
+use switchyard_sdk::http::Response;
 use switchyard_sdk::sink::base64;
 
 use crate::aws::{self, AwsError, Protocol, Refusal, Target};
@@ -44,7 +43,7 @@ pub fn send(config: &Config, credentials: &Credentials, message: &Message) -> Re
             &firehose(config, message),
         )
         .map(drop),
-        Service::Logs => logs(config, message, &call),
+        Service::Logs => logs(config, &[message.text.as_str()], &call).map(drop),
     }
 }
 
@@ -70,7 +69,7 @@ fn sns(config: &Config, message: &Message) -> String {
 }
 
 /// The FIFO message group: `message_group_id`, else the object.
-fn group(config: &Config, message: &Message) -> String {
+pub fn group(config: &Config, message: &Message) -> String {
     fifo_id(
         config
             .message_group_id
@@ -115,22 +114,26 @@ fn eventbridge_entry(answer: &str) -> Result<(), Refusal> {
     if answer["FailedEntryCount"].as_u64().unwrap_or(0) == 0 {
         return Ok(());
     }
-    let entry = &answer["Entries"][0];
+    Err(eventbridge_failure(&answer["Entries"][0]))
+}
+
+/// What a failed `PutEvents` entry (with an `ErrorCode`) means: throttled, a retry
+/// (`InternalFailure`, the one failure of an entry that a retry can change), or a refusal.
+pub fn eventbridge_failure(entry: &Value) -> Refusal {
     let code = entry["ErrorCode"].as_str().unwrap_or("Unknown").to_string();
     let message = entry["ErrorMessage"]
         .as_str()
         .unwrap_or_default()
         .to_string();
     if aws::is_throttling(&code) {
-        return Err(Refusal::Throttled(aws::throttle_wait(None)));
+        return Refusal::Throttled(aws::throttle_wait(None));
     }
-    // `InternalFailure` is the one failure of an entry that a retry can change.
     let status = if code == "InternalFailure" { 500 } else { 400 };
-    Err(Refusal::Refused(AwsError {
+    Refusal::Refused(AwsError {
         status,
         code,
         message,
-    }))
+    })
 }
 
 /// Firehose `PutRecord`: the message and a newline (so the objects Firehose writes to S3
@@ -140,17 +143,23 @@ fn firehose(config: &Config, message: &Message) -> String {
     json!({"DeliveryStreamName": config.delivery_stream, "Record": {"Data": data}}).to_string()
 }
 
-/// CloudWatch Logs `PutLogEvents`; a missing stream is created (`CreateLogStream`) and the
-/// event put again. A missing group is a refusal: the sink does not create groups (their
-/// retention and encryption are the account's choice).
-fn logs(
+/// CloudWatch Logs `PutLogEvents` of `texts`, one event each, all with the time now (so
+/// in time order); a missing stream is created (`CreateLogStream`) and the events put
+/// again. A missing group is a refusal: the sink does not create groups (their retention
+/// and encryption are the account's choice).
+pub fn logs(
     config: &Config,
-    message: &Message,
-    call: &dyn Fn(Protocol, &str) -> Result<switchyard_sdk::http::Response, Refusal>,
-) -> Result<(), Refusal> {
+    texts: &[&str],
+    call: &dyn Fn(Protocol, &str) -> Result<Response, Refusal>,
+) -> Result<Response, Refusal> {
     let stream = json!({"logGroupName": config.log_group, "logStreamName": config.log_stream});
     let mut put = stream.clone();
-    put["logEvents"] = json!([{"timestamp": aws::now() * 1000, "message": message.text}]);
+    let now = aws::now() * 1000;
+    let events: Vec<Value> = texts
+        .iter()
+        .map(|text| json!({"timestamp": now, "message": text}))
+        .collect();
+    put["logEvents"] = json!(events);
     let put = put.to_string();
     match call(Protocol::Json11("Logs_20140328.PutLogEvents"), &put) {
         Err(Refusal::Refused(e))
@@ -173,9 +182,9 @@ fn logs(
                     config.log_group.as_deref().unwrap_or_default()
                 ),
             );
-            call(Protocol::Json11("Logs_20140328.PutLogEvents"), &put).map(drop)
+            call(Protocol::Json11("Logs_20140328.PutLogEvents"), &put)
         }
-        other => other.map(drop),
+        other => other,
     }
 }
 

@@ -21,6 +21,13 @@
 //! `partial_success` rejects the record is permanent too (a dead letter naming the
 //! receiver's `error_message`). Each record's `log.record.uid` is the change's idempotency
 //! key.
+//!
+//! With `batch:` in the handler's config, a batch of changes is one request: a
+//! `ResourceLogs` per object, each holding the records of the changes about it. The answer
+//! counts for every change of the batch alike; a `partial_success` says how many records
+//! were rejected but not which, and OTLP forbids retrying it, so the changes are done (a
+//! warning names the count and the message) unless every record was rejected (each a dead
+//! letter).
 
 mod proto;
 mod record;
@@ -30,8 +37,12 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::json;
 use switchyard_sdk::http::Request;
-use switchyard_sdk::sink::{Sent, change_key, check_header, check_url, event_json, object, send};
-use switchyard_sdk::{Configured, Event, Outcome, export_handler, template};
+use switchyard_sdk::sink::{
+    Sent, answer_for_all, change_key, check_header, check_url, event_json, object, send,
+};
+use switchyard_sdk::{
+    Configured, ConfiguredBatch, Event, ItemOutcome, Level, Outcome, log, template,
+};
 
 /// The handler's `config`.
 #[derive(Debug, Deserialize)]
@@ -94,22 +105,11 @@ impl Configured for Otlp {
     }
 
     fn handle(&self, event: Event) -> Result<Outcome, String> {
-        let key = change_key(event.kind, &object(&event)?);
-        let record = record::build(&event_json(&event)?, &key, &self.extra);
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
-        let mut request = Request::post(&self.endpoint);
-        for (name, value) in &self.headers {
-            request = request.header(name, value.trim());
-        }
-        let request = request
-            .header("content-type", "application/x-protobuf")
-            .body(record::encode(&record, now));
-        match send(request)? {
+        let record = self.record(&event)?;
+        match send(self.request(&[record]))? {
             Sent::Answered(response) => match rejected(&response.body) {
-                Some(why) => Err(switchyard_sdk::permanent(&format!(
-                    "the receiver rejected the log record: {why}"
+                Some((count, why)) => Err(switchyard_sdk::permanent(&format!(
+                    "the receiver rejected the log record: {count} rejected: {why}"
                 ))),
                 None => Ok(Outcome::Done),
             },
@@ -118,10 +118,85 @@ impl Configured for Otlp {
     }
 }
 
-/// Why a 2xx answer (an `ExportLogsServiceResponse`) rejected the record, if its
-/// `partial_success` (field 1) says it did: `rejected_log_records` (1) above 0, with its
-/// `error_message` (2). An empty or unreadable answer rejects nothing.
-fn rejected(body: &[u8]) -> Option<String> {
+impl ConfiguredBatch for Otlp {
+    fn handle_batch(&self, events: Vec<Event>) -> Result<Vec<ItemOutcome>, String> {
+        let mut outcomes = vec![ItemOutcome::Done; events.len()];
+        let mut records = Vec::new();
+        let mut sent = Vec::new();
+        for (i, event) in events.iter().enumerate() {
+            match self.record(event) {
+                Ok(record) => {
+                    records.push(record);
+                    sent.push(i);
+                }
+                Err(error) => outcomes[i] = ItemOutcome::DeadLetter(error),
+            }
+        }
+        if records.is_empty() {
+            return Ok(outcomes);
+        }
+        let response = self.request(&records).send()?;
+        let outcome = if response.is_success() {
+            partial_success(&response.body, records.len())
+        } else {
+            answer_for_all(&response).outcome
+        };
+        for i in sent {
+            outcomes[i] = outcome.clone();
+        }
+        Ok(outcomes)
+    }
+}
+
+impl Otlp {
+    /// The record for `event`.
+    fn record(&self, event: &Event) -> Result<record::Record, String> {
+        let key = change_key(event.kind, &object(event)?);
+        Ok(record::build(&event_json(event)?, &key, &self.extra))
+    }
+
+    /// The request exporting `records` in one `ExportLogsServiceRequest`.
+    fn request(&self, records: &[record::Record]) -> Request {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+        let mut request = Request::post(&self.endpoint);
+        for (name, value) in &self.headers {
+            request = request.header(name, value.trim());
+        }
+        request
+            .header("content-type", "application/x-protobuf")
+            .body(record::encode(records, now))
+    }
+}
+
+/// What a 2xx answer to `count` records means for each: done, unless its `partial_success`
+/// rejected some. OTLP says how many, not which, and that the client must not retry a
+/// partial success: so when it rejected all `count`, each is a dead letter naming the
+/// receiver's message; when fewer, each is done and a warning says how many were lost.
+fn partial_success(body: &[u8], count: usize) -> ItemOutcome {
+    let Some((rejected, why)) = rejected(body) else {
+        return ItemOutcome::Done;
+    };
+    if usize::try_from(rejected).is_ok_and(|r| r >= count) {
+        return ItemOutcome::DeadLetter(format!(
+            "the receiver rejected the log records: {rejected} rejected: {why}"
+        ));
+    }
+    log(
+        Level::Warn,
+        &format!(
+            "the receiver rejected {rejected} of {count} log records without saying which \
+             (OTLP's partial success, not retried): {why}"
+        ),
+    );
+    ItemOutcome::Done
+}
+
+/// How many records a 2xx answer (an `ExportLogsServiceResponse`) rejected and why, if its
+/// `partial_success` (field 1) says it rejected some: `rejected_log_records` (1) above 0,
+/// with its `error_message` (2). An empty or unreadable answer rejects nothing.
+fn rejected(body: &[u8]) -> Option<(u64, String)> {
     let partial = proto::fields(body)?
         .into_iter()
         .find_map(|(n, v)| match (n, v) {
@@ -136,10 +211,10 @@ fn rejected(body: &[u8]) -> Option<String> {
             _ => {}
         }
     }
-    (count > 0).then(|| format!("{count} rejected: {message}"))
+    (count > 0).then_some((count, message))
 }
 
-export_handler!(Otlp);
+switchyard_sdk::export_batch_handler!(Otlp);
 
 #[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests {
@@ -212,5 +287,92 @@ mod tests {
         assert!(init(Value::Null).contains("needs at least `url`"));
         let bad = json!({"url": "http://otel", "attributes": {"a": "{{x"}});
         assert!(init(bad).contains("config.attributes.a"));
+    }
+
+    fn batch(
+        answer: Response,
+        events: Vec<Event>,
+    ) -> switchyard_sdk::testing::Report<Vec<ItemOutcome>> {
+        TestHost::new()
+            .config(json!({"url": "http://otel:4318"}))
+            .http("http://otel:4318/", answer)
+            .handle_batch::<Otlp>(events)
+    }
+
+    fn pod(name: &str) -> Value {
+        json!({"kind": "Pod", "metadata": {"name": name, "namespace": "shop", "uid": name,
+               "resourceVersion": "1"}})
+    }
+
+    /// The messages under field 1 (a request's `ResourceLogs`) and, in each, the records
+    /// (field 2 of its `ScopeLogs`, field 2).
+    fn records_per_resource(body: &[u8]) -> Vec<usize> {
+        let bytes = |fields: Vec<(u32, proto::Field<'_>)>, n: u32| -> Vec<Vec<u8>> {
+            fields
+                .into_iter()
+                .filter_map(|(f, v)| match (f, v) {
+                    (f, proto::Field::Bytes(b)) if f == n => Some(b.to_vec()),
+                    _ => None,
+                })
+                .collect()
+        };
+        bytes(proto::fields(body).unwrap(), 1)
+            .iter()
+            .map(|resource_logs| {
+                let scopes = bytes(proto::fields(resource_logs).unwrap(), 2);
+                scopes
+                    .iter()
+                    .map(|s| bytes(proto::fields(s).unwrap(), 2).len())
+                    .sum()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_batch_is_one_request_with_a_resource_per_object() {
+        let events = vec![
+            event(EventKind::Added, pod("a")),
+            event(EventKind::Added, pod("b")),
+            event(EventKind::Deleted, pod("a")),
+        ];
+        let report = batch(Response::new(200, ""), events);
+        assert_eq!(report.outcome, Ok(vec![ItemOutcome::Done; 3]));
+        assert_eq!(report.requests.len(), 1);
+        assert_eq!(records_per_resource(&report.requests[0].body), [2, 1]);
+        let one = handle(json!({"url": "http://otel:4318"}), Response::new(200, ""));
+        assert_eq!(records_per_resource(&one.requests[0].body), [1]);
+    }
+
+    #[test]
+    fn a_partial_success_is_done_with_a_warning_unless_it_rejects_every_record() {
+        let answer = |count: u64| {
+            let partial = proto::Message::new().uint(1, count).string(2, "too old");
+            Response::new(200, proto::Message::new().message(1, &partial).0)
+        };
+        let events = || {
+            vec![
+                event(EventKind::Added, pod("a")),
+                event(EventKind::Added, pod("b")),
+            ]
+        };
+        let some = batch(answer(1), events());
+        assert_eq!(some.outcome, Ok(vec![ItemOutcome::Done; 2]));
+        assert!(
+            some.logs.iter().any(|(_, l)| l
+                .starts_with("the receiver rejected 1 of 2 log records")
+                && l.ends_with(": too old")),
+            "{:?}",
+            some.logs
+        );
+        let all = batch(answer(2), events());
+        let letter = ItemOutcome::DeadLetter(
+            "the receiver rejected the log records: 2 rejected: too old".into(),
+        );
+        assert_eq!(all.outcome, Ok(vec![letter.clone(), letter]));
+        let refused = batch(Response::new(400, "bad"), events());
+        let letter = ItemOutcome::DeadLetter("the receiver answered 400: bad".into());
+        assert_eq!(refused.outcome, Ok(vec![letter.clone(), letter]));
+        let later = batch(Response::new(503, "").header("retry-after", "3"), events());
+        assert_eq!(later.outcome, Ok(vec![ItemOutcome::Retry(Some(3000)); 2]));
     }
 }

@@ -1,9 +1,9 @@
-//! The `ExportLogsServiceRequest` for one change
-//! (opentelemetry/proto/collector/logs/v1/logs_service.proto): one `ResourceLogs` whose
-//! resource is the object the change is about, in OpenTelemetry's Kubernetes semantic
+//! The `ExportLogsServiceRequest` for changes
+//! (opentelemetry/proto/collector/logs/v1/logs_service.proto): a `ResourceLogs` per
+//! resource, the object a change is about, in OpenTelemetry's Kubernetes semantic
 //! conventions (`k8s.namespace.name`, `k8s.pod.name`, `k8s.pod.uid`, `k8s.node.name`,
-//! `k8s.pod.label.KEY`, and likewise `k8s.KIND.name` ... for every kind), and one
-//! `LogRecord`. For a core v1 Event, that object is the one it is about (`involvedObject`),
+//! `k8s.pod.label.KEY`, and likewise `k8s.KIND.name` ... for every kind), holding a
+//! `LogRecord` per change about it. For a core v1 Event, that object is the one it is about (`involvedObject`),
 //! the record's body its `message` and its severity WARN for a Warning, INFO otherwise;
 //! for any other object, the body is the object itself (a map) and the severity INFO.
 
@@ -141,13 +141,44 @@ fn fill(text: &str, event: &Value) -> Value {
     template::fill(&json!(text), event)
 }
 
-/// The record encoded as an `ExportLogsServiceRequest`; `now` is the observed time, and
-/// the time when the record has none.
-pub fn encode(record: &Record, now: u64) -> Vec<u8> {
-    let resource = record
-        .resource
-        .iter()
-        .fold(Message::new(), |m, (k, v)| m.message(1, &key_value(k, v)));
+/// The records encoded as one `ExportLogsServiceRequest`: a `ResourceLogs` per resource
+/// (records whose resource attributes are the same share it, in the order first seen), each
+/// with one `ScopeLogs` holding its records in order; `now` is the observed time, and the
+/// time of a record that has none.
+pub fn encode(records: &[Record], now: u64) -> Vec<u8> {
+    // The records of each resource, grouped by the first one's resource.
+    let mut resources: Vec<Vec<&Record>> = Vec::new();
+    for record in records {
+        match resources
+            .iter_mut()
+            .find(|group| group[0].resource == record.resource)
+        {
+            Some(group) => group.push(record),
+            None => resources.push(vec![record]),
+        }
+    }
+    let scope = Message::new()
+        .string(1, "switchyard")
+        .string(2, env!("CARGO_PKG_VERSION"));
+    let mut request = Message::new();
+    for group in resources {
+        let resource = group[0]
+            .resource
+            .iter()
+            .fold(Message::new(), |m, (k, v)| m.message(1, &key_value(k, v)));
+        let scope_logs = group
+            .iter()
+            .fold(Message::new().message(1, &scope), |m, r| {
+                m.message(2, &log_record(r, now))
+            });
+        let resource_logs = Message::new().message(1, &resource).message(2, &scope_logs);
+        request = request.message(1, &resource_logs);
+    }
+    request.0
+}
+
+/// One `LogRecord`.
+fn log_record(record: &Record, now: u64) -> Message {
     let time = if record.time == 0 { now } else { record.time };
     let mut log = Message::new()
         .fixed64(1, time)
@@ -157,13 +188,7 @@ pub fn encode(record: &Record, now: u64) -> Vec<u8> {
     for (k, v) in &record.attributes {
         log = log.message(6, &key_value(k, v));
     }
-    let log = log.fixed64(11, now);
-    let scope = Message::new()
-        .string(1, "switchyard")
-        .string(2, env!("CARGO_PKG_VERSION"));
-    let scope_logs = Message::new().message(1, &scope).message(2, &log);
-    let resource_logs = Message::new().message(1, &resource).message(2, &scope_logs);
-    Message::new().message(1, &resource_logs).0
+    log.fixed64(11, now)
 }
 
 /// Nanoseconds since the Unix epoch of an RFC 3339 time in UTC

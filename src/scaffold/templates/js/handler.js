@@ -9,12 +9,12 @@
 //
 // The daemon calls `init` once per instance with the handler's config as JSON, then
 // `handle` with the event; a thrown string is the error the daemon retries with backoff.
-// The host's functions come from `switchyard:plugin/host@0.1.0` (and `metrics`, `cache`,
+// The host's functions come from `switchyard:plugin/host@0.1.1` (and `metrics`, `cache`,
 // `kube` likewise): see wit/world.wit.
-import { log } from 'switchyard:plugin/host@0.1.0';
-import { counterAdd, gaugeSet, histogramObserve } from 'switchyard:plugin/metrics@0.1.0';
-import { list } from 'switchyard:plugin/cache@0.1.0';
-import { mergePatch } from 'switchyard:plugin/kube@0.1.0';
+import { log } from 'switchyard:plugin/host@0.1.1';
+import { counterAdd, gaugeSet, histogramObserve } from 'switchyard:plugin/metrics@0.1.1';
+import { list } from 'switchyard:plugin/cache@0.1.1';
+import { mergePatch } from 'switchyard:plugin/kube@0.1.1';
 
 // The label to add, [name, value], or undefined.
 let label;
