@@ -33,7 +33,9 @@ impl Handler for Writer {
             return Ok(Outcome::Done);
         }
         let own = object["metadata"]["namespace"].as_str().unwrap_or_default();
-        let target = TARGET.with(|t| t.borrow().clone()).unwrap_or_else(|| own.to_string());
+        let target = TARGET
+            .with(|t| t.borrow().clone())
+            .unwrap_or_else(|| own.to_string());
         let copy = json!({"data": {"from": format!("{own}/{name}")}});
         kube::apply("configmaps", Some(&target), &format!("copy-{name}"), &copy)?;
         Ok(Outcome::Done)
