@@ -30,16 +30,20 @@ struct Item {
 impl Handler {
     /// Gathers a batch starting with `first` (a key just taken from the queue), calls the
     /// plugin's `handle-batch` with it and applies each outcome; every key taken is done
-    /// when this returns. False when the handler shut down meanwhile.
+    /// when this returns. `gathering` (the handler's turn at gathering) is let go once the
+    /// batch is gathered. False when the handler shut down meanwhile.
     pub(super) async fn work_batch(
         &self,
         instances: &mut Instances,
         plugin: &Arc<Plugin>,
         first: WorkKey,
         is_try: bool,
+        gathering: Option<tokio::sync::MutexGuard<'_, ()>>,
     ) -> bool {
         let spec = self.spec.batch.unwrap_or_default();
         let (items, taken) = self.gather(first, &spec).await;
+        // The next worker may gather while this one calls the plugin.
+        drop(gathering);
         if items.is_empty() {
             self.give_back_try(is_try);
         } else {
@@ -104,6 +108,14 @@ impl Handler {
                 .flatten();
         }
         (items, taken)
+    }
+
+    /// Whether the plugin the workers would call now takes batches.
+    pub(super) fn plugin_batches(
+        &self,
+        plugin: &tokio::sync::watch::Receiver<Option<Arc<Plugin>>>,
+    ) -> bool {
+        plugin.borrow().as_ref().is_some_and(|p| p.handles_batches())
     }
 
     /// Bytes of JSON of the event the key owes next, if it owes one.

@@ -112,6 +112,11 @@ pub struct Handler {
     finalizers: Mutex<Arc<finalizer::Finalizers>>,
     /// `handle-batch` calls and their sizes (`batch:`).
     batch_metrics: crate::metrics::BatchMetrics,
+    /// With `batch:`, held by the one worker gathering a batch (from before it takes the
+    /// batch's first key until the batch is full or its `max_wait` has passed): the others
+    /// call the plugin meanwhile or wait their turn, so a batch fills from the whole stream
+    /// instead of each worker's share of it, and no event waits more than one `max_wait`.
+    gathering: tokio::sync::Mutex<()>,
 }
 
 impl Handler {
@@ -167,6 +172,7 @@ impl Handler {
             tenure: OnceLock::new(),
             finalizers: Mutex::default(),
             batch_metrics: metrics.batch(&spec_name),
+            gathering: tokio::sync::Mutex::new(()),
         });
         let workers = (0..handler.spec.concurrency)
             .map(|worker| {

@@ -45,6 +45,12 @@ impl Handler {
                 },
                 _ = self.wait_for_shutdown() => return,
             }
+            // A batching worker takes its turn at gathering before it takes the first key.
+            let gathering = if self.spec.batch.is_some() && self.plugin_batches(&plugin_rx) {
+                Some(self.gathering.lock().await)
+            } else {
+                None
+            };
             let Some(key) = self.queue.get().await else {
                 return;
             };
@@ -90,7 +96,10 @@ impl Handler {
                 continue;
             }
             if self.spec.batch.is_some() && plugin.handles_batches() {
-                if !self.work_batch(&mut instances, &plugin, key, is_try).await {
+                if !self
+                    .work_batch(&mut instances, &plugin, key, is_try, gathering)
+                    .await
+                {
                     return;
                 }
                 continue;

@@ -1,6 +1,7 @@
 //! Batch delivery (`batch:`): the `batcher` test plugin (the `handler-batch` world) gets
 //! several events in one `handle-batch` call, each item's outcome applies to its own object,
-//! a whole-call error retries the batch, the limits hold, a plugin without `handle-batch` is
+//! a whole-call error retries the batch, the limits hold, several workers fill one batch at a
+//! time, a plugin without `handle-batch` is
 //! refused, and a daemon killed mid-batch delivers every event after a restart.
 
 use std::time::Duration;
@@ -235,6 +236,32 @@ routes:
     }
     assert_eq!(three, [3, 3, 1], "max_events: 3");
     assert_eq!(tiny, [1; 7], "max_bytes: 1 lets each event go alone");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_several_workers_one_gathers_at_a_time_and_a_batch_fills_from_the_whole_stream() {
+    let objects: Vec<Value> = (0..6).map(|i| named(&format!("w{i}"), json!({}))).collect();
+    let yaml = "
+handlers:
+  four:
+    plugin: batcher
+    concurrency: 4
+    batch:
+      max_events: 6
+      max_wait: 2s
+routes:
+  - name: cms
+    resource: configmaps
+    namespace: default
+    handler: four
+";
+    let mut t = TestDaemon::start(yaml).await;
+    create_all(&t, &objects).await;
+    let line =
+        support::wait_for_log(&mut t.logs, WAIT, |l| l.message.starts_with("batch of")).await;
+    let items = batch_items(&line.message).unwrap();
+    // Four workers each gathering their own batch would have split the six among them.
+    assert_eq!(items.len(), 6, "{}", line.message);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
