@@ -1,8 +1,8 @@
 //! Batch delivery (`batch:`): the `batcher` test plugin (the `handler-batch` world) gets
 //! several events in one `handle-batch` call, each item's outcome applies to its own object,
 //! a whole-call error retries the batch, the limits hold, several workers fill one batch at a
-//! time, a plugin without `handle-batch` is
-//! refused, and a daemon killed mid-batch delivers every event after a restart.
+//! time, a plugin without `handle-batch` is refused, and a daemon killed mid-batch delivers
+//! every event after a restart.
 
 use std::time::Duration;
 
