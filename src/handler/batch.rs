@@ -13,9 +13,11 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use super::instance::Instances;
+use super::shadow::{CallResult, ComparedBatch};
 use super::worker::plugin_event;
 use super::{ChangeKind, Delivery, Handler, PendingEvent, RecentError, WorkKey};
 use crate::config::BatchSpec;
+use crate::plugin::imports::capture::Capture;
 use crate::plugin::{About, CallLimits, ItemOutcome, Plugin};
 use crate::util::rfc3339;
 
@@ -115,7 +117,10 @@ impl Handler {
         &self,
         plugin: &tokio::sync::watch::Receiver<Option<Arc<Plugin>>>,
     ) -> bool {
-        plugin.borrow().as_ref().is_some_and(|p| p.handles_batches())
+        plugin
+            .borrow()
+            .as_ref()
+            .is_some_and(|p| p.handles_batches())
     }
 
     /// Bytes of JSON of the event the key owes next, if it owes one.
@@ -126,7 +131,8 @@ impl Handler {
     }
 
     /// Puts the routes' finalizers on, calls `handle-batch` with the events, and applies
-    /// each item's outcome (or the call's error, to every event).
+    /// each item's outcome (or the call's error, to every event); then, if the handler has
+    /// a shadow, calls its `handle-batch` with the same events and compares.
     async fn handle_batch(
         &self,
         instances: &mut Instances,
@@ -149,6 +155,12 @@ impl Handler {
         };
         let context = crate::util::lock(&self.host_context).clone();
         context.caches_listed().await;
+        // With a shadow, the primary's writes and requests are recorded as they are sent.
+        let recorded = self.shadow.as_ref().map(|_| Arc::new(Capture::recording()));
+        let primary_context = match &recorded {
+            Some(capture) => Arc::new((*context).clone().with_capture(capture.clone())),
+            None => context.clone(),
+        };
         // One call span per traced event: the batch's call, seen from each of its events.
         let calls: Vec<_> = items
             .iter()
@@ -156,9 +168,20 @@ impl Handler {
             .collect();
         let started = std::time::Instant::now();
         let result = instances
-            .call_batch(plugin, &context, &limits, &self.config_json, &events)
+            .call_batch(
+                plugin,
+                &primary_context,
+                &limits,
+                &self.config_json,
+                &events,
+            )
             .await;
         self.batch_metrics.record(items.len());
+        let objects: Vec<String> = items.iter().map(|i| i.key.object.to_string()).collect();
+        let compared = recorded.map(|c| {
+            CallResult::of_batch(&result, &objects, c.writes()).with_requests(c.requests())
+        });
+        let route = items[0].key.route.clone();
         let first = &items[0];
         let failure = result.as_ref().err().map(|e| RecentError {
             at: rfc3339(SystemTime::now()),
@@ -190,6 +213,16 @@ impl Handler {
                     );
                 }
             }
+        }
+        if let (Some(shadow), Some(primary)) = (&self.shadow, compared) {
+            let batch = ComparedBatch {
+                route: &route,
+                objects,
+                calls: &events,
+            };
+            shadow
+                .run_batch(&context, &limits, &self.config_json, batch, primary)
+                .await;
         }
     }
 

@@ -34,8 +34,8 @@ use super::slot::Slot;
 use crate::metrics::Metrics;
 use crate::plugin::imports::capture::{Capture, CapturedRequest, CapturedWrite};
 use crate::plugin::{
-    self, CallLimits, Event, EventKind, HostContext, Outcome, Plugin, PluginLogs, PluginMetrics,
-    PluginUser,
+    self, CallLimits, Event, EventKind, HostContext, ItemOutcome, Outcome, Plugin, PluginLogs,
+    PluginMetrics, PluginUser,
 };
 use crate::util::{lock, rfc3339};
 
@@ -63,6 +63,24 @@ pub struct CallResult {
     /// captured and answered by a stub), credentials redacted.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub requests: Vec<CapturedRequest>,
+    /// For a `handle-batch` call that succeeded, each event's outcome, in order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub items: Vec<ItemResult>,
+}
+
+/// One event's outcome in a `handle-batch` call, as the comparison sees it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ItemResult {
+    /// `namespace/name` of the event's object.
+    pub object: String,
+    /// `done`, `retry` or `dead-letter`.
+    pub outcome: &'static str,
+    /// The least delay a `retry` asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retry_after_ms: Option<u64>,
+    /// Why a `dead-letter` gave the event up.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 impl CallResult {
@@ -79,6 +97,43 @@ impl CallResult {
             error,
             writes,
             requests: Vec::new(),
+            items: Vec::new(),
+        }
+    }
+
+    /// What a `handle-batch` call on the events about `objects` ended with (`done` with
+    /// each item's outcome, or `error`) and the writes it made.
+    pub fn of_batch(
+        result: &plugin::Result<Vec<ItemOutcome>>,
+        objects: &[String],
+        writes: Vec<CapturedWrite>,
+    ) -> Self {
+        let (outcome, error, items) = match result {
+            Ok(outcomes) => {
+                let items = objects.iter().zip(outcomes).map(|(object, item)| {
+                    let (outcome, retry_after_ms, reason) = match item {
+                        ItemOutcome::Done => ("done", None, None),
+                        ItemOutcome::Retry(ms) => ("retry", *ms, None),
+                        ItemOutcome::DeadLetter(r) => ("dead-letter", None, Some(r.clone())),
+                    };
+                    ItemResult {
+                        object: object.clone(),
+                        outcome,
+                        retry_after_ms,
+                        reason,
+                    }
+                });
+                ("done", None, items.collect())
+            }
+            Err(e) => ("error", Some(e.to_string()), Vec::new()),
+        };
+        Self {
+            outcome,
+            requeue_after_ms: None,
+            error,
+            writes,
+            requests: Vec::new(),
+            items,
         }
     }
 
@@ -90,15 +145,15 @@ impl CallResult {
     }
 }
 
-/// How two calls on one event differ: `errors` when one failed and the other did not or
-/// their errors differ, `outcome` when both succeeded with different outcomes, `writes`
-/// when their writes differ (in order, action, resource, object or body).
+/// How two calls on one event (or one batch) differ: `errors` when one failed and the
+/// other did not or their errors differ, `outcome` when both succeeded with different
+/// outcomes (for a batch, any event's), `writes` when their writes differ (in order,
+/// action, resource, object or body).
 pub fn differences(primary: &CallResult, shadow: &CallResult) -> Vec<&'static str> {
     let mut kinds = Vec::new();
     let both_succeeded = primary.error.is_none() && shadow.error.is_none();
-    if both_succeeded
-        && (primary.outcome, primary.requeue_after_ms) != (shadow.outcome, shadow.requeue_after_ms)
-    {
+    let ended = |c: &CallResult| (c.outcome, c.requeue_after_ms, c.items.clone());
+    if both_succeeded && ended(primary) != ended(shadow) {
         kinds.push("outcome");
     }
     if primary.writes != shadow.writes {
@@ -122,9 +177,10 @@ pub struct ShadowDifference {
     pub route: String,
     /// The kind of change: `added`, `updated`, `deleted` or `sync`.
     pub event: &'static str,
-    /// `namespace/name` of the object.
+    /// `namespace/name` of the object; for a batch, of its first event's, with the
+    /// number of the others (`default/a (and 4 more in its batch)`).
     pub object: String,
-    /// The object's resourceVersion in the event.
+    /// The object's resourceVersion in the event (a batch's first).
     pub resource_version: Option<String>,
     /// The attempt the call was.
     pub attempt: u32,
@@ -140,17 +196,17 @@ pub struct ShadowDifference {
 /// shadow plugin).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct ShadowCounts {
-    /// Events both plugins were called with.
+    /// Calls both plugins were made with: an event each, or with `batch:` a batch each.
     pub compared: u64,
-    /// Events on which they did the same.
+    /// Calls on which they did the same.
     pub same: u64,
-    /// Events on which both succeeded with different outcomes.
+    /// Calls on which both succeeded with different outcomes (for a batch, any event's).
     pub differing_outcome: u64,
-    /// Events on which their writes differed.
+    /// Calls on which their writes differed.
     pub differing_writes: u64,
-    /// Events on which the outbound HTTP requests differed.
+    /// Calls on which the outbound HTTP requests differed.
     pub differing_requests: u64,
-    /// Events on which one failed and the other did not, or their errors differed.
+    /// Calls on which one failed and the other did not, or their errors differed.
     pub differing_errors: u64,
     /// Calls of the shadow that failed (errors, traps, timeouts).
     pub shadow_errors: u64,
@@ -214,6 +270,13 @@ pub(super) struct Compared<'a> {
     pub(super) route: &'a str,
     pub(super) object: String,
     pub(super) call: &'a Event,
+}
+
+/// The batch being compared: its events and their objects (`namespace/name`), in order.
+pub(super) struct ComparedBatch<'a> {
+    pub(super) route: &'a str,
+    pub(super) objects: Vec<String>,
+    pub(super) calls: &'a [Event],
 }
 
 impl Shadow {
@@ -280,9 +343,49 @@ impl Shadow {
             return;
         };
         let object: Value = serde_json::from_str(&event.call.object).unwrap_or(Value::Null);
-        let resource_version = object["metadata"]["resourceVersion"]
-            .as_str()
-            .map(str::to_string);
+        let (context, capture) = self.context(context, object);
+        let call = plugin.call_in(&context, limits, config_json, event.call);
+        let result = self.bounded(limits, call).await;
+        let shadow = CallResult::of(&result, capture.writes()).with_requests(capture.requests());
+        self.compare(event.route, event.object, event.call, primary, shadow);
+    }
+
+    /// Calls the shadow plugin's `handle-batch` with the batch the primary was called with
+    /// (writes captured, within `limits.timeout` in all) and records how it compares with
+    /// `primary`: one comparison for the batch. Does nothing while no version is loaded.
+    pub(super) async fn run_batch(
+        &self,
+        context: &HostContext,
+        limits: &CallLimits,
+        config_json: &str,
+        batch: ComparedBatch<'_>,
+        primary: CallResult,
+    ) {
+        let (Some(plugin), Some(first)) = (self.slot.current(), batch.calls.first()) else {
+            return;
+        };
+        // A write to the first event's object is answered with that object patched; one to
+        // any other with its body (as a shadow's write to another object is).
+        let object: Value = serde_json::from_str(&first.object).unwrap_or(Value::Null);
+        let (context, capture) = self.context(context, object);
+        let call = async {
+            let mut instance = plugin
+                .instantiate_in(context.clone(), limits, config_json)
+                .await?;
+            instance.handle_batch(batch.calls).await
+        };
+        let result = self.bounded(limits, call).await;
+        let shadow = CallResult::of_batch(&result, &batch.objects, capture.writes())
+            .with_requests(capture.requests());
+        let object = match batch.objects.len() {
+            1 => batch.objects[0].clone(),
+            n => format!("{} (and {} more in its batch)", batch.objects[0], n - 1),
+        };
+        self.compare(batch.route, object, first, primary, shadow);
+    }
+
+    /// The handler's context with the shadow's logs and metrics and a capture of its own.
+    fn context(&self, context: &HostContext, object: Value) -> (Arc<HostContext>, Arc<Capture>) {
         let capture = Arc::new(Capture::shadow(object));
         let context = Arc::new(
             context
@@ -291,8 +394,17 @@ impl Shadow {
                 .with_metrics(self.metrics.clone())
                 .with_capture(capture.clone()),
         );
+        (context, capture)
+    }
+
+    /// Runs a call of the shadow within `limits.timeout` in all (the wait for a pool slot
+    /// included), in the `shadow` span; a failure is logged at debug level.
+    async fn bounded<T>(
+        &self,
+        limits: &CallLimits,
+        call: impl Future<Output = plugin::Result<T>>,
+    ) -> plugin::Result<T> {
         let span = tracing::info_span!("shadow", plugin = %self.plugin);
-        let call = plugin.call_in(&context, limits, config_json, event.call);
         let result = match tokio::time::timeout(limits.timeout, call.instrument(span)).await {
             Ok(result) => result,
             Err(_) => Err(plugin::Error::Timeout(limits.timeout)),
@@ -300,20 +412,37 @@ impl Shadow {
         if let Err(error) = &result {
             tracing::debug!(handler = %self.handler, plugin = %self.plugin, %error, "shadow call failed");
         }
-        let shadow = CallResult::of(&result, capture.writes()).with_requests(capture.requests());
+        result
+    }
+
+    /// Compares the two calls on the event `call` (a batch's first) and records the result.
+    fn compare(
+        &self,
+        route: &str,
+        object: String,
+        call: &Event,
+        primary: CallResult,
+        shadow: CallResult,
+    ) {
+        let shadow_failed = shadow.error.is_some();
         let differs = differences(&primary, &shadow);
-        let difference = (!differs.is_empty()).then(|| ShadowDifference {
-            at: rfc3339(SystemTime::now()),
-            route: event.route.to_string(),
-            event: kind_name(event.call.kind),
-            object: event.object,
-            resource_version,
-            attempt: event.call.attempt,
-            differs,
-            primary,
-            shadow,
+        let difference = (!differs.is_empty()).then(|| {
+            let object_json: Value = serde_json::from_str(&call.object).unwrap_or(Value::Null);
+            ShadowDifference {
+                at: rfc3339(SystemTime::now()),
+                route: route.to_string(),
+                event: kind_name(call.kind),
+                object,
+                resource_version: object_json["metadata"]["resourceVersion"]
+                    .as_str()
+                    .map(str::to_string),
+                attempt: call.attempt,
+                differs,
+                primary,
+                shadow,
+            }
         });
-        self.add(difference, result.is_err());
+        self.add(difference, shadow_failed);
     }
 
     /// Counts one comparison, keeping its difference if there is one.
@@ -430,6 +559,34 @@ mod tests {
         let other = CallResult::of(&Err(plugin::Error::Handler("bang".into())), Vec::new());
         assert_eq!(differences(&failed, &other), ["errors"]);
         assert!(differences(&failed, &failed.clone()).is_empty());
+    }
+
+    #[test]
+    fn a_batch_differs_by_outcome_when_any_items_outcome_differs() {
+        let objects = ["default/a".to_string(), "default/b".to_string()];
+        let batch = |second: ItemOutcome| {
+            CallResult::of_batch(&Ok(vec![ItemOutcome::Done, second]), &objects, Vec::new())
+        };
+        let done = batch(ItemOutcome::Done);
+        assert!(differences(&done, &done.clone()).is_empty());
+        assert_eq!(done.items[1].object, "default/b");
+        assert_eq!(
+            differences(&done, &batch(ItemOutcome::Retry(Some(5)))),
+            ["outcome"]
+        );
+        let letter = batch(ItemOutcome::DeadLetter("no".into()));
+        assert_eq!(letter.items[1].reason.as_deref(), Some("no"));
+        assert_eq!(
+            differences(&letter, &batch(ItemOutcome::DeadLetter("nah".into()))),
+            ["outcome"]
+        );
+        let failed = CallResult::of_batch(
+            &Err(plugin::Error::Handler("boom".into())),
+            &objects,
+            Vec::new(),
+        );
+        assert!(failed.items.is_empty());
+        assert_eq!(differences(&done, &failed), ["errors"]);
     }
 
     #[test]

@@ -322,3 +322,86 @@ routes:
     );
     t.stop_within(Duration::ZERO).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_handlers_shadow_gets_the_same_batches_and_is_compared_item_by_item() {
+    let yaml = "
+handlers:
+  twin:
+    plugin: batcher
+    shadow: batcher-v2
+    concurrency: 1
+    batch: {max_events: 10, max_wait: 1s}
+  lacking:
+    plugin: batcher
+    shadow: log-events
+    concurrency: 1
+    batch: {max_events: 10, max_wait: 1s}
+routes:
+  - {name: to-twin, resource: configmaps, namespace: default, handler: twin}
+  - {name: to-lacking, resource: configmaps, namespace: default, handler: lacking}
+";
+    let t = TestDaemon::builder(yaml)
+        .plugin_file("batcher", "batcher")
+        .plugin_file("batcher-v2", "batcher")
+        .plugin_file("log-events", "log-events")
+        .start()
+        .await;
+    for name in ["b1", "b2", "b3"] {
+        let annotations = match name {
+            "b2" => json!({"batcher/outcome": "dead-letter:refused"}),
+            _ => json!({}),
+        };
+        t.create_configmap(json!({"metadata": {"name": name, "annotations": annotations}}))
+            .await;
+    }
+    // The twin does what the primary does with each batch: every call compared the same.
+    let twin = support::eventually("the twin's batches compared", WAIT, async || {
+        let (_, view) = t.get("/handlers/twin/shadow").await;
+        let metrics = t.metrics_text().await;
+        let batches = metrics
+            .lines()
+            .find_map(|l| l.strip_prefix("switchyard_handler_batches_total{name=\"twin\"} "))
+            .and_then(|v| v.trim().parse::<u64>().ok())?;
+        (view["compared"].as_u64() == Some(batches) && batches >= 1).then_some(view)
+    })
+    .await;
+    assert_eq!(twin["same"], twin["compared"], "{twin:#}");
+    assert_eq!(twin["shadow_errors"], 0, "{twin:#}");
+    // A shadow without handle-batch fails every batch: an error difference naming why,
+    // beside the primary's outcome of each event.
+    let lacking = support::eventually("the lacking shadow's difference", WAIT, async || {
+        let (_, view) = t.get("/handlers/lacking/shadow").await;
+        (view["differing_errors"].as_u64() >= Some(1)).then_some(view)
+    })
+    .await;
+    let first = &lacking["recent_differences"][0];
+    assert_eq!(first["differs"], json!(["errors"]), "{lacking:#}");
+    assert!(
+        first["shadow"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("handle-batch: the plugin does not export it"),
+        "{lacking:#}"
+    );
+    let items = first["primary"]["items"].as_array().unwrap();
+    let object = first["object"].as_str().unwrap();
+    if items.len() > 1 {
+        assert!(
+            object.ends_with(&format!("(and {} more in its batch)", items.len() - 1)),
+            "{lacking:#}"
+        );
+    }
+    let b2 = items.iter().find(|i| i["object"] == "default/b2");
+    if let Some(b2) = b2 {
+        assert_eq!(b2["outcome"], "dead-letter", "{lacking:#}");
+        assert_eq!(b2["reason"], "refused", "{lacking:#}");
+    }
+    assert!(
+        items
+            .iter()
+            .all(|i| i["object"] == "default/b2" || i["outcome"] == "done"),
+        "{lacking:#}"
+    );
+    t.stop_within(Duration::ZERO).await;
+}

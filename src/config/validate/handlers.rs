@@ -38,12 +38,6 @@ pub(super) fn build_handler(
             ),
         );
     }
-    if shadow.is_some() && batch.is_some() {
-        errors.at(
-            at("shadow"),
-            "a handler with batch: has no shadow: a shadow is compared call by call with handle, and batch: calls handle-batch",
-        );
-    }
     let backoff_base = h.backoff_base.map_or(Duration::from_millis(100), |d| d.0);
     let backoff_cap = h.backoff_cap.map_or(Duration::from_secs(30), |d| d.0);
     let unreadable =

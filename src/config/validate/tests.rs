@@ -856,6 +856,7 @@ routes:
     handler: a
 ";
     let errors = validate(Path::new("c.yaml"), text).unwrap_err().0;
+    // c: a shadow goes with batch: (the shadow is called with the same batches).
     let found: Vec<(u64, u64, &str, &str)> = errors
         .iter()
         .filter(|e| e.path != "handlers.c.shadow" || e.message.contains("batch"))
@@ -881,12 +882,6 @@ routes:
                 17,
                 "handlers.b.batch.max_wait",
                 "batch.max_wait must be at most 1m: a worker holds its first event that long"
-            ),
-            (
-                10,
-                13,
-                "handlers.c.shadow",
-                "a handler with batch: has no shadow: a shadow is compared call by call with handle, and batch: calls handle-batch"
             ),
         ]
     );
