@@ -72,14 +72,14 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use wasmtime::component::{
-    Component, ComponentExportIndex, HasSelf, Instance, Linker, ResourceTable,
+    Component, ComponentExportIndex, HasSelf, Instance, InstancePre, Linker, ResourceTable,
 };
 use wasmtime::{Engine, Store, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::bindings::switchyard::plugin::{host, types};
-use super::bindings::{self, HandlerPre};
+use super::bindings::{self, HandlerIndices};
 use super::imports::HostContext;
 use super::limiter::CallLimiter;
 use super::logs::{CallLog, PluginLogs};
@@ -356,7 +356,8 @@ impl PluginHost {
                 error_chain(&e)
             ))
         })?;
-        let pre = HandlerPre::new(instance_pre).map_err(|e| {
+        // The exports' indices, looked up once here rather than in every instance.
+        let indices = HandlerIndices::new(&instance_pre).map_err(|e| {
             invalid(format!(
                 "does not export the switchyard:plugin handler world: {}",
                 error_chain(&e)
@@ -368,7 +369,8 @@ impl PluginHost {
         let batch = component.get_export_index(None, "handle-batch");
         Ok(Plugin {
             name: name.to_string(),
-            pre,
+            pre: instance_pre,
+            indices,
             batch,
             engine: self.engine.clone(),
             size: bytes.len(),
@@ -448,7 +450,9 @@ pub struct CallLimits {
 /// A compiled, pre-linked plugin, ready to instantiate. Cheap to share.
 pub struct Plugin {
     name: String,
-    pre: HandlerPre<CallState>,
+    pre: InstancePre<CallState>,
+    /// Where the handler world's exports are, found once at load.
+    indices: HandlerIndices,
     /// The export `handle-batch`, for a plugin of the `handler-batch` world.
     batch: Option<ComponentExportIndex>,
     engine: Engine,
@@ -588,11 +592,12 @@ impl Plugin {
         let pre = &self.pre;
         let started = by_deadline(deadline, limits.timeout, async {
             let instance = pre
-                .instance_pre()
                 .instantiate_async(&mut store)
                 .await
                 .map_err(|e| trap(&store, limits.timeout, "instantiate", e))?;
-            let bindings = bindings::Handler::new(&mut store, &instance)
+            let bindings = self
+                .indices
+                .load(&mut store, &instance)
                 .map_err(|e| trap(&store, limits.timeout, "instantiate", e))?;
             bindings
                 .call_init(&mut store, config_json)
