@@ -645,17 +645,24 @@ fn print_table(plan: &Plan, results: &[(Row, Vec<Measured>)]) {
         results.first().map_or(0, |r| r.1.len())
     );
     println!(
-        "| row | list: wall s | list: CPU µs/object | churn: CPU µs/delivered | churn: CPU µs/change made | churn: delivered/s | latency p50 / p99 ms | outage: drained s after recovery | changes never delivered | objects whose last change was never delivered | peak RSS MiB | churn CPU/delivered vs (e) | churn CPU/change vs (e) |"
+        "| row | list: wall s | list: delivered/s | list: CPU µs/object | churn: CPU µs/delivered | churn: CPU µs/change made | churn: delivered/s | latency p50 / p99 ms | outage: drained s after recovery | changes never delivered | objects whose last change was never delivered | peak RSS MiB | churn CPU/delivered vs (e) | churn CPU/change vs (e) | churn CPU/delivered vs (w) |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let webhook = results
+        .iter()
+        .find(|r| r.0 == Row::Webhook)
+        .map_or(&none, |r| &r.1);
     for (row, rounds) in results {
         let ms = |m: &Measured, which: usize| {
             m.latency.map(|p| if which == 0 { p.0 } else { p.1 } * 1e3)
         };
         println!(
-            "| {} | {} | {} | {} | {} | {} | {} / {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} / {} | {} | {} | {} | {} | {} | {} | {} |",
             row.label(),
             cell(rounds, 2, |m: &Measured| Some(m.list_wall)),
+            cell(rounds, 0, |m: &Measured| Some(
+                plan.size as f64 / m.list_wall
+            )),
             cell(rounds, 1, |m: &Measured| Some(m.list_cpu_per_object)),
             cell(rounds, 1, churn_cpu_per_delivered),
             cell(rounds, 1, churn_cpu_per_change),
@@ -677,6 +684,10 @@ fn print_table(plan: &Plan, results: &[(Row, Vec<Measured>)]) {
             ratio(
                 median_of(rounds, churn_cpu_per_change),
                 median_of(kube, churn_cpu_per_change)
+            ),
+            ratio(
+                median_of(rounds, churn_cpu_per_delivered),
+                median_of(webhook, churn_cpu_per_delivered)
             ),
         );
     }

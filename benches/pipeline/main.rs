@@ -322,11 +322,12 @@ impl Admin {
         }
     }
 
-    /// The queue wait histogram's cumulative buckets: (upper bound, count).
-    async fn queue_buckets(&self) -> Vec<(f64, f64)> {
+    /// The cumulative buckets of the histogram `metric`: (upper bound, count).
+    async fn buckets_of(&self, metric: &str) -> Vec<(f64, f64)> {
         let text = self.get("/metrics").await.unwrap_or_default();
+        let prefix = format!("{metric}_bucket");
         text.lines()
-            .filter(|l| l.starts_with("workqueue_queue_duration_seconds_bucket"))
+            .filter(|l| l.starts_with(&prefix))
             .filter_map(|l| {
                 let le = l.split("le=\"").nth(1)?.split('"').next()?;
                 let bound = if le == "+Inf" {
@@ -387,6 +388,9 @@ struct Measured {
     peak_rss: f64,
     wait_list: Option<(f64, f64)>,
     wait_churn: Option<(f64, f64)>,
+    /// With `state_dir`: the state store's commit time (write and sync) in the churn
+    /// phase, p50 and p99.
+    commits_churn: Option<(f64, f64)>,
     /// The simulator's CPU seconds in the list phase (its churn's included).
     sim_cpu: f64,
     /// How far the simulator's peak RSS in the list phase rose above its RSS before it.
@@ -439,7 +443,13 @@ impl Source<'_> {
         }
     }
 
+    /// The queue wait histogram's cumulative buckets.
     async fn buckets(&self) -> Vec<(f64, f64)> {
+        self.buckets_of("workqueue_queue_duration_seconds").await
+    }
+
+    /// The cumulative buckets of the histogram `metric`, for the daemon's rows.
+    async fn buckets_of(&self, metric: &str) -> Vec<(f64, f64)> {
         match self {
             Source::Admin(
                 admin,
@@ -450,11 +460,14 @@ impl Source<'_> {
                 | Row::TwoThreads
                 | Row::State
                 | Row::Paged,
-            ) => admin.queue_buckets().await,
+            ) => admin.buckets_of(metric).await,
             _ => Vec::new(),
         }
     }
 }
+
+/// The state store's commit histogram (one write and sync of the log per commit).
+const STATE_WRITES: &str = "switchyard_state_write_duration_seconds";
 
 fn quantiles(buckets: &[(f64, f64)]) -> Option<(f64, f64)> {
     Some((quantile(buckets, 0.5)?, quantile(buckets, 0.99)?))
@@ -484,6 +497,7 @@ async fn measure(
     let anon_at_list_end = anon_rss(&pid) as f64;
     let (sim_cpu, sim_growth) = sim.since();
     let list_buckets = source.buckets().await;
+    let list_commits = source.buckets_of(STATE_WRITES).await;
     let version_before = sim_version(&sim.url).await;
     let churn_started = Instant::now();
     tokio::time::sleep(plan.churn).await;
@@ -498,6 +512,7 @@ async fn measure(
     };
     let after = source.handled().await.unwrap_or(handled);
     let churn_buckets = bucket_difference(&source.buckets().await, &list_buckets);
+    let churn_commits = bucket_difference(&source.buckets_of(STATE_WRITES).await, &list_commits);
     Measured {
         list_wall,
         list_cpu: list_cpu.as_secs_f64(),
@@ -509,6 +524,7 @@ async fn measure(
         peak_rss: peak_rss(&pid) as f64,
         wait_list: quantiles(&list_buckets),
         wait_churn: quantiles(&churn_buckets),
+        commits_churn: quantiles(&churn_commits),
         sim_cpu,
         sim_growth,
         json_object: 0.0,
@@ -810,6 +826,43 @@ fn print_table(n: usize, results: &[(Row, Vec<Measured>)]) {
     }
 }
 
+/// With `state_dir` rows: their store's commit times in the churn phase, and their CPU
+/// beside row (a)'s (the same daemon without a store).
+fn print_state_table(results: &[(Row, Vec<Measured>)]) {
+    let none = Vec::new();
+    let noop = results
+        .iter()
+        .find(|r| r.0 == Row::Noop)
+        .map_or(&none, |r| &r.1);
+    let with_state: Vec<_> = results
+        .iter()
+        .filter(|(_, rounds)| rounds.iter().any(|m| m.commits_churn.is_some()))
+        .collect();
+    if with_state.is_empty() {
+        return;
+    }
+    println!("\n| row | state commit p50 / p99 ms, churn | list CPU vs (a) | churn CPU vs (a) |");
+    println!("|---|---|---|---|");
+    let ms =
+        |w: Option<(f64, f64)>, which: usize| w.map(|p| if which == 0 { p.0 } else { p.1 } * 1e3);
+    for (row, rounds) in with_state {
+        println!(
+            "| {} | {} / {} | {} | {} |",
+            row.label(),
+            cell(rounds, 2, |m| ms(m.commits_churn, 0)),
+            cell(rounds, 2, |m| ms(m.commits_churn, 1)),
+            ratio(
+                median_of(rounds, list_cpu_per_event),
+                median_of(noop, list_cpu_per_event)
+            ),
+            ratio(
+                median_of(rounds, churn_cpu_per_change),
+                median_of(noop, churn_cpu_per_change)
+            ),
+        );
+    }
+}
+
 /// The list phase at `n` objects from both ends: the row's process and its simulator.
 fn print_list_table(n: usize, results: &[(Row, Vec<Measured>)]) {
     let kube = results
@@ -903,6 +956,7 @@ fn main() {
         }
         if !results.is_empty() {
             print_table(n, &results);
+            print_state_table(&results);
             print_list_table(n, &results);
         }
     }
