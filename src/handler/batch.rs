@@ -115,7 +115,10 @@ impl Handler {
         &self,
         plugin: &tokio::sync::watch::Receiver<Option<Arc<Plugin>>>,
     ) -> bool {
-        plugin.borrow().as_ref().is_some_and(|p| p.handles_batches())
+        plugin
+            .borrow()
+            .as_ref()
+            .is_some_and(|p| p.handles_batches())
     }
 
     /// Bytes of JSON of the event the key owes next, if it owes one.
