@@ -10,12 +10,12 @@
 //! Logs names the events it rejected as too old or too new, retried (with a new timestamp).
 
 use serde_json::{Value, json};
-use sigv4::{Credentials, Scope};
+use sigv4::Credentials;
 use switchyard_sdk::http::Response;
 use switchyard_sdk::sink::base64;
 use switchyard_sdk::{ItemOutcome, Level, log};
 
-use crate::aws::{self, Protocol, Refusal, Target};
+use crate::aws::{self, Protocol, Refusal};
 use crate::batch::{for_all, retry, service_name};
 use crate::config::{Config, Service};
 use crate::message::{Message, fifo_id};
@@ -43,17 +43,7 @@ pub fn send(
     chunk: &[Message],
     body: &str,
 ) -> Result<Vec<ItemOutcome>, Refusal> {
-    let endpoint = config.endpoint();
-    let target = |protocol| Target {
-        endpoint: &endpoint,
-        scope: Scope {
-            region: &config.region,
-            service: config.service.signing_name(),
-        },
-        protocol,
-    };
-    let call =
-        |protocol, body: &str| aws::call(&target(protocol), Some(credentials), body.as_bytes());
+    let call = services::caller(config, credentials);
     let service = service_name(config);
     Ok(match config.service {
         Service::Sqs => {

@@ -13,17 +13,7 @@ use crate::message::{Message, fifo_id};
 
 /// Sends `message` to the service `config` names.
 pub fn send(config: &Config, credentials: &Credentials, message: &Message) -> Result<(), Refusal> {
-    let endpoint = config.endpoint();
-    let target = |protocol| Target {
-        endpoint: &endpoint,
-        scope: Scope {
-            region: &config.region,
-            service: config.service.signing_name(),
-        },
-        protocol,
-    };
-    let call =
-        |protocol, body: &str| aws::call(&target(protocol), Some(credentials), body.as_bytes());
+    let call = caller(config, credentials);
     match config.service {
         Service::Sns => call(Protocol::Query, &sns(config, message)).map(drop),
         Service::Sqs => call(
@@ -46,6 +36,26 @@ pub fn send(config: &Config, credentials: &Credentials, message: &Message) -> Re
         Service::Logs => {
             logs(config, &logs_body(config, &[message.text.as_str()]), &call).map(drop)
         }
+    }
+}
+
+/// Calls of the API of the service `config` names: a body in a protocol, sent to its
+/// endpoint, signed for its region and signing name with `credentials`.
+pub fn caller<'a>(
+    config: &'a Config,
+    credentials: &'a Credentials,
+) -> impl Fn(Protocol, &str) -> Result<Response, Refusal> + 'a {
+    let endpoint = config.endpoint();
+    move |protocol, body| {
+        let target = Target {
+            endpoint: &endpoint,
+            scope: Scope {
+                region: &config.region,
+                service: config.service.signing_name(),
+            },
+            protocol,
+        };
+        aws::call(&target, Some(credentials), body.as_bytes())
     }
 }
 
