@@ -27,6 +27,26 @@ fn ids<'a>(texts: impl Iterator<Item = &'a str>) -> BTreeSet<String> {
         .collect()
 }
 
+/// Creates the ConfigMap `name` whose `v` is `value`; the id of its change.
+async fn created(t: &TestDaemon, name: &str, value: &str) -> String {
+    let made = t
+        .create_configmap(json!({"metadata": {"name": name}, "data": {"v": value}}))
+        .await;
+    let meta = made.metadata;
+    format!(
+        "{}.{}.add",
+        meta.uid.unwrap(),
+        meta.resource_version.unwrap()
+    )
+}
+
+/// The changes one call carried, from the log line `delivered D of N in one call to …`.
+fn call_size(message: &str) -> Option<usize> {
+    let rest = message.strip_prefix("delivered ")?;
+    let (_, rest) = rest.split_once(" of ")?;
+    rest.split_once(" in one call")?.0.parse().ok()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_of_25_changes_is_split_into_the_calls_each_service_takes_and_arrives_whole() {
     let moto = Moto::start().await;
@@ -66,15 +86,7 @@ async fn a_batch_of_25_changes_is_split_into_the_calls_each_service_takes_and_ar
     let mut t = TestDaemon::start(&yaml).await;
     let mut expected = BTreeSet::new();
     for i in 0..COUNT {
-        let made = t
-            .create_configmap(json!({"metadata": {"name": format!("c{i}")}, "data": {"v": "1"}}))
-            .await;
-        let meta = made.metadata;
-        expected.insert(format!(
-            "{}.{}.add",
-            meta.uid.unwrap(),
-            meta.resource_version.unwrap()
-        ));
+        expected.insert(created(&t, &format!("c{i}"), "1").await);
     }
     // Larger than SNS, SQS, EventBridge and CloudWatch Logs take; Firehose takes it.
     t.create_configmap(json!({"metadata": {"name": "big"}, "data": {"v": "x".repeat(300_000)}}))
@@ -175,11 +187,7 @@ async fn a_batch_of_25_changes_is_split_into_the_calls_each_service_takes_and_ar
     // SQS, SNS and EventBridge took the batch 10 at a time: some call carried 10, none more.
     let mut calls: Vec<(String, usize)> = Vec::new();
     while let Ok(line) = t.logs.try_recv() {
-        let sent = line.message.strip_prefix("delivered ").and_then(|rest| {
-            let (_, rest) = rest.split_once(" of ")?;
-            rest.split_once(" in one call")?.0.parse::<usize>().ok()
-        });
-        if let Some(sent) = sent {
+        if let Some(sent) = call_size(&line.message) {
             calls.push((line.handler.clone(), sent));
         }
     }
@@ -220,16 +228,7 @@ async fn a_firehose_batch_larger_than_max_request_body_arrives_whole_in_calls_th
     let mut t = TestDaemon::start(&config(&[(handler, route)])).await;
     let mut expected = BTreeSet::new();
     for i in 0..RECORDS {
-        let made = t
-            .create_configmap(json!({"metadata": {"name": format!("r{i}")},
-                                     "data": {"v": "x".repeat(10_000)}}))
-            .await;
-        let meta = made.metadata;
-        expected.insert(format!(
-            "{}.{}.add",
-            meta.uid.unwrap(),
-            meta.resource_version.unwrap()
-        ));
+        expected.insert(created(&t, &format!("r{i}"), &"x".repeat(10_000)).await);
     }
     let records = support::eventually("every record in S3", WAIT, async || {
         let read = moto.boto(json!({"action": "read", "queues": {}}));
@@ -263,11 +262,7 @@ async fn a_firehose_batch_larger_than_max_request_body_arrives_whole_in_calls_th
         split |= line
             .message
             .contains("outbound.max_request_body (65536 bytes): sending it in");
-        let sent = line.message.strip_prefix("delivered ").and_then(|rest| {
-            let (_, rest) = rest.split_once(" of ")?;
-            rest.split_once(" in one call")?.0.parse::<usize>().ok()
-        });
-        calls.extend(sent);
+        calls.extend(call_size(&line.message));
     }
     assert!(split, "no call was split");
     assert_eq!(calls.iter().sum::<usize>(), RECORDS, "{calls:?}");

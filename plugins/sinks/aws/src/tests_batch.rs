@@ -53,6 +53,15 @@ fn json_body(request: &Request) -> Value {
     serde_json::from_slice(&request.body).unwrap()
 }
 
+/// The number of entries under `key` (`Entries`, `logEvents`, ...) in each request.
+fn entries<T>(report: &Report<T>, key: &str) -> Vec<usize> {
+    report
+        .requests
+        .iter()
+        .map(|r| json_body(r)[key].as_array().unwrap().len())
+        .collect()
+}
+
 fn target(request: &Request) -> &str {
     request
         .headers
@@ -113,11 +122,7 @@ fn sqs_calls_stop_at_256_kib_of_bodies() {
         Ok(Response::new(200, r#"{"Successful": []}"#)),
         events(5, 100_000),
     );
-    let sizes: Vec<usize> = report
-        .requests
-        .iter()
-        .map(|r| json_body(r)["Entries"].as_array().unwrap().len())
-        .collect();
+    let sizes = entries(&report, "Entries");
     assert_eq!(sizes, [2, 2, 1]);
     assert_eq!(report.outcome, Ok(vec![ItemOutcome::Done; 5]));
 }
@@ -361,11 +366,7 @@ fn firehose_calls_stop_at_500_records_and_logs_calls_at_1_mib() {
         Ok(Response::new(200, "{}")),
         events(6, 200_000),
     );
-    let sizes: Vec<usize> = logs
-        .requests
-        .iter()
-        .map(|r| json_body(r)["logEvents"].as_array().unwrap().len())
-        .collect();
+    let sizes = entries(&logs, "logEvents");
     assert_eq!(
         sizes,
         [5, 1],
@@ -523,11 +524,7 @@ fn a_call_refused_as_too_large_without_a_limit_is_sent_again_in_halves() {
     let done = |_: &Request| Response::new(200, "{}");
     // 8 events of about 20 KB: 160 KB, then two calls of 80 KB, then four of 40 KB.
     let report = limited(logs, false, done).handle_batch::<Aws>(events(8, 20_000));
-    let counts: Vec<usize> = report
-        .requests
-        .iter()
-        .map(|r| json_body(r)["logEvents"].as_array().unwrap().len())
-        .collect();
+    let counts = entries(&report, "logEvents");
     assert_eq!(counts, [8, 4, 2, 2, 4, 2, 2]);
     assert_eq!(report.outcome, Ok(vec![ItemOutcome::Done; 8]));
     // A change too large alone, with no limit named: a dead letter after its call alone.
@@ -559,11 +556,7 @@ fn sqs_calls_split_at_the_limit_keep_each_entry_s_outcome() {
         Response::new(200, failed.to_string())
     };
     let report = limited(sqs, true, answer).handle_batch::<Aws>(events(6, 20_000));
-    let counts: Vec<usize> = report
-        .requests
-        .iter()
-        .map(|r| json_body(r)["Entries"].as_array().unwrap().len())
-        .collect();
+    let counts = entries(&report, "Entries");
     assert_eq!(counts, [6, 3, 3]);
     let letter = ItemOutcome::DeadLetter("SQS refused the message: Invalid: no".into());
     let done = ItemOutcome::Done;
