@@ -638,10 +638,10 @@ mod tests {
         let report = TestHost::new()
             .config(json!({"lable": "team"}))
             .handle::<Stamp>(event(EventKind::Added, cm("c")));
-        let error = report.outcome.unwrap_err();
-        assert!(
-            error.starts_with("init: config: unknown field `lable`, expected `label` or `value`"),
-            "{error}"
+        // The field at fault, and no place in the JSON the daemon made from the YAML.
+        assert_eq!(
+            report.outcome.unwrap_err(),
+            "init: config: unknown field `lable`, expected `label` or `value`"
         );
         assert!(report.logs.is_empty());
         // No `config:` at all: fields with defaults take them.
