@@ -306,6 +306,17 @@ impl Error {
     pub fn is_request_too_large(&self) -> bool {
         matches!(self, Error::TooLarge(m) if m.starts_with("HttpRequestBodySize"))
     }
+
+    /// The handler's `outbound.max_request_body` in bytes, when the error is a request
+    /// too large and names it (`HttpRequestBodySize(Some(1048576))`).
+    pub fn request_body_limit(&self) -> Option<usize> {
+        let Error::TooLarge(m) = self else {
+            return None;
+        };
+        let digits = m.strip_prefix("HttpRequestBodySize(Some(")?;
+        let end = digits.find(|c: char| !c.is_ascii_digit())?;
+        digits[..end].parse().ok()
+    }
 }
 
 /// The error `handle` returns: [`Error`]'s text, made [`crate::permanent`] for a request
@@ -600,5 +611,14 @@ mod tests {
         assert!(error.contains("outbound.max_request_body"), "{error}");
         let response = String::from(Error::TooLarge("HttpResponseBodySize(Some(9))".into()));
         assert_eq!(response, "too large: HttpResponseBodySize(Some(9))");
+    }
+
+    #[test]
+    fn a_request_too_large_names_its_limit_when_the_host_gives_it() {
+        let limit = |text: &str| Error::TooLarge(text.into()).request_body_limit();
+        assert_eq!(limit("HttpRequestBodySize(Some(1048576))"), Some(1_048_576));
+        assert_eq!(limit("HttpRequestBodySize(None)"), None);
+        assert_eq!(limit("HttpResponseBodySize(Some(9))"), None);
+        assert_eq!(Error::Other("x".into()).request_body_limit(), None);
     }
 }

@@ -360,15 +360,18 @@ impl<T: Configured> Handler for T {
 }
 
 /// Reads a handler's `config` (JSON) into `T`, with an error that names the field at fault
-/// (`config: unknown field `urll`, expected `url` ...`); `null` (no `config:` in the YAML)
-/// reads as an empty mapping, so a `T` whose fields all have defaults needs none.
+/// (`config: unknown field `urll`, expected `url` ...`) and not its place in the JSON, which
+/// the daemon made from the YAML; `null` (no `config:` in the YAML) reads as an empty
+/// mapping, so a `T` whose fields all have defaults needs none.
 pub fn parse_config<T: serde::de::DeserializeOwned>(config: &str) -> Result<T, String> {
-    let config = if config.trim() == "null" {
-        "{}"
+    let value: serde_json::Value =
+        serde_json::from_str(config).map_err(|e| format!("config: {e}"))?;
+    let value = if value.is_null() {
+        serde_json::Value::Object(serde_json::Map::new())
     } else {
-        config
+        value
     };
-    serde_json::from_str(config).map_err(|e| format!("config: {e}"))
+    T::deserialize(value).map_err(|e| format!("config: {e}"))
 }
 
 /// A handler that also takes events in batches (the `handler-batch` world): the daemon

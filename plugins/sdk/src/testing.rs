@@ -120,12 +120,15 @@ struct Call {
     logs: Vec<(Level, String)>,
     writes: Vec<Write>,
     metrics: Vec<Metric>,
-    responses: Vec<(String, HttpAnswer)>,
+    responses: Vec<(String, AnswerFn)>,
     requests: Vec<crate::http::Request>,
 }
 
 /// What the test host answers a request with.
 type HttpAnswer = Result<crate::http::Response, crate::http::Error>;
+
+/// How the test host answers a request to a URL prefix.
+type AnswerFn = Rc<dyn Fn(&crate::http::Request) -> HttpAnswer>;
 
 thread_local! {
     static CALL: RefCell<Option<Call>> = const { RefCell::new(None) };
@@ -150,7 +153,7 @@ pub struct TestHost {
     objects: Vec<(String, Value)>,
     indexes: HashMap<String, IndexFn>,
     write_error: Option<String>,
-    responses: Vec<(String, HttpAnswer)>,
+    responses: Vec<(String, AnswerFn)>,
 }
 
 impl TestHost {
@@ -187,16 +190,27 @@ impl TestHost {
     /// Answers HTTP requests whose URL starts with `url_prefix` with `response` (the first
     /// matching prefix wins). A request nothing answers fails with `Error::Denied`, as a
     /// destination missing from `capabilities.http` would.
-    pub fn http(mut self, url_prefix: &str, response: crate::http::Response) -> Self {
-        self.responses.push((url_prefix.to_string(), Ok(response)));
+    pub fn http(self, url_prefix: &str, response: crate::http::Response) -> Self {
+        self.http_with(url_prefix, move |_| Ok(response.clone()))
+    }
+
+    /// Answers HTTP requests whose URL starts with `url_prefix` with what `answer` gives
+    /// for each request (a limit on bodies, answers that change from call to call, ...).
+    pub fn http_with(
+        mut self,
+        url_prefix: &str,
+        answer: impl Fn(&crate::http::Request) -> Result<crate::http::Response, crate::http::Error>
+        + 'static,
+    ) -> Self {
+        self.responses
+            .push((url_prefix.to_string(), Rc::new(answer)));
         self
     }
 
     /// Makes HTTP requests whose URL starts with `url_prefix` fail with `error` (a timeout,
     /// a refused connection, ...).
-    pub fn http_error(mut self, url_prefix: &str, error: crate::http::Error) -> Self {
-        self.responses.push((url_prefix.to_string(), Err(error)));
-        self
+    pub fn http_error(self, url_prefix: &str, error: crate::http::Error) -> Self {
+        self.http_with(url_prefix, move |_| Err(error.clone()))
     }
 
     /// Calls `H::init` with the config and then `H::handle` with `event`; returns what
@@ -291,7 +305,7 @@ pub(crate) mod host {
                 .responses
                 .iter()
                 .find(|(prefix, _)| request.url.starts_with(prefix.as_str()))
-                .map(|(_, answer)| answer.clone())
+                .map(|(_, answer)| answer(&request))
                 .unwrap_or_else(|| {
                     Err(crate::http::Error::Denied(format!(
                         "HttpRequestDenied: the TestHost has no answer for {} (give one with TestHost::http)",
@@ -624,10 +638,10 @@ mod tests {
         let report = TestHost::new()
             .config(json!({"lable": "team"}))
             .handle::<Stamp>(event(EventKind::Added, cm("c")));
-        let error = report.outcome.unwrap_err();
-        assert!(
-            error.starts_with("init: config: unknown field `lable`, expected `label` or `value`"),
-            "{error}"
+        // The field at fault, and no place in the JSON the daemon made from the YAML.
+        assert_eq!(
+            report.outcome.unwrap_err(),
+            "init: config: unknown field `lable`, expected `label` or `value`"
         );
         assert!(report.logs.is_empty());
         // No `config:` at all: fields with defaults take them.

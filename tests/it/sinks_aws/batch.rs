@@ -1,7 +1,8 @@
 //! The AWS sink with `batch:` against moto: 25 changes reach each service in the calls its
 //! batch API takes (SQS, SNS and EventBridge 10 at a time), each read back once with its
 //! id, and a change too large for a service is a dead letter of its own while the rest
-//! of its batch is delivered.
+//! of its batch is delivered. A Firehose batch larger than the handler's
+//! `outbound.max_request_body` arrives whole, in calls that fit the limit.
 
 use std::collections::BTreeSet;
 
@@ -24,6 +25,26 @@ fn ids<'a>(texts: impl Iterator<Item = &'a str>) -> BTreeSet<String> {
     texts
         .map(|t| event(t)["id"].as_str().unwrap().to_string())
         .collect()
+}
+
+/// Creates the ConfigMap `name` whose `v` is `value`; the id of its change.
+async fn created(t: &TestDaemon, name: &str, value: &str) -> String {
+    let made = t
+        .create_configmap(json!({"metadata": {"name": name}, "data": {"v": value}}))
+        .await;
+    let meta = made.metadata;
+    format!(
+        "{}.{}.add",
+        meta.uid.unwrap(),
+        meta.resource_version.unwrap()
+    )
+}
+
+/// The changes one call carried, from the log line `delivered D of N in one call to …`.
+fn call_size(message: &str) -> Option<usize> {
+    let rest = message.strip_prefix("delivered ")?;
+    let (_, rest) = rest.split_once(" of ")?;
+    rest.split_once(" in one call")?.0.parse().ok()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -65,15 +86,7 @@ async fn a_batch_of_25_changes_is_split_into_the_calls_each_service_takes_and_ar
     let mut t = TestDaemon::start(&yaml).await;
     let mut expected = BTreeSet::new();
     for i in 0..COUNT {
-        let made = t
-            .create_configmap(json!({"metadata": {"name": format!("c{i}")}, "data": {"v": "1"}}))
-            .await;
-        let meta = made.metadata;
-        expected.insert(format!(
-            "{}.{}.add",
-            meta.uid.unwrap(),
-            meta.resource_version.unwrap()
-        ));
+        expected.insert(created(&t, &format!("c{i}"), "1").await);
     }
     // Larger than SNS, SQS, EventBridge and CloudWatch Logs take; Firehose takes it.
     t.create_configmap(json!({"metadata": {"name": "big"}, "data": {"v": "x".repeat(300_000)}}))
@@ -174,11 +187,7 @@ async fn a_batch_of_25_changes_is_split_into_the_calls_each_service_takes_and_ar
     // SQS, SNS and EventBridge took the batch 10 at a time: some call carried 10, none more.
     let mut calls: Vec<(String, usize)> = Vec::new();
     while let Ok(line) = t.logs.try_recv() {
-        let sent = line.message.strip_prefix("delivered ").and_then(|rest| {
-            let (_, rest) = rest.split_once(" of ")?;
-            rest.split_once(" in one call")?.0.parse::<usize>().ok()
-        });
-        if let Some(sent) = sent {
+        if let Some(sent) = call_size(&line.message) {
             calls.push((line.handler.clone(), sent));
         }
     }
@@ -193,6 +202,74 @@ async fn a_batch_of_25_changes_is_split_into_the_calls_each_service_takes_and_ar
             "{name}: {sizes:?}"
         );
     }
+    t.stop().await;
+}
+
+/// Records in the Firehose batch below, each about 13.5 KB in base64: all of them are more
+/// than the handler's `outbound.max_request_body` of 64 KiB takes in one call.
+const RECORDS: usize = 12;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_firehose_batch_larger_than_max_request_body_arrives_whole_in_calls_that_fit_it() {
+    let moto = Moto::start().await;
+    moto.boto(json!({"action": "setup"}));
+    let m = &moto.endpoint;
+    let (handler, route) = batched(handler(
+        "firehose",
+        &format!(
+            "endpoint: \"{m}\", credentials: {KEYS}, service: firehose, delivery_stream: to-s3"
+        ),
+        m,
+    ));
+    let handler = handler.replace(
+        "    instance: reuse\n",
+        "    instance: reuse\n    outbound: {max_request_body: 64Ki}\n",
+    );
+    let mut t = TestDaemon::start(&config(&[(handler, route)])).await;
+    let mut expected = BTreeSet::new();
+    for i in 0..RECORDS {
+        expected.insert(created(&t, &format!("r{i}"), &"x".repeat(10_000)).await);
+    }
+    let records = support::eventually("every record in S3", WAIT, async || {
+        let read = moto.boto(json!({"action": "read", "queues": {}}));
+        let records: Vec<String> = read["s3"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|o| {
+                o.as_str()
+                    .unwrap()
+                    .lines()
+                    .map(str::to_string)
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        if records.len() < RECORDS {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            return None;
+        }
+        Some(records)
+    })
+    .await;
+    assert_eq!(records.len(), RECORDS, "each record once");
+    assert_eq!(ids(records.iter().map(String::as_str)), expected);
+    let (_, body) = t.get("/handlers/firehose/dead-letters").await;
+    let letters = body["dead_letters"].as_array().cloned().unwrap_or_default();
+    assert!(letters.is_empty(), "{letters:#?}");
+    // Refused as too large, the calls were split to fit: at most 4 records of 13.5 KB each.
+    let (mut split, mut calls) = (false, Vec::new());
+    while let Ok(line) = t.logs.try_recv() {
+        split |= line
+            .message
+            .contains("outbound.max_request_body (65536 bytes): sending it in");
+        calls.extend(call_size(&line.message));
+    }
+    assert!(split, "no call was split");
+    assert_eq!(calls.iter().sum::<usize>(), RECORDS, "{calls:?}");
+    assert!(
+        calls.iter().all(|n| *n <= 4) && calls.len() >= 3,
+        "{calls:?}"
+    );
     t.stop().await;
 }
 

@@ -39,6 +39,9 @@ pub enum Refusal {
     Refused(AwsError),
     /// No answer (a timeout, a refused connection, the allow-list): the SDK's error.
     Failed(String),
+    /// The request's body is larger than the handler's `outbound.max_request_body`: the
+    /// limit when the host names it, and the SDK's error (permanent, naming the setting).
+    TooLarge(Option<usize>, String),
 }
 
 /// An error AWS answered with.
@@ -149,10 +152,13 @@ pub fn call(
             request = request.header(name, &value);
         }
     }
-    let response = request
-        .body(body.to_vec())
-        .send()
-        .map_err(|e| Refusal::Failed(String::from(e)))?;
+    let response = request.body(body.to_vec()).send().map_err(|e| {
+        if e.is_request_too_large() {
+            Refusal::TooLarge(e.request_body_limit(), String::from(e))
+        } else {
+            Refusal::Failed(String::from(e))
+        }
+    })?;
     if response.is_success() {
         THROTTLED.with(|t| t.set(0));
         return Ok(response);

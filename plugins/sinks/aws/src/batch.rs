@@ -1,9 +1,14 @@
 //! A batch of changes (`handle-batch`): split into the calls the service takes
 //! ([`limits`]), each call's answer mapped to an outcome per change.
 //!
-//! A call that fails as a whole counts for each change it carried: throttled, a 5xx or no
-//! answer retries them (and the calls after it are not made: their changes are retried
-//! too), any other refusal moves them to the dead letters naming AWS's code and message.
+//! A call the daemon refuses as larger than the handler's `outbound.max_request_body` is
+//! sent again split into calls that fit the limit the refusal names (in halves when it
+//! names none); a change whose call alone is too large is a dead letter naming the limit.
+//!
+//! A call that fails as a whole otherwise counts for each change it carried: throttled, a
+//! 5xx or no answer retries them (and the calls after it are not made: their changes are
+//! retried too), any other refusal moves them to the dead letters naming AWS's code and
+//! message.
 
 use std::ops::Range;
 
@@ -70,43 +75,134 @@ pub fn chunks(sizes: &[usize], limits: Limits) -> Vec<Range<usize>> {
     chunks
 }
 
-/// Sends `messages` in as few calls as the service's limits allow; an outcome per message,
-/// in order.
+/// Sends `messages` in as few calls as the service's limits and the handler's
+/// `outbound.max_request_body` allow; an outcome per message, in order.
 pub fn send(config: &Config, messages: &[Message]) -> Vec<ItemOutcome> {
     let credentials = match credentials::current(&config.credentials, &config.region) {
         Ok(credentials) => credentials,
         Err(refusal) => return vec![for_all(config, refusal); messages.len()],
     };
     let sizes: Vec<usize> = messages.iter().map(|m| entry_size(config, m)).collect();
-    let mut outcomes = Vec::with_capacity(messages.len());
-    let mut given_up: Option<ItemOutcome> = None;
+    let mut sending = Sending {
+        config,
+        credentials: &credentials,
+        outcomes: Vec::with_capacity(messages.len()),
+        given_up: None,
+        max_body: None,
+    };
     for range in chunks(&sizes, limits(config.service)) {
-        let chunk = &messages[range];
-        if let Some(outcome) = &given_up {
-            outcomes.extend(vec![outcome.clone(); chunk.len()]);
-            continue;
+        sending.deliver(&messages[range]);
+    }
+    sending.outcomes
+}
+
+/// A batch being sent: the outcomes so far, and what its calls so far showed.
+struct Sending<'a> {
+    config: &'a Config,
+    credentials: &'a Credentials,
+    outcomes: Vec<ItemOutcome>,
+    /// Once a call failed in a way that is retried, the outcome of every change left
+    /// (the calls after it are not made).
+    given_up: Option<ItemOutcome>,
+    /// The handler's `outbound.max_request_body`, once a call refused as too large named it.
+    max_body: Option<usize>,
+}
+
+impl Sending<'_> {
+    /// Sends `chunk` in one call, or in several when its body is larger than the handler's
+    /// `outbound.max_request_body`; an outcome per message.
+    fn deliver(&mut self, chunk: &[Message]) {
+        if let Some(outcome) = &self.given_up {
+            self.outcomes.extend(vec![outcome.clone(); chunk.len()]);
+            return;
         }
-        match call(config, &credentials, chunk) {
-            Ok(each) => outcomes.extend(each),
+        let body = batch_calls::body(self.config, chunk);
+        if let Some(max) = self.max_body.filter(|max| body.len() > *max) {
+            self.split(chunk, Some(max), body.len());
+            return;
+        }
+        match call(self.config, self.credentials, chunk, &body) {
+            Ok(each) => self.outcomes.extend(each),
+            Err(Refusal::TooLarge(max, _)) => {
+                self.max_body = max.or(self.max_body);
+                self.split(chunk, max, body.len());
+            }
             Err(refusal) => {
-                let outcome = for_all(config, refusal);
+                let outcome = for_all(self.config, refusal);
                 if matches!(outcome, ItemOutcome::Retry(_)) {
-                    given_up = Some(outcome.clone());
+                    self.given_up = Some(outcome.clone());
                 }
-                outcomes.extend(vec![outcome; chunk.len()]);
+                self.outcomes.extend(vec![outcome; chunk.len()]);
             }
         }
     }
-    outcomes
+
+    /// Sends `chunk`, whose body of `size` bytes is larger than `max` (the handler's
+    /// `outbound.max_request_body`, when known), in calls that fit it, in order: halves when
+    /// the limit is unknown. A change that alone is too large is a dead letter.
+    fn split(&mut self, chunk: &[Message], max: Option<usize>, size: usize) {
+        if chunk.len() == 1 {
+            self.outcomes.push(alone_too_large(max, size));
+            return;
+        }
+        let mut pieces = max.map_or_else(Vec::new, |max| fitting(self.config, chunk, max));
+        if pieces.len() < 2 {
+            // No limit named, or a body measured under it refused all the same.
+            let half = chunk.len() / 2;
+            pieces = vec![0..half, half..chunk.len()];
+        }
+        log(
+            Level::Debug,
+            &format!(
+                "{}: a call of {} changes ({size} bytes) is larger than the handler's \
+                 outbound.max_request_body{}: sending it in {} calls",
+                service_name(self.config),
+                chunk.len(),
+                max.map(|m| format!(" ({m} bytes)")).unwrap_or_default(),
+                pieces.len()
+            ),
+        );
+        for piece in pieces {
+            self.deliver(&chunk[piece]);
+        }
+    }
 }
 
-/// One call of the service's batch API with `chunk`; an outcome per message.
+/// Consecutive ranges of `chunk` whose calls' bodies are at most `max` bytes: each entry
+/// counted as the bytes it adds to a body (the body of it alone less the empty one) and
+/// the separator before it.
+fn fitting(config: &Config, chunk: &[Message], max: usize) -> Vec<Range<usize>> {
+    let empty = batch_calls::body(config, &[]).len();
+    let sizes: Vec<usize> = chunk
+        .iter()
+        .map(|m| batch_calls::body(config, std::slice::from_ref(m)).len() - empty + 1)
+        .collect();
+    let limits = Limits {
+        entries: chunk.len(),
+        // The first entry has no separator.
+        bytes: (max + 1).saturating_sub(empty),
+    };
+    chunks(&sizes, limits)
+}
+
+/// The dead letter of a change whose call alone, `size` bytes, is larger than the
+/// handler's `outbound.max_request_body` (`max` when the host named it).
+fn alone_too_large(max: Option<usize>, size: usize) -> ItemOutcome {
+    let max = max.map(|m| format!(" ({m} bytes)")).unwrap_or_default();
+    ItemOutcome::DeadLetter(format!(
+        "the call for this change alone is {size} bytes, more than the handler's \
+         outbound.max_request_body{max}: raise that limit"
+    ))
+}
+
+/// One call of the service's batch API with `chunk` (its `body`); an outcome per message.
 fn call(
     config: &Config,
     credentials: &Credentials,
     chunk: &[Message],
+    body: &str,
 ) -> Result<Vec<ItemOutcome>, Refusal> {
-    let outcomes = batch_calls::send(config, credentials, chunk)?;
+    let outcomes = batch_calls::send(config, credentials, chunk, body)?;
     let delivered = outcomes.iter().filter(|o| **o == ItemOutcome::Done).count();
     log(
         Level::Debug,
@@ -145,7 +241,9 @@ pub fn for_all(config: &Config, refusal: Refusal) -> ItemOutcome {
             given_up_or_retried(&service, &error.into_error())
         }
         // A request larger than the handler's `outbound.max_request_body` is permanent.
-        Refusal::Failed(error) => given_up_or_retried(&service, &error),
+        Refusal::Failed(error) | Refusal::TooLarge(_, error) => {
+            given_up_or_retried(&service, &error)
+        }
     }
 }
 

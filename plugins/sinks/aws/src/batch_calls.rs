@@ -10,68 +10,61 @@
 //! Logs names the events it rejected as too old or too new, retried (with a new timestamp).
 
 use serde_json::{Value, json};
-use sigv4::{Credentials, Scope};
+use sigv4::Credentials;
 use switchyard_sdk::http::Response;
 use switchyard_sdk::sink::base64;
 use switchyard_sdk::{ItemOutcome, Level, log};
 
-use crate::aws::{self, Protocol, Refusal, Target};
+use crate::aws::{self, Protocol, Refusal};
 use crate::batch::{for_all, retry, service_name};
 use crate::config::{Config, Service};
 use crate::message::{Message, fifo_id};
 use crate::services::{self, eventbridge_names, group};
 
-/// Sends `chunk` in one call of the service's batch API; an outcome per message.
+/// The body of one call of the service's batch API carrying `chunk`.
+pub fn body(config: &Config, chunk: &[Message]) -> String {
+    match config.service {
+        Service::Sqs => sqs(config, chunk),
+        Service::Sns => sns(config, chunk),
+        Service::Eventbridge => eventbridge(config, chunk),
+        Service::Firehose => firehose(config, chunk),
+        Service::Logs => {
+            let texts: Vec<&str> = chunk.iter().map(|m| m.text.as_str()).collect();
+            services::logs_body(config, &texts)
+        }
+    }
+}
+
+/// Sends `body` (built by [`body`] from `chunk`) in one call of the service's batch API;
+/// an outcome per message.
 pub fn send(
     config: &Config,
     credentials: &Credentials,
     chunk: &[Message],
+    body: &str,
 ) -> Result<Vec<ItemOutcome>, Refusal> {
-    let endpoint = config.endpoint();
-    let target = |protocol| Target {
-        endpoint: &endpoint,
-        scope: Scope {
-            region: &config.region,
-            service: config.service.signing_name(),
-        },
-        protocol,
-    };
-    let call =
-        |protocol, body: &str| aws::call(&target(protocol), Some(credentials), body.as_bytes());
+    let call = services::caller(config, credentials);
     let service = service_name(config);
     Ok(match config.service {
         Service::Sqs => {
-            let answer = call(
-                Protocol::Json10("AmazonSQS.SendMessageBatch"),
-                &sqs(config, chunk),
-            )?;
+            let answer = call(Protocol::Json10("AmazonSQS.SendMessageBatch"), body)?;
             let answer: Value = serde_json::from_str(&answer.text()).unwrap_or_default();
             let failed = answer["Failed"].as_array().cloned().unwrap_or_default();
             by_id(&service, chunk.len(), failed.iter().map(json_failure))
         }
         Service::Sns => {
-            let answer = call(Protocol::Query, &sns(config, chunk))?;
+            let answer = call(Protocol::Query, body)?;
             by_id(&service, chunk.len(), xml_failures(&answer.text()))
         }
         Service::Eventbridge => {
-            let answer = call(
-                Protocol::Json11("AWSEvents.PutEvents"),
-                &eventbridge(config, chunk),
-            )?;
+            let answer = call(Protocol::Json11("AWSEvents.PutEvents"), body)?;
             eventbridge_answer(config, &answer, chunk.len())
         }
         Service::Firehose => {
-            let answer = call(
-                Protocol::Json11("Firehose_20150804.PutRecordBatch"),
-                &firehose(config, chunk),
-            )?;
+            let answer = call(Protocol::Json11("Firehose_20150804.PutRecordBatch"), body)?;
             firehose_answer(&answer, chunk.len())
         }
-        Service::Logs => {
-            let texts: Vec<&str> = chunk.iter().map(|m| m.text.as_str()).collect();
-            let answer = services::logs(config, &texts, &call)?;
-            logs_answer(&answer, chunk.len())
-        }
+        Service::Logs => logs_answer(&services::logs(config, body, &call)?, chunk.len()),
     })
 }
 

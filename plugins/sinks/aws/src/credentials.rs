@@ -126,7 +126,7 @@ fn exchange(web: &WebIdentity, region: &str) -> Result<(Credentials, u64), Refus
             "AWS answered {} {}: {}",
             e.status, e.code, e.message
         ))),
-        Refusal::Failed(e) => Refusal::Failed(sts(e)),
+        Refusal::Failed(e) | Refusal::TooLarge(_, e) => Refusal::Failed(sts(e)),
         throttled => throttled,
     })?;
     parse(&response.text()).map_err(|e| Refusal::Failed(sts(e)))

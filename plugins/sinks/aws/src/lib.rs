@@ -100,7 +100,7 @@ impl Configured for Aws {
                 }
                 Err(error.into_error())
             }
-            Err(Refusal::Failed(error)) => Err(error),
+            Err(Refusal::Failed(error) | Refusal::TooLarge(_, error)) => Err(error),
         }
     }
 }

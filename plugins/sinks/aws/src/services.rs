@@ -13,17 +13,7 @@ use crate::message::{Message, fifo_id};
 
 /// Sends `message` to the service `config` names.
 pub fn send(config: &Config, credentials: &Credentials, message: &Message) -> Result<(), Refusal> {
-    let endpoint = config.endpoint();
-    let target = |protocol| Target {
-        endpoint: &endpoint,
-        scope: Scope {
-            region: &config.region,
-            service: config.service.signing_name(),
-        },
-        protocol,
-    };
-    let call =
-        |protocol, body: &str| aws::call(&target(protocol), Some(credentials), body.as_bytes());
+    let call = caller(config, credentials);
     match config.service {
         Service::Sns => call(Protocol::Query, &sns(config, message)).map(drop),
         Service::Sqs => call(
@@ -43,7 +33,29 @@ pub fn send(config: &Config, credentials: &Credentials, message: &Message) -> Re
             &firehose(config, message),
         )
         .map(drop),
-        Service::Logs => logs(config, &[message.text.as_str()], &call).map(drop),
+        Service::Logs => {
+            logs(config, &logs_body(config, &[message.text.as_str()]), &call).map(drop)
+        }
+    }
+}
+
+/// Calls of the API of the service `config` names: a body in a protocol, sent to its
+/// endpoint, signed for its region and signing name with `credentials`.
+pub fn caller<'a>(
+    config: &'a Config,
+    credentials: &'a Credentials,
+) -> impl Fn(Protocol, &str) -> Result<Response, Refusal> + 'a {
+    let endpoint = config.endpoint();
+    move |protocol, body| {
+        let target = Target {
+            endpoint: &endpoint,
+            scope: Scope {
+                region: &config.region,
+                service: config.service.signing_name(),
+            },
+            protocol,
+        };
+        aws::call(&target, Some(credentials), body.as_bytes())
     }
 }
 
@@ -143,25 +155,29 @@ fn firehose(config: &Config, message: &Message) -> String {
     json!({"DeliveryStreamName": config.delivery_stream, "Record": {"Data": data}}).to_string()
 }
 
-/// CloudWatch Logs `PutLogEvents` of `texts`, one event each, all with the time now (so
-/// in time order); a missing stream is created (`CreateLogStream`) and the events put
-/// again. A missing group is a refusal: the sink does not create groups (their retention
-/// and encryption are the account's choice).
-pub fn logs(
-    config: &Config,
-    texts: &[&str],
-    call: &dyn Fn(Protocol, &str) -> Result<Response, Refusal>,
-) -> Result<Response, Refusal> {
-    let stream = json!({"logGroupName": config.log_group, "logStreamName": config.log_stream});
-    let mut put = stream.clone();
+/// CloudWatch Logs `PutLogEvents`' body for `texts`, one event each, all with the time
+/// now (so in time order).
+pub fn logs_body(config: &Config, texts: &[&str]) -> String {
     let now = aws::now() * 1000;
     let events: Vec<Value> = texts
         .iter()
         .map(|text| json!({"timestamp": now, "message": text}))
         .collect();
-    put["logEvents"] = json!(events);
-    let put = put.to_string();
-    match call(Protocol::Json11("Logs_20140328.PutLogEvents"), &put) {
+    json!({"logGroupName": config.log_group, "logStreamName": config.log_stream,
+           "logEvents": events})
+    .to_string()
+}
+
+/// CloudWatch Logs `PutLogEvents` with the body `put` ([`logs_body`]); a missing stream is
+/// created (`CreateLogStream`) and the events put again. A missing group is a refusal: the
+/// sink does not create groups (their retention and encryption are the account's choice).
+pub fn logs(
+    config: &Config,
+    put: &str,
+    call: &dyn Fn(Protocol, &str) -> Result<Response, Refusal>,
+) -> Result<Response, Refusal> {
+    let stream = json!({"logGroupName": config.log_group, "logStreamName": config.log_stream});
+    match call(Protocol::Json11("Logs_20140328.PutLogEvents"), put) {
         Err(Refusal::Refused(e))
             if e.code == "ResourceNotFoundException" && !e.message.contains("group") =>
         {
@@ -182,7 +198,7 @@ pub fn logs(
                     config.log_group.as_deref().unwrap_or_default()
                 ),
             );
-            call(Protocol::Json11("Logs_20140328.PutLogEvents"), &put)
+            call(Protocol::Json11("Logs_20140328.PutLogEvents"), put)
         }
         other => other,
     }

@@ -5,6 +5,7 @@
 
 use serde_json::{Value, json};
 use switchyard_sdk::http::{Error, Request, Response};
+use switchyard_sdk::sink::base64;
 use switchyard_sdk::testing::{Report, TestHost, event};
 use switchyard_sdk::{Event, EventKind, ItemOutcome};
 
@@ -50,6 +51,15 @@ fn batch(
 
 fn json_body(request: &Request) -> Value {
     serde_json::from_slice(&request.body).unwrap()
+}
+
+/// The number of entries under `key` (`Entries`, `logEvents`, ...) in each request.
+fn entries<T>(report: &Report<T>, key: &str) -> Vec<usize> {
+    report
+        .requests
+        .iter()
+        .map(|r| json_body(r)[key].as_array().unwrap().len())
+        .collect()
 }
 
 fn target(request: &Request) -> &str {
@@ -112,11 +122,7 @@ fn sqs_calls_stop_at_256_kib_of_bodies() {
         Ok(Response::new(200, r#"{"Successful": []}"#)),
         events(5, 100_000),
     );
-    let sizes: Vec<usize> = report
-        .requests
-        .iter()
-        .map(|r| json_body(r)["Entries"].as_array().unwrap().len())
-        .collect();
+    let sizes = entries(&report, "Entries");
     assert_eq!(sizes, [2, 2, 1]);
     assert_eq!(report.outcome, Ok(vec![ItemOutcome::Done; 5]));
 }
@@ -360,15 +366,209 @@ fn firehose_calls_stop_at_500_records_and_logs_calls_at_1_mib() {
         Ok(Response::new(200, "{}")),
         events(6, 200_000),
     );
-    let sizes: Vec<usize> = logs
-        .requests
-        .iter()
-        .map(|r| json_body(r)["logEvents"].as_array().unwrap().len())
-        .collect();
+    let sizes = entries(&logs, "logEvents");
     assert_eq!(
         sizes,
         [5, 1],
         "5 events of 200 KB and their 26 bytes fit in 1 MiB"
     );
     assert_eq!(logs.outcome, Ok(vec![ItemOutcome::Done; 6]));
+}
+
+/// The handler's `outbound.max_request_body` in the tests below.
+const LIMIT: usize = 65_536;
+
+/// A host that refuses a request whose body is larger than [`LIMIT`] as the daemon does
+/// (naming the limit when `named`), and answers any other with `answer`.
+fn limited(config: Value, named: bool, answer: fn(&Request) -> Response) -> TestHost {
+    TestHost::new()
+        .config(config)
+        .http_with("https://", move |request| {
+            if request.body.len() <= LIMIT {
+                return Ok(answer(request));
+            }
+            let limit = if named {
+                format!("Some({LIMIT})")
+            } else {
+                "None".into()
+            };
+            Err(Error::TooLarge(format!("HttpRequestBodySize({limit})")))
+        })
+}
+
+/// The names of the ConfigMaps in a Firehose call's records.
+fn record_names(request: &Request) -> Vec<String> {
+    let body = json_body(request);
+    body["Records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let data = base64_decode(r["Data"].as_str().unwrap());
+            let message: Value = serde_json::from_slice(&data).unwrap();
+            message["object"]["metadata"]["name"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect()
+}
+
+/// Standard base64 decoded (the records' `Data`).
+fn base64_decode(text: &str) -> Vec<u8> {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let values: Vec<u32> = text
+        .bytes()
+        .filter(|b| *b != b'=')
+        .map(|b| ALPHABET.iter().position(|a| *a == b).unwrap() as u32)
+        .collect();
+    let mut out = Vec::new();
+    for group in values.chunks(4) {
+        let n = group
+            .iter()
+            .enumerate()
+            .fold(0, |n, (i, v)| n | v << (18 - 6 * i));
+        out.extend(&n.to_be_bytes()[1..group.len()]);
+    }
+    out
+}
+
+/// Firehose's answer to a call: every record put but the second, refused.
+fn second_record_fails(request: &Request) -> Response {
+    let count = json_body(request)["Records"].as_array().unwrap().len();
+    let responses: Vec<Value> = (0..count)
+        .map(|i| match i {
+            1 => json!({"ErrorCode": "ServiceUnavailableException", "ErrorMessage": "slow"}),
+            _ => json!({"RecordId": format!("r{i}")}),
+        })
+        .collect();
+    let failed = usize::from(count > 1);
+    Response::new(
+        200,
+        json!({"FailedPutCount": failed, "RequestResponses": responses}).to_string(),
+    )
+}
+
+#[test]
+fn a_call_refused_as_larger_than_the_named_limit_is_sent_again_in_calls_that_fit_it() {
+    let firehose = config("firehose", json!({"delivery_stream": "to-s3"}));
+    // 20 records of about 13.5 KB in base64: 270 KB in one call, 4 fit in 64 KiB.
+    let report = limited(firehose.clone(), true, second_record_fails)
+        .handle_batch::<Aws>(events(20, 10_000));
+    let sizes: Vec<usize> = report.requests.iter().map(|r| r.body.len()).collect();
+    assert!(sizes[0] > LIMIT, "the whole batch first: {sizes:?}");
+    let calls = &report.requests[1..];
+    assert_eq!(calls.len(), 5, "{sizes:?}");
+    assert!(sizes[1..].iter().all(|s| *s <= LIMIT), "{sizes:?}");
+    // Each call as full as the limit allows: its records and the next one's are too many.
+    let one = base64(format!("{}\n", "x".repeat(10_000)).as_bytes()).len();
+    assert!(sizes[1..5].iter().all(|s| s + one > LIMIT), "{sizes:?}");
+    let names: Vec<String> = calls.iter().flat_map(record_names).collect();
+    let expected: Vec<String> = (0..20).map(|i| format!("c{i}")).collect();
+    assert_eq!(names, expected, "every record once, in order");
+    // Each call's second record was refused and is retried; every other one is done.
+    let mut outcomes = Vec::new();
+    for call in calls {
+        let count = record_names(call).len();
+        outcomes.extend((0..count).map(|i| match i {
+            1 => ItemOutcome::Retry(None),
+            _ => ItemOutcome::Done,
+        }));
+    }
+    assert_eq!(report.outcome, Ok(outcomes));
+    assert!(
+        report
+            .logs
+            .iter()
+            .any(|(_, l)| l.contains("FIREHOSE: a call of 20 changes (2")
+                && l.contains("outbound.max_request_body (65536 bytes): sending it in 5 calls")),
+        "{:?}",
+        report.logs
+    );
+}
+
+#[test]
+fn a_change_whose_call_alone_is_larger_than_the_limit_is_a_dead_letter_naming_it() {
+    let firehose = config("firehose", json!({"delivery_stream": "to-s3"}));
+    let mut changes = events(4, 10_000);
+    changes.insert(2, event(EventKind::Added, cm("big", 60_000)));
+    let done = |_: &Request| Response::new(200, r#"{"FailedPutCount": 0}"#);
+    let report = limited(firehose, true, done).handle_batch::<Aws>(changes);
+    let outcomes = report.outcome.unwrap();
+    let ItemOutcome::DeadLetter(reason) = &outcomes[2] else {
+        panic!("{outcomes:?}")
+    };
+    assert!(
+        reason.starts_with("the call for this change alone is 80")
+            && reason.ends_with(
+                "bytes, more than the handler's outbound.max_request_body (65536 bytes): \
+                 raise that limit"
+            ),
+        "{reason}"
+    );
+    assert_eq!(
+        outcomes.iter().filter(|o| **o == ItemOutcome::Done).count(),
+        4
+    );
+    // Once the limit is known, the large change is never sent alone.
+    let names: Vec<Vec<String>> = report.requests[1..].iter().map(record_names).collect();
+    assert_eq!(names, [["c0", "c1"], ["c2", "c3"]]);
+}
+
+#[test]
+fn a_call_refused_as_too_large_without_a_limit_is_sent_again_in_halves() {
+    let logs = config(
+        "logs",
+        json!({"log_group": "/k8s", "log_stream": "changes"}),
+    );
+    let done = |_: &Request| Response::new(200, "{}");
+    // 8 events of about 20 KB: 160 KB, then two calls of 80 KB, then four of 40 KB.
+    let report = limited(logs, false, done).handle_batch::<Aws>(events(8, 20_000));
+    let counts = entries(&report, "logEvents");
+    assert_eq!(counts, [8, 4, 2, 2, 4, 2, 2]);
+    assert_eq!(report.outcome, Ok(vec![ItemOutcome::Done; 8]));
+    // A change too large alone, with no limit named: a dead letter after its call alone.
+    let one = limited(
+        config(
+            "logs",
+            json!({"log_group": "/k8s", "log_stream": "changes"}),
+        ),
+        false,
+        done,
+    )
+    .handle_batch::<Aws>(events(1, 100_000));
+    let outcomes = one.outcome.unwrap();
+    assert!(
+        matches!(&outcomes[0], ItemOutcome::DeadLetter(r)
+            if r.ends_with("more than the handler's outbound.max_request_body: raise that limit")),
+        "{outcomes:?}"
+    );
+    assert_eq!(one.requests.len(), 1);
+}
+
+#[test]
+fn sqs_calls_split_at_the_limit_keep_each_entry_s_outcome() {
+    let sqs = config("sqs", json!({"queue_url": FIFO}));
+    // Every call's entry "1" fails at the sender's fault.
+    let answer = |_: &Request| {
+        let failed = json!({"Failed": [{"Id": "1", "SenderFault": true, "Code": "Invalid",
+                                        "Message": "no"}]});
+        Response::new(200, failed.to_string())
+    };
+    let report = limited(sqs, true, answer).handle_batch::<Aws>(events(6, 20_000));
+    let counts = entries(&report, "Entries");
+    assert_eq!(counts, [6, 3, 3]);
+    let letter = ItemOutcome::DeadLetter("SQS refused the message: Invalid: no".into());
+    let done = ItemOutcome::Done;
+    assert_eq!(
+        report.outcome,
+        Ok(vec![
+            done.clone(),
+            letter.clone(),
+            done.clone(),
+            done.clone(),
+            letter,
+            done
+        ])
+    );
 }

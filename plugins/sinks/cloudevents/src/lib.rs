@@ -82,12 +82,10 @@ fn kubernetes() -> String {
 impl Config {
     /// Reads and checks the config the daemon passes to `init`.
     fn parse(text: &str) -> Result<Config, String> {
-        let value: Value = serde_json::from_str(text).map_err(|e| format!("config: {e}"))?;
-        if value.is_null() {
+        if text.trim() == "null" {
             return Err("config: needs at least `url` (see the cloudevents sink's docs)".into());
         }
-        let mut config: Config =
-            serde_json::from_value(value).map_err(|e| format!("config: {e}"))?;
+        let mut config: Config = switchyard_sdk::parse_config(text)?;
         // A value from a Secret made with `--from-file` ends in a newline: surrounding
         // whitespace is never part of a URL or a header value (RFC 9110, 5.5).
         config.url = config.url.trim().to_string();
@@ -370,6 +368,10 @@ mod tests {
     fn a_bad_config_is_an_init_error_that_names_the_key() {
         let error = |config: Value| send(config, EventKind::Added).outcome.unwrap_err();
         assert!(error(Value::Null).contains("needs at least `url`"));
+        assert_eq!(
+            error(json!({"url": URL, "sorce": "x"})),
+            "init: config: unknown field `sorce`, expected one of `url`, `mode`, `data`, `source`, `headers`"
+        );
         assert!(error(json!({"url": URL, "mode": "batch"})).contains("unknown variant `batch`"));
         assert!(error(json!({"url": URL, "data": "ref"})).contains("unknown variant `ref`"));
         assert!(error(json!({"url": URL, "headers": {"ce-id": "x"}})).contains("\"ce-id\""));

@@ -99,11 +99,10 @@ struct Elasticsearch {
 
 impl Configured for Elasticsearch {
     fn new(text: &str) -> Result<Self, String> {
-        let value: Value = serde_json::from_str(text).map_err(|e| format!("config: {e}"))?;
-        if value.is_null() {
+        if text.trim() == "null" {
             return Err("config: needs at least `url` (see the elasticsearch sink's docs)".into());
         }
-        let config: Config = serde_json::from_value(value).map_err(|e| format!("config: {e}"))?;
+        let config: Config = switchyard_sdk::parse_config(text)?;
         let base = check_url(&config.url, "config.url")?;
         template::check(&json!(config.index), "config.index")?;
         if let Some(document) = &config.document {
@@ -323,5 +322,28 @@ mod tests {
         );
         assert_eq!(lines[1]["kind"], "deleted");
         assert!(lines[1]["@timestamp"].as_str().unwrap().ends_with('Z'));
+    }
+
+    #[test]
+    fn a_bad_config_is_refused_naming_the_key() {
+        let error = |config: Value| Elasticsearch::new(&config.to_string()).err().unwrap();
+        assert_eq!(
+            error(Value::Null),
+            "config: needs at least `url` (see the elasticsearch sink's docs)"
+        );
+        assert_eq!(
+            error(json!({"url": URL, "idnex": "k8s"})),
+            "config: unknown field `idnex`, expected one of `url`, `index`, `action`, `document`, \
+             `username`, `password`, `bearer_token`, `api_key`"
+        );
+        assert_eq!(
+            error(json!({"url": URL, "action": "upsert"})),
+            "config: unknown variant `upsert`, expected `index` or `create`"
+        );
+        assert!(error(json!({"url": "es:9200"})).starts_with("config.url"));
+        assert_eq!(
+            error(json!({"url": URL, "api_key": "k", "bearer_token": "t"})),
+            "config: `api_key` or another credential, not both"
+        );
     }
 }

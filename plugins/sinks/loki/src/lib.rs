@@ -82,11 +82,10 @@ struct Loki {
 
 impl Configured for Loki {
     fn new(text: &str) -> Result<Self, String> {
-        let value: Value = serde_json::from_str(text).map_err(|e| format!("config: {e}"))?;
-        if value.is_null() {
+        if text.trim() == "null" {
             return Err("config: needs at least `url` (see the loki sink's docs)".into());
         }
-        let config: Config = serde_json::from_value(value).map_err(|e| format!("config: {e}"))?;
+        let config: Config = switchyard_sdk::parse_config(text)?;
         let base = check_url(&config.url, "config.url")?;
         for (name, value) in &config.labels {
             if !is_label_name(name) {
@@ -311,6 +310,15 @@ mod tests {
     #[test]
     fn a_bad_config_is_refused_naming_the_key() {
         let error = |config: Value| Loki::new(&config.to_string()).err().unwrap();
+        assert_eq!(
+            error(Value::Null),
+            "config: needs at least `url` (see the loki sink's docs)"
+        );
+        assert_eq!(
+            error(json!({"url": "http://l", "lables": {}})),
+            "config: unknown field `lables`, expected one of `url`, `tenant`, `labels`, `line`, \
+             `structured_metadata`, `username`, `password`, `bearer_token`"
+        );
         assert!(error(json!({"url": "loki:3100"})).starts_with("config.url"));
         assert!(
             error(json!({"url": "http://l", "labels": {"a-b": "x"}}))

@@ -90,12 +90,10 @@ fn post() -> String {
 impl Config {
     /// Reads and checks the config the daemon passes to `init`.
     fn parse(text: &str) -> Result<Config, String> {
-        let value: Value = serde_json::from_str(text).map_err(|e| format!("config: {e}"))?;
-        if value.is_null() {
+        if text.trim() == "null" {
             return Err("config: needs at least `url` (see the webhook sink's docs)".into());
         }
-        let mut config: Config =
-            serde_json::from_value(value).map_err(|e| format!("config: {e}"))?;
+        let mut config: Config = switchyard_sdk::parse_config(text)?;
         // A value from a Secret made with `--from-file` ends in a newline: surrounding
         // whitespace is never part of a URL or a header value (RFC 9110, 5.5).
         config.url = config.url.trim().to_string();
@@ -546,7 +544,11 @@ mod tests {
                 .unwrap_err()
         };
         assert!(outcome(Value::Null).contains("needs at least `url`"));
-        assert!(outcome(json!({"url": URL, "hedaers": {}})).contains("unknown field `hedaers`"));
+        assert_eq!(
+            outcome(json!({"url": URL, "hedaers": {}})),
+            "init: config: unknown field `hedaers`, expected one of `url`, `method`, `headers`, \
+             `body`, `batch_format`"
+        );
         assert!(outcome(json!({"url": "hooks.example.com"})).contains("config.url"));
         assert!(outcome(json!({"url": URL, "method": "GET"})).contains("config.method"));
         assert!(outcome(json!({"url": URL, "headers": {"x y": "1"}})).contains("\"x y\""));
