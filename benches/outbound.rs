@@ -12,6 +12,8 @@
 //!   keeps nothing from one event to the next);
 //! - (b) the same as (w) in batches: `batch: {max_events: 100, max_wait: 50ms}` and
 //!   `batch_format: ndjson`, one request carrying up to 100 changes' bodies;
+//! - (b0) row (b) run by another build's binary, `SWITCHYARD_OUTBOUND_BASELINE` (only in
+//!   `SWITCHYARD_OUTBOUND_ROWS`), so a change is measured before and after in one run;
 //! - (e) a kube-rs `Controller` on the same ConfigMaps whose reconcile posts the same body
 //!   with reqwest (one pooled client) and, on any failure, is requeued after a second (its
 //!   `error_policy`): this bench binary run again as a child.
@@ -39,7 +41,10 @@
 //! Run: `scripts/build-plugins.sh && cargo bench --bench outbound`. Environment:
 //! `SWITCHYARD_OUTBOUND_SIZE` (N, default 20000), `SWITCHYARD_OUTBOUND_CHURN_SECS`
 //! (default 20), `SWITCHYARD_OUTBOUND_OUTAGE_SECS` (default 30), `SWITCHYARD_OUTBOUND_ROUNDS`
-//! (default 3), `SWITCHYARD_OUTBOUND_ROWS` (e.g. `w,b`; default `w,r,b,e`).
+//! (default 3), `SWITCHYARD_OUTBOUND_ROWS` (e.g. `w,b`; default `w,r,b,e`),
+//! `SWITCHYARD_OUTBOUND_LATENCY_FILE` (a CSV file each churn phase's deliveries are appended
+//! to: row, arrival in s since the churn began, latency ms, ms after the API server's answer).
+//! A second table splits the latency at the API server's answer to the patch.
 //! Without `--bench` (as `cargo test --all-targets` runs it) a smoke run with 200 objects.
 
 #![allow(missing_docs)]
@@ -74,6 +79,7 @@ const CHANGED_OBJECTS: usize = 1_000;
 const IN_FLIGHT: usize = 64;
 
 /// What one run is made of.
+#[derive(Clone)]
 struct Plan {
     size: usize,
     rate: f64,
@@ -85,6 +91,8 @@ struct Plan {
     rounds: usize,
     rows: Vec<Row>,
     binary: PathBuf,
+    /// `SWITCHYARD_OUTBOUND_BASELINE`: another build's binary, for row (b0).
+    baseline: Option<PathBuf>,
     plugins: PathBuf,
 }
 
@@ -126,6 +134,7 @@ impl Plan {
                 Err(_) => vec![Row::Webhook, Row::Reuse, Row::Batch, Row::KubeRs],
             },
             binary: PathBuf::from(env!("CARGO_BIN_EXE_switchyard")),
+            baseline: std::env::var_os("SWITCHYARD_OUTBOUND_BASELINE").map(PathBuf::from),
             plugins,
         }
     }
@@ -136,6 +145,8 @@ enum Row {
     Webhook,
     Reuse,
     Batch,
+    /// (b) run by `SWITCHYARD_OUTBOUND_BASELINE`.
+    BatchBaseline,
     KubeRs,
 }
 
@@ -145,14 +156,21 @@ impl Row {
             Row::Webhook => "(w) switchyard, webhook sink",
             Row::Reuse => "(r) switchyard, webhook sink, instance: reuse",
             Row::Batch => "(b) switchyard, webhook sink in batches of up to 100 (ndjson)",
+            Row::BatchBaseline => "(b0) row (b) run by the baseline build",
             Row::KubeRs => "(e) kube-rs Controller posting with reqwest",
         }
     }
 
     fn named(name: &str) -> Option<Row> {
-        [Row::Webhook, Row::Reuse, Row::Batch, Row::KubeRs]
-            .into_iter()
-            .find(|r| r.label().starts_with(&format!("({name})")))
+        [
+            Row::Webhook,
+            Row::Reuse,
+            Row::Batch,
+            Row::BatchBaseline,
+            Row::KubeRs,
+        ]
+        .into_iter()
+        .find(|r| r.label().starts_with(&format!("({name})")))
     }
 }
 
@@ -165,8 +183,8 @@ struct Seen {
     delivered: HashSet<u64>,
     /// The newest serial delivered of each object.
     newest: HashMap<String, u64>,
-    /// (arrival, latency in seconds) of each serial's first delivery.
-    latencies: Vec<(Instant, f64)>,
+    /// (arrival, latency in seconds, serial) of each serial's first delivery.
+    latencies: Vec<(Instant, f64, u64)>,
     /// Changes' bodies answered 200: one a request, or each line of a batch.
     ok: u64,
     /// Requests answered 503.
@@ -179,6 +197,8 @@ struct Receiver {
     failing: AtomicBool,
     /// When each serial's change was sent, by the writer.
     made: Mutex<HashMap<u64, Instant>>,
+    /// When the API server answered each serial's patch.
+    answered: Mutex<HashMap<u64, Instant>>,
     seen: Mutex<Seen>,
 }
 
@@ -215,7 +235,8 @@ fn record(receiver: &Receiver, seen: &mut Seen, body: &Value, now: Instant) {
         && seen.delivered.insert(serial)
         && let Some(made) = receiver.made.lock().unwrap().get(&serial)
     {
-        seen.latencies.push((now, (now - *made).as_secs_f64()));
+        seen.latencies
+            .push((now, (now - *made).as_secs_f64(), serial));
     }
 }
 
@@ -294,8 +315,12 @@ impl Writer {
                         .patch(format!("{sim}/api/v1/namespaces/default/configmaps/{name}"))
                         .header("content-type", "application/merge-patch+json")
                         .body(json!({"data": {"serial": serial.to_string()}}).to_string());
+                    let receiver = receiver.clone();
                     tokio::spawn(async move {
-                        let _ = request.send().await;
+                        if request.send().await.is_ok() {
+                            let now = Instant::now();
+                            receiver.answered.lock().unwrap().insert(serial, now);
+                        }
                         drop(permit);
                     });
                 }
@@ -418,6 +443,11 @@ struct Measured {
     churn_delivered: f64,
     churn_wall: f64,
     latency: Option<(f64, f64)>,
+    /// Latency p50/p99 from the API server's answer to the patch (negative where the
+    /// request arrived first).
+    after_answer: Option<(f64, f64)>,
+    /// The share of delivered changes that took over 20 ms.
+    over_20ms: f64,
     drained: Option<f64>,
     lost_changes: f64,
     lost_objects: f64,
@@ -468,6 +498,56 @@ fn keep_log(dir: &Path, row: Row) {
     }
 }
 
+/// The churn phase's latencies: change → receiver, and from the API server's answer on.
+struct Latencies {
+    total: Option<(f64, f64)>,
+    after_answer: Option<(f64, f64)>,
+    over_20ms: f64,
+}
+
+impl Latencies {
+    /// From the first deliveries that arrived since `since` (arrival, latency, serial);
+    /// with `SWITCHYARD_OUTBOUND_LATENCY_FILE` set, also appends each as a CSV line
+    /// `row,arrival s since the churn began,latency ms,ms after the API server's answer`.
+    fn of(window: &[(Instant, f64, u64)], receiver: &Receiver, since: Instant, row: Row) -> Self {
+        let answered = receiver.answered.lock().unwrap();
+        let signed = |a: Instant, b: Instant| {
+            a.saturating_duration_since(b).as_secs_f64()
+                - b.saturating_duration_since(a).as_secs_f64()
+        };
+        let lines: Vec<(f64, f64, Option<f64>)> = window
+            .iter()
+            .map(|(at, l, serial)| {
+                (
+                    signed(*at, since),
+                    *l,
+                    answered.get(serial).map(|a| signed(*at, *a)),
+                )
+            })
+            .collect();
+        if let Ok(path) = std::env::var("SWITCHYARD_OUTBOUND_LATENCY_FILE") {
+            use std::io::Write;
+            let mut file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .expect("open the latency file");
+            for (at, l, a) in &lines {
+                let a = a.map_or(String::new(), |a| format!("{:.3}", a * 1e3));
+                let _ = writeln!(file, "{},{at:.4},{:.3},{a}", row.label(), l * 1e3);
+            }
+        }
+        let mut total: Vec<f64> = lines.iter().map(|l| l.1).collect();
+        let mut after: Vec<f64> = lines.iter().filter_map(|l| l.2).collect();
+        let over = total.iter().filter(|l| **l > 0.020).count() as f64;
+        Latencies {
+            over_20ms: over / total.len().max(1) as f64,
+            total: quantile(&mut total, 0.5).zip(quantile(&mut total, 0.99)),
+            after_answer: quantile(&mut after, 0.5).zip(quantile(&mut after, 0.99)),
+        }
+    }
+}
+
 /// One row on a fresh simulator and receiver.
 async fn run_row(plan: &Plan, row: Row) -> Measured {
     let dir = tempfile::tempdir().expect("a temporary folder");
@@ -488,6 +568,17 @@ async fn run_row(plan: &Plan, row: Row) -> Measured {
         Row::Webhook => start_daemon(plan, dir.path(), free_port(), &url, ("per-event", false)),
         Row::Reuse => start_daemon(plan, dir.path(), free_port(), &url, ("reuse", false)),
         Row::Batch => start_daemon(plan, dir.path(), free_port(), &url, ("per-event", true)),
+        Row::BatchBaseline => {
+            let baseline = plan
+                .baseline
+                .as_ref()
+                .expect("row (b0) needs SWITCHYARD_OUTBOUND_BASELINE");
+            let plan = Plan {
+                binary: baseline.clone(),
+                ..plan.clone()
+            };
+            start_daemon(&plan, dir.path(), free_port(), &url, ("per-event", true))
+        }
         Row::KubeRs => start_controller(dir.path(), &url),
     };
     let pid = child.pid();
@@ -511,15 +602,15 @@ async fn run_row(plan: &Plan, row: Row) -> Measured {
     let churn_cpu = process_cpu(&pid) - list_cpu;
     let churn_wall = churn_started.elapsed().as_secs_f64();
     let churn_made = writer.made() as f64;
-    let (churn_delivered, mut latencies) = {
+    let (churn_delivered, window) = {
         let seen = receiver.seen.lock().unwrap();
-        let window = seen.latencies.iter().filter(|(at, _)| *at >= churn_started);
-        (
-            (seen.ok - ok_before) as f64,
-            window.map(|(_, l)| *l).collect::<Vec<_>>(),
-        )
+        let window = seen
+            .latencies
+            .iter()
+            .filter(|(at, ..)| *at >= churn_started);
+        ((seen.ok - ok_before) as f64, window.copied().collect::<Vec<_>>())
     };
-    let latency = quantile(&mut latencies, 0.5).zip(quantile(&mut latencies, 0.99));
+    let latencies = Latencies::of(&window, &receiver, churn_started, row);
 
     receiver.failing.store(true, Ordering::Relaxed);
     tokio::time::sleep(plan.outage).await;
@@ -567,7 +658,9 @@ async fn run_row(plan: &Plan, row: Row) -> Measured {
         churn_made,
         churn_delivered,
         churn_wall,
-        latency,
+        latency: latencies.total,
+        after_answer: latencies.after_answer,
+        over_20ms: latencies.over_20ms,
         drained,
         lost_changes: lost_changes as f64,
         lost_objects: lost_objects as f64,
@@ -693,6 +786,29 @@ fn print_table(plan: &Plan, results: &[(Row, Vec<Measured>)]) {
     }
 }
 
+/// Where the latency goes: from the API server's answer to the patch on (the daemon or
+/// controller, the receiver), and how many changes took over 20 ms.
+fn print_latency_table(results: &[(Row, Vec<Measured>)]) {
+    println!(
+        "\n| row | latency p50 / p99 ms | from the API server's answer p50 / p99 ms | changes over 20 ms, % |"
+    );
+    println!("|---|---|---|---|");
+    for (row, rounds) in results {
+        let ms = |p: Option<(f64, f64)>, which: usize| {
+            p.map(|p| if which == 0 { p.0 } else { p.1 } * 1e3)
+        };
+        println!(
+            "| {} | {} / {} | {} / {} | {} |",
+            row.label(),
+            cell(rounds, 1, |m: &Measured| ms(m.latency, 0)),
+            cell(rounds, 1, |m: &Measured| ms(m.latency, 1)),
+            cell(rounds, 1, |m: &Measured| ms(m.after_answer, 0)),
+            cell(rounds, 1, |m: &Measured| ms(m.after_answer, 1)),
+            cell(rounds, 2, |m: &Measured| Some(m.over_20ms * 100.0)),
+        );
+    }
+}
+
 fn main() {
     if std::env::var(ROLE).as_deref() == Ok("controller") {
         let runtime = tokio::runtime::Runtime::new().expect("a runtime");
@@ -727,4 +843,5 @@ fn main() {
         }
     }
     print_table(&plan, &results);
+    print_latency_table(&results);
 }

@@ -23,7 +23,10 @@
 //!
 //! Each row gets a fresh simulator. The churn starts with the simulator, so the initial
 //! list phase overlaps it; that phase ends when the row has handled N objects (handler
-//! calls for (a), skipped deltas for (b), reconciles for (c)). The churn phase is the next
+//! calls for (a), skipped deltas for (b), reconciles for (c)). Churn's changes count among
+//! those N, so listed objects may still wait then: the churn phase begins once the row has
+//! worked them off (a whole second in which it handled at most 1.25× the churn rate; at
+//! most 60 s; the queue waits of that settling count with the list's), and lasts
 //! `SWITCHYARD_PIPELINE_CHURN_SECS` seconds; its CPU time is divided by the changes the
 //! simulator made in that time (the difference of its resourceVersion, which every change
 //! advances by one). Queue wait quantiles are interpolated
@@ -316,6 +319,11 @@ impl Admin {
     /// Objects handled: handler calls done for (a), deltas skipped for (b).
     async fn handled(&self, row: Row) -> Option<u64> {
         let status: Value = serde_json::from_str(&self.get("/status").await?).ok()?;
+        // A build that cannot load the bench's plugin (an older daemon's baseline, say)
+        // would otherwise wait out the deadline.
+        if let Some(error) = status["handlers"][0]["plugin_error"].as_str() {
+            panic!("the daemon did not load its plugin: {error}");
+        }
         match row {
             Row::Skip => status["routes"][0]["skipped"].as_u64(),
             _ => status["handlers"][0]["processed"].as_u64(),
@@ -379,6 +387,8 @@ fn bucket_difference(later: &[(f64, f64)], earlier: &[(f64, f64)]) -> Vec<(f64, 
 #[derive(Default, Clone)]
 struct Measured {
     list_wall: f64,
+    /// Seconds from the list phase's end until the row had worked off what it left queued.
+    settle_wall: f64,
     list_cpu: f64,
     list_handled: f64,
     churn_cpu: f64,
@@ -496,13 +506,17 @@ async fn measure(
     let list_cpu = process_cpu(&pid);
     let anon_at_list_end = anon_rss(&pid) as f64;
     let (sim_cpu, sim_growth) = sim.since();
+    let list_handled = handled as f64;
+    let settle_wall = settle(&source, plan.rate, child).await;
+    let settled_cpu = process_cpu(&pid);
+    let handled = source.handled().await.unwrap_or(handled);
     let list_buckets = source.buckets().await;
     let list_commits = source.buckets_of(STATE_WRITES).await;
     let version_before = sim_version(&sim.url).await;
     let churn_started = Instant::now();
     tokio::time::sleep(plan.churn).await;
     child.check_alive("the row's process");
-    let churn_cpu = process_cpu(&pid) - list_cpu;
+    let churn_cpu = process_cpu(&pid) - settled_cpu;
     let churn_wall = churn_started.elapsed().as_secs_f64();
     // Every change the simulator makes takes the next resourceVersion: the changes it made,
     // not the ones it was asked for.
@@ -516,7 +530,8 @@ async fn measure(
     Measured {
         list_wall,
         list_cpu: list_cpu.as_secs_f64(),
-        list_handled: handled as f64,
+        list_handled,
+        settle_wall,
         churn_cpu: churn_cpu.as_secs_f64(),
         churn_changes: made,
         churn_handled: (after - handled) as f64,
@@ -530,6 +545,32 @@ async fn measure(
         json_object: 0.0,
         anon_at_list_end,
     }
+}
+
+/// Waits until the row has worked off what the list phase left queued (the list phase ends
+/// at N objects handled, churn's changes among them, so up to a churn rate times the list's
+/// wall of listed objects may still wait): until it handled at most 1.25× the churn
+/// `rate` over a whole second, or 60 s passed. Returns the seconds waited.
+async fn settle(source: &Source<'_>, rate: f64, child: &mut Running) -> f64 {
+    let started = Instant::now();
+    let mut samples = std::collections::VecDeque::new();
+    while started.elapsed() < Duration::from_secs(60) {
+        child.check_alive("the row's process");
+        if let Some(handled) = source.handled().await {
+            let now = Instant::now();
+            samples.push_back((now, handled));
+            while samples.len() > 2 && now - samples[1].0 >= Duration::from_secs(1) {
+                samples.pop_front();
+            }
+            let (then, before) = samples[0];
+            let span = (now - then).as_secs_f64();
+            if span >= 1.0 && (handled - before) as f64 / span <= 1.25 * rate {
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    started.elapsed().as_secs_f64()
 }
 
 /// Bytes of one object's JSON as a list sends it (the mean of the first 100).
@@ -947,9 +988,10 @@ fn main() {
                 let took = Instant::now();
                 let measured = runtime.block_on(run_row(&plan, *row, n));
                 eprintln!(
-                    "N={n} round {round} {}: {:.1} s",
+                    "N={n} round {round} {}: {:.1} s (settled {:.1} s after the list)",
                     row.label(),
-                    took.elapsed().as_secs_f64()
+                    took.elapsed().as_secs_f64(),
+                    measured.settle_wall,
                 );
                 rounds.push(measured);
             }

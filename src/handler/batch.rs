@@ -71,37 +71,36 @@ impl Handler {
         true
     }
 
-    /// Takes keys until the batch holds `max_events` events or `max_bytes` of event JSON,
-    /// or `max_wait` has passed since the first; returns the events and every key taken
-    /// (each to be marked done). A key whose next event would pass `max_bytes` is given back.
+    /// Takes keys until they owe `max_events` events or `max_bytes` of event JSON, or
+    /// `max_wait` has passed since the first; then takes each key's next event. Returns the
+    /// events and every key taken (each to be marked done).
+    ///
+    /// Events are taken when the batch closes, not as their keys arrive: in `latest` mode a
+    /// change that comes while the batch gathers joins it, coalesced, instead of waiting
+    /// for the batch to end and a whole `max_wait` of the next one.
     async fn gather(&self, first: WorkKey, spec: &BatchSpec) -> (Vec<Item>, Vec<WorkKey>) {
         let until = tokio::time::Instant::now() + spec.max_wait;
-        let (mut items, mut taken) = (Vec::new(), Vec::new());
-        let mut bytes = 0u64;
+        let mut keys = Vec::new();
+        let (mut events, mut bytes) = (0usize, 0u64);
         let mut next = Some(first);
         while let Some(key) = next.take() {
             let size = self.next_size(&key);
-            if size.is_some_and(|s| !items.is_empty() && bytes + s > spec.max_bytes) {
-                // Handed out again once this batch is done with it (marked done below).
+            if size.is_some_and(|s| !keys.is_empty() && bytes + s > spec.max_bytes) {
+                // Handed out again once this batch is done with it (marked done by the caller).
                 self.queue.add(key.clone());
-                taken.push(key);
+                let items = self.take_items(&keys, spec);
+                keys.push(key);
+                return (items, keys);
+            }
+            bytes += size.unwrap_or(0);
+            let owes = size.is_some();
+            keys.push(key);
+            if owes {
+                events += 1;
+            } else if keys.len() == 1 {
                 break;
             }
-            if let Some((delivery, event)) = self.take_next(&key) {
-                bytes += size.unwrap_or(0);
-                let attempt = self.queue.num_requeues(&key) + 1;
-                if let Some(trace) = &event.trace {
-                    trace.dequeued(attempt);
-                }
-                items.push(Item {
-                    key: key.clone(),
-                    delivery,
-                    event,
-                    attempt,
-                });
-            }
-            taken.push(key);
-            if items.is_empty() || items.len() >= spec.max_events || bytes >= spec.max_bytes {
+            if events >= spec.max_events || bytes >= spec.max_bytes {
                 break;
             }
             next = tokio::time::timeout_at(until, self.queue.get())
@@ -109,7 +108,37 @@ impl Handler {
                 .ok()
                 .flatten();
         }
-        (items, taken)
+        (self.take_items(&keys, spec), keys)
+    }
+
+    /// Takes the next event of each key, in order, while the batch stays within
+    /// `max_bytes` (the first always; an event may have grown since its key was taken): a
+    /// key whose event would pass it is given back, to be handed out once the batch is done.
+    fn take_items(&self, keys: &[WorkKey], spec: &BatchSpec) -> Vec<Item> {
+        let mut items: Vec<Item> = Vec::with_capacity(keys.len());
+        let mut bytes = 0u64;
+        for key in keys {
+            let size = self.next_size(key).unwrap_or(0);
+            if !items.is_empty() && bytes + size > spec.max_bytes {
+                self.queue.add(key.clone());
+                continue;
+            }
+            let Some((delivery, event)) = self.take_next(key) else {
+                continue;
+            };
+            bytes += size;
+            let attempt = self.queue.num_requeues(key) + 1;
+            if let Some(trace) = &event.trace {
+                trace.dequeued(attempt);
+            }
+            items.push(Item {
+                key: key.clone(),
+                delivery,
+                event,
+                attempt,
+            });
+        }
+        items
     }
 
     /// Whether the plugin the workers would call now takes batches.

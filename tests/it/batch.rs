@@ -1,8 +1,8 @@
 //! Batch delivery (`batch:`): the `batcher` test plugin (the `handler-batch` world) gets
 //! several events in one `handle-batch` call, each item's outcome applies to its own object,
 //! a whole-call error retries the batch, the limits hold, several workers fill one batch at a
-//! time, a plugin without `handle-batch` is refused, and a daemon killed mid-batch delivers
-//! every event after a restart.
+//! time, a change joins the batch that holds its object, a plugin without `handle-batch` is
+//! refused, and a daemon killed mid-batch delivers every event after a restart.
 
 use std::time::Duration;
 
@@ -262,6 +262,59 @@ routes:
     let items = batch_items(&line.message).unwrap();
     // Four workers each gathering their own batch would have split the six among them.
     assert_eq!(items.len(), 6, "{}", line.message);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_latest_mode_a_change_to_an_object_the_gathering_batch_holds_joins_that_batch() {
+    let yaml = "
+handlers:
+  sink:
+    plugin: batcher
+    concurrency: 1
+    batch:
+      max_events: 10
+      max_wait: 3s
+routes:
+  - name: cms
+    resource: configmaps
+    namespace: default
+    handler: sink
+";
+    let mut t = TestDaemon::start(yaml).await;
+    t.create_configmap(named("x", json!({}))).await;
+    // The idle worker takes x's key at once and gathers for 3 s; x changes meanwhile.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let api: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+        kube::Api::namespaced(t.client(), "default");
+    let patch = json!({"data": {"k": "v"}});
+    let changed = api
+        .patch(
+            "x",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&patch),
+        )
+        .await
+        .unwrap();
+    let rv = changed.metadata.resource_version.unwrap();
+    t.create_configmap(named("y", json!({}))).await;
+    let line =
+        support::wait_for_log(&mut t.logs, WAIT, |l| l.message.starts_with("batch of")).await;
+    assert!(
+        line.message.contains(&format!("default/x rv={rv} ")),
+        "x's newest state in its first batch: {}",
+        line.message
+    );
+    assert!(line.message.contains("default/y "), "{}", line.message);
+    // Nothing of x is owed after it: the next object's batch holds it alone.
+    t.create_configmap(named("z", json!({}))).await;
+    let next =
+        support::wait_for_log(&mut t.logs, WAIT, |l| l.message.starts_with("batch of")).await;
+    assert_eq!(
+        batch_items(&next.message).unwrap(),
+        [("default/z".to_string(), 1)],
+        "{}",
+        next.message
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
