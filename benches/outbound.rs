@@ -608,7 +608,10 @@ async fn run_row(plan: &Plan, row: Row) -> Measured {
             .latencies
             .iter()
             .filter(|(at, ..)| *at >= churn_started);
-        ((seen.ok - ok_before) as f64, window.copied().collect::<Vec<_>>())
+        (
+            (seen.ok - ok_before) as f64,
+            window.copied().collect::<Vec<_>>(),
+        )
     };
     let latencies = Latencies::of(&window, &receiver, churn_started, row);
 
