@@ -66,6 +66,15 @@ impl Change {
         }
     }
 
+    /// The length of the change's encoding.
+    fn encoded_len(&self) -> usize {
+        match self {
+            Change::Set { table, key, value } => 13 + table.len() + key.len() + value.len(),
+            Change::Remove { table, key } => 9 + table.len() + key.len(),
+            Change::Drop { table } => 5 + table.len(),
+        }
+    }
+
     /// Decodes the changes of one frame's payload; `None` if it does not decode.
     fn decode_all(mut payload: &[u8]) -> Option<Vec<Change>> {
         fn bytes<'a>(input: &mut &'a [u8]) -> Option<&'a [u8]> {
@@ -100,11 +109,34 @@ impl Change {
 }
 
 /// Wraps an encoded payload as a frame: length, CRC-32, payload.
+#[cfg(test)]
 pub(super) fn frame(payload: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(payload.len() + 8);
-    out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-    out.extend_from_slice(&crc32fast::hash(payload).to_le_bytes());
+    let mut out = Vec::with_capacity(payload.len() + FRAME_HEAD);
+    out.extend_from_slice(&[0; FRAME_HEAD]);
     out.extend_from_slice(payload);
+    seal(out)
+}
+
+/// The bytes before a frame's payload: its length and its CRC-32.
+const FRAME_HEAD: usize = 8;
+
+/// `changes` encoded as one frame, built in one buffer of the right size: a commit's
+/// payload is neither grown nor copied into its frame.
+pub(super) fn frame_of(changes: &[Change]) -> Vec<u8> {
+    let size: usize = changes.iter().map(Change::encoded_len).sum();
+    let mut out = Vec::with_capacity(FRAME_HEAD + size);
+    out.extend_from_slice(&[0; FRAME_HEAD]);
+    for change in changes {
+        change.encode(&mut out);
+    }
+    seal(out)
+}
+
+/// Fills in the head of a frame whose payload follows [`FRAME_HEAD`] zero bytes.
+fn seal(mut out: Vec<u8>) -> Vec<u8> {
+    let (head, payload) = out.split_at_mut(FRAME_HEAD);
+    head[..4].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+    head[4..].copy_from_slice(&crc32fast::hash(payload).to_le_bytes());
     out
 }
 
@@ -267,8 +299,10 @@ mod tests {
             },
         ];
         let second = [Change::Drop { table: "u".into() }, set("c", "")];
+        // The writer builds its frames in place; they are the payload framed.
+        assert_eq!(frame_of(&first), frame(&payload(&first)));
         segment.append(&frame(&payload(&first))).unwrap();
-        segment.append(&frame(&payload(&second))).unwrap();
+        segment.append(&frame_of(&second)).unwrap();
         let whole = segment.len();
         // A third commit whose write was cut short, and one whose bytes were damaged.
         let third = frame(&payload(&[set("d", "4")]));
