@@ -1,10 +1,14 @@
 //! What the store keeps, as plain serde types: the stages above turn their own types into
 //! these (the store imports none of them). Values are JSON, so a store can be read with
-//! any redb tool and a field added later reads old records with its default.
+//! any redb tool and a field added later reads old records with its default. A queued
+//! event holds its objects as JSON values, not as strings of JSON ([`StoredOwed::to_json`]):
+//! written as they are, with nothing to escape; an event stored as a string reads the same.
 
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::value::RawValue;
 
 /// What a route last delivered of one object: enough to tell, after a restart, whether the
 /// object is the same, changed, replaced (another uid) or gone, and to describe it in a
@@ -156,9 +160,10 @@ pub struct StoredEvent {
     /// `added`, `updated`, `deleted` or `sync`.
     pub kind: String,
     /// The object's JSON (for deletions, the last known state).
+    #[serde(deserialize_with = "text_or_json")]
     pub object: Arc<str>,
     /// The state before, for updates.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "maybe_text_or_json")]
     pub old: Option<Arc<str>>,
     /// For deletions inferred from a relist.
     #[serde(default)]
@@ -186,6 +191,92 @@ impl StoredOwed {
             .iter()
             .map(|e| e.object.len() + e.old.as_ref().map_or(0, |old| old.len()))
             .sum()
+    }
+
+    /// The entry as the store keeps it: the JSON its `Serialize` gives, except that each
+    /// object that is a JSON object's text goes in as that object, copied, not as a string
+    /// (escaping every quote of a few KiB was most of a queued event's cost to store).
+    pub fn to_json(&self) -> Vec<u8> {
+        let text = self.text_len();
+        let mut out = Vec::with_capacity(text + text / 16 + 128 * self.events.len() + 32);
+        let number = |out: &mut Vec<u8>, n: Option<u64>| match n {
+            Some(n) => out.extend_from_slice(n.to_string().as_bytes()),
+            None => out.extend_from_slice(b"null"),
+        };
+        out.extend_from_slice(b"{\"every\":");
+        number(&mut out, self.every.map(|n| n as u64));
+        out.extend_from_slice(b",\"events\":[");
+        for (i, event) in self.events.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(b"{\"kind\":");
+            json_text(&mut out, &event.kind);
+            out.extend_from_slice(b",\"object\":");
+            object_or_text(&mut out, &event.object);
+            out.extend_from_slice(b",\"old\":");
+            match &event.old {
+                Some(old) => object_or_text(&mut out, old),
+                None => out.extend_from_slice(b"null"),
+            }
+            out.extend_from_slice(if event.final_state_unknown {
+                b",\"final_state_unknown\":true,\"first_failure_ms\":"
+            } else {
+                b",\"final_state_unknown\":false,\"first_failure_ms\":"
+            });
+            number(&mut out, event.first_failure_ms);
+            out.push(b'}');
+        }
+        out.extend_from_slice(b"]}");
+        out
+    }
+}
+
+/// Writes `text` as a JSON string.
+fn json_text(out: &mut Vec<u8>, text: &str) {
+    serde_json::to_writer(out, text).expect("a string serializes");
+}
+
+/// Writes `text` as it is when it is a JSON object's text, else as a JSON string. An event's
+/// objects are the cache's: text parsed off the wire (and cut only where the informer's
+/// tests show it stays JSON) or serialized by serde, so they are JSON; the debug build,
+/// which the tests run, checks it.
+fn object_or_text(out: &mut Vec<u8>, text: &str) {
+    let trimmed = text.trim();
+    if trimmed.starts_with('{') && trimmed.ends_with('}') {
+        debug_assert!(
+            serde_json::from_str::<serde::de::IgnoredAny>(trimmed).is_ok(),
+            "an event's object is not JSON: {trimmed}"
+        );
+        out.extend_from_slice(trimmed.as_bytes());
+    } else {
+        json_text(out, text);
+    }
+}
+
+/// An object kept as a string of JSON (as the store wrote events before) or as JSON.
+fn text_or_json<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Arc<str>, D::Error> {
+    let raw = <&RawValue>::deserialize(deserializer)?;
+    if raw.get().starts_with('"') {
+        let text: String = serde_json::from_str(raw.get()).map_err(D::Error::custom)?;
+        Ok(text.into())
+    } else {
+        Ok(raw.get().into())
+    }
+}
+
+/// [`text_or_json`] for a field that may be `null`.
+fn maybe_text_or_json<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Arc<str>>, D::Error> {
+    let raw = <Option<&RawValue>>::deserialize(deserializer)?;
+    match raw {
+        None => Ok(None),
+        Some(raw) if raw.get().starts_with('"') => {
+            let text: String = serde_json::from_str(raw.get()).map_err(D::Error::custom)?;
+            Ok(Some(text.into()))
+        }
+        Some(raw) => Ok(Some(raw.get().into())),
     }
 }
 
@@ -253,6 +344,53 @@ mod tests {
         assert_eq!(stub["metadata"]["name"], "a");
         assert_eq!(stub["kind"], "ConfigMap");
         assert!(RouteRecord::of_json("[1]").is_none());
+    }
+
+    fn owed(object: &str, old: Option<&str>) -> StoredOwed {
+        StoredOwed {
+            every: Some(3),
+            events: vec![StoredEvent {
+                kind: "upd\"ated".into(),
+                object: object.into(),
+                old: old.map(Into::into),
+                final_state_unknown: true,
+                first_failure_ms: Some(17),
+            }],
+        }
+    }
+
+    #[test]
+    fn a_queued_event_keeps_its_objects_as_json_and_reads_back_the_same() {
+        let object = r#"{"kind":"ConfigMap","data":{"q":"a \"quoted\" \\ value"}}"#;
+        let entry = owed(object, Some(r#" {"kind":"ConfigMap"} "#));
+        let bytes = entry.to_json();
+        let value: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(
+            value["events"][0]["object"]["data"]["q"],
+            r#"a "quoted" \ value"#
+        );
+        assert!(value["events"][0]["old"].is_object(), "{value}");
+        let back: StoredOwed = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(back.events[0].object.as_ref(), object);
+        assert_eq!(
+            back.events[0].old.as_deref(),
+            Some(r#"{"kind":"ConfigMap"}"#)
+        );
+        assert_eq!(
+            (back.every, back.events[0].first_failure_ms),
+            (Some(3), Some(17))
+        );
+        assert_eq!(back.events[0].kind, entry.events[0].kind);
+        assert!(back.events[0].final_state_unknown);
+
+        // Text that is not an object's goes in as a string; so did every object before.
+        for entry in [owed("not json", None), owed(object, None)] {
+            let as_strings = serde_json::to_vec(&entry).unwrap();
+            for bytes in [entry.to_json(), as_strings] {
+                let back: StoredOwed = serde_json::from_slice(&bytes).unwrap();
+                assert_eq!(back, entry, "{}", String::from_utf8_lossy(&bytes));
+            }
+        }
     }
 
     #[test]

@@ -17,7 +17,7 @@ use redb::TableDefinition;
 
 use super::checkpoint::{ATTEMPTS_AT_CLOSE, Failing};
 use super::log::{Change, Segment, frame_of};
-use super::records::RouteRecord;
+use super::records::{RouteRecord, StoredOwed};
 use super::{Op, Shared, tables};
 use crate::util::lock;
 
@@ -282,11 +282,7 @@ fn changes(batch: &[Op]) -> Vec<Change> {
             Op::Queue { handler, key, owed } => changes.push(set_or_remove(
                 tables::owed(handler),
                 key,
-                owed.as_ref().map(|owed| {
-                    // The objects' text, its quotes escaped, and the fields around it.
-                    let text = owed.text_len();
-                    json_sized(owed, text + text / 8 + 256)
-                }),
+                owed.as_ref().map(StoredOwed::to_json),
             )),
             Op::DeadLetter {
                 handler,
@@ -330,14 +326,6 @@ fn changes(batch: &[Op]) -> Vec<Change> {
 /// A stored record as JSON.
 fn json<T: serde::Serialize>(value: &T) -> Vec<u8> {
     serde_json::to_vec(value).expect("stored records serialize")
-}
-
-/// A stored record as JSON, written into a buffer of about its size (`capacity`) instead of
-/// one grown by doubling.
-fn json_sized<T: serde::Serialize>(value: &T, capacity: usize) -> Vec<u8> {
-    let mut out = Vec::with_capacity(capacity);
-    serde_json::to_writer(&mut out, value).expect("stored records serialize");
-    out
 }
 
 /// The definition of a table of JSON values by text key.
