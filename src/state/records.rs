@@ -144,11 +144,11 @@ pub fn content_hash(bytes: &[u8]) -> u64 {
         hash ^ (hash >> 29)
     };
     let mut hash = 0xcbf2_9ce4_8422_2325 ^ bytes.len() as u64;
-    let mut words = bytes.chunks_exact(8);
-    for word in &mut words {
-        hash = step(hash, u64::from_le_bytes(word.try_into().expect("8 bytes")));
+    let (words, rest) = bytes.as_chunks::<8>();
+    for word in words {
+        hash = step(hash, u64::from_le_bytes(*word));
     }
-    for byte in words.remainder() {
+    for byte in rest {
         hash = step(hash, u64::from(*byte));
     }
     hash
