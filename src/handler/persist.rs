@@ -60,6 +60,16 @@ impl Handler {
         }
     }
 
+    /// Asks the store to commit the events held for it now, without holding them back for
+    /// a larger commit: called when the work queue has run dry, so a worker would wait.
+    pub(super) fn want_held(&self) {
+        if let Some(state) = self.state.get()
+            && let Some((seq, _, _)) = lock(&self.held).back()
+        {
+            state.want(*seq);
+        }
+    }
+
     /// Records what `key` has not finished now: the event a worker handles for it, if any,
     /// then what it owes (`pending` is the locked buffer's entry for it). Returns the
     /// change's sequence number in the store (0 without one), for

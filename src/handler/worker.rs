@@ -51,6 +51,10 @@ impl Handler {
             } else {
                 None
             };
+            if self.queue.is_empty() {
+                // About to wait for work: what waits for its commit is wanted now.
+                self.want_held();
+            }
             let Some(key) = self.queue.get().await else {
                 return;
             };

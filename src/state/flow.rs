@@ -12,9 +12,16 @@
 //!   holds that many changes the informers stop reading their watches ([`Pressure::room`])
 //!   until the writer has caught up to half of it. A store that cannot commit (a full disk)
 //!   so stops the flow of new events instead of growing the queue without bound.
+//! - **Demand.** A commit is due when someone waits on it: a stage names the change it
+//!   waits for ([`Flow::want`]: a worker about to go idle, an event taken before its
+//!   commit), a producer waits for room, or a flush is asked for. While nobody does (the
+//!   workers have committed events enough to work on, as through a large list), the writer
+//!   lets changes gather into fewer, larger commits, each at most [`Flow::MAX_DEFER`] old.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::thread::Thread;
+use std::time::Duration;
 
 use tokio::sync::watch;
 
@@ -30,6 +37,13 @@ pub(super) struct Flow {
     waits: AtomicU64,
     /// Producers waiting for room now.
     held: AtomicU64,
+    /// The highest sequence number a stage waits to see committed.
+    wanted: AtomicU64,
+    /// Set while the writer holds back a commit nobody waits on; a stage that starts
+    /// waiting then wakes it.
+    deferring: AtomicBool,
+    /// The writer thread, to wake.
+    writer: OnceLock<Thread>,
 }
 
 impl Flow {
@@ -41,7 +55,58 @@ impl Flow {
             committed: watch::channel(0).0,
             waits: AtomicU64::new(0),
             held: AtomicU64::new(0),
+            wanted: AtomicU64::new(0),
+            deferring: AtomicBool::new(false),
+            writer: OnceLock::new(),
         }
+    }
+
+    /// The longest the writer holds back changes nobody waits on.
+    pub(super) const MAX_DEFER: Duration = Duration::from_millis(100);
+
+    /// Called once by the writer thread, so a stage that starts waiting can wake it.
+    pub(super) fn set_writer(&self) {
+        let _ = self.writer.set(std::thread::current());
+    }
+
+    /// A stage waits for the change `seq` to be committed: the writer commits it without
+    /// holding it back (woken if it is holding back now).
+    pub(super) fn want(&self, seq: u64) {
+        if self.wanted.fetch_max(seq, Ordering::SeqCst) < seq {
+            self.wake();
+        }
+    }
+
+    /// Wakes the writer if it is holding back a commit.
+    fn wake(&self) {
+        if self.deferring.load(Ordering::SeqCst)
+            && let Some(writer) = self.writer.get()
+        {
+            writer.unpark();
+        }
+    }
+
+    /// Whether a stage waits on a change not committed yet, or a producer for room (or
+    /// soon would: half the bound is pending).
+    pub(super) fn waited_on(&self) -> bool {
+        self.wanted.load(Ordering::SeqCst) > self.last_committed()
+            || self.held.load(Ordering::SeqCst) > 0
+            || self.pending.load(Ordering::Relaxed) >= self.limit / 2
+    }
+
+    /// The writer holds back its commit for up to `wait`, unless a stage waits on it or
+    /// starts to meanwhile. Returns false (at once) if one waits.
+    pub(super) fn defer(&self, wait: Duration) -> bool {
+        self.deferring.store(true, Ordering::SeqCst);
+        // Checked after the flag is up: a stage that wants a change either sees the flag
+        // and wakes the writer, or is seen here.
+        if self.waited_on() {
+            self.deferring.store(false, Ordering::SeqCst);
+            return false;
+        }
+        std::thread::park_timeout(wait);
+        self.deferring.store(false, Ordering::SeqCst);
+        true
     }
 
     /// Called by the writer once the changes up to `seq` are committed (`count` of them in
@@ -56,6 +121,7 @@ impl Flow {
         if *self.committed.borrow() >= seq {
             return true;
         }
+        self.want(seq);
         let mut rx = self.committed.subscribe();
         rx.wait_for(|c| *c >= seq).await.is_ok()
     }
@@ -94,7 +160,8 @@ impl Pressure {
             return;
         }
         flow.waits.fetch_add(1, Ordering::Relaxed);
-        flow.held.fetch_add(1, Ordering::Relaxed);
+        flow.held.fetch_add(1, Ordering::SeqCst);
+        flow.wake();
         let low = flow.limit / 2;
         let mut rx = flow.committed.subscribe();
         while flow.pending.load(Ordering::Relaxed) > low {

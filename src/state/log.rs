@@ -12,6 +12,7 @@
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// The first bytes of every segment.
 const HEADER: &[u8; 8] = b"SWYLOG01";
@@ -26,14 +27,14 @@ pub(super) fn segment_path(dir: &Path, n: u64) -> PathBuf {
 pub(super) enum Change {
     /// `table[key] = value`.
     Set {
-        table: String,
+        table: Arc<str>,
         key: String,
         value: Vec<u8>,
     },
     /// `table[key]` removed.
-    Remove { table: String, key: String },
+    Remove { table: Arc<str>, key: String },
     /// Every row of `table` removed.
-    Drop { table: String },
+    Drop { table: Arc<str> },
 }
 
 const SET: u8 = 0;
@@ -89,7 +90,7 @@ impl Change {
         let mut changes = Vec::new();
         while let Some((&tag, rest)) = payload.split_first() {
             payload = rest;
-            let table = text(&mut payload)?;
+            let table: Arc<str> = text(&mut payload)?.into();
             changes.push(match tag {
                 SET => Change::Set {
                     table,

@@ -319,6 +319,12 @@ impl State {
         self.inner.shared.flow.wait_committed(seq).await
     }
 
+    /// A stage is about to wait for the change `seq` (a worker with nothing committed left
+    /// to work on): the writer commits it without holding it back for a larger commit.
+    pub fn want(&self, seq: u64) {
+        self.inner.shared.flow.want(seq);
+    }
+
     /// The sequence number of the last change committed.
     pub fn committed_seq(&self) -> u64 {
         self.inner.shared.flow.last_committed()

@@ -21,7 +21,7 @@ struct TableChanges {
 /// Changes by table, the last of each key.
 #[derive(Default)]
 pub(super) struct Overlay {
-    tables: BTreeMap<String, TableChanges>,
+    tables: BTreeMap<Arc<str>, TableChanges>,
     /// About how many bytes it holds.
     bytes: usize,
 }
@@ -46,7 +46,7 @@ impl Overlay {
         }
     }
 
-    fn table(&mut self, name: String) -> &mut TableChanges {
+    fn table(&mut self, name: Arc<str>) -> &mut TableChanges {
         self.tables.entry(name).or_default()
     }
 
@@ -109,9 +109,9 @@ impl Overlay {
     fn lay_over_names(&self, names: &mut BTreeSet<String>) {
         for (name, changes) in &self.tables {
             if changes.rows.values().any(Option::is_some) {
-                names.insert(name.clone());
+                names.insert(name.to_string());
             } else if changes.dropped {
-                names.remove(name);
+                names.remove(&**name);
             }
         }
     }

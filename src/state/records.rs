@@ -256,27 +256,25 @@ fn object_or_text(out: &mut Vec<u8>, text: &str) {
 
 /// An object kept as a string of JSON (as the store wrote events before) or as JSON.
 fn text_or_json<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Arc<str>, D::Error> {
-    let raw = <&RawValue>::deserialize(deserializer)?;
-    if raw.get().starts_with('"') {
-        let text: String = serde_json::from_str(raw.get()).map_err(D::Error::custom)?;
-        Ok(text.into())
-    } else {
-        Ok(raw.get().into())
-    }
+    text_of(<&RawValue>::deserialize(deserializer)?).map_err(D::Error::custom)
 }
 
 /// [`text_or_json`] for a field that may be `null`.
 fn maybe_text_or_json<'de, D: Deserializer<'de>>(
     deserializer: D,
 ) -> Result<Option<Arc<str>>, D::Error> {
-    let raw = <Option<&RawValue>>::deserialize(deserializer)?;
-    match raw {
-        None => Ok(None),
-        Some(raw) if raw.get().starts_with('"') => {
-            let text: String = serde_json::from_str(raw.get()).map_err(D::Error::custom)?;
-            Ok(Some(text.into()))
-        }
-        Some(raw) => Ok(Some(raw.get().into())),
+    <Option<&RawValue>>::deserialize(deserializer)?
+        .map(text_of)
+        .transpose()
+        .map_err(D::Error::custom)
+}
+
+/// The object's text: a JSON string's content, or the JSON itself.
+fn text_of(raw: &RawValue) -> Result<Arc<str>, serde_json::Error> {
+    if raw.get().starts_with('"') {
+        Ok(serde_json::from_str::<String>(raw.get())?.into())
+    } else {
+        Ok(raw.get().into())
     }
 }
 

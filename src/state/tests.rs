@@ -499,3 +499,47 @@ fn a_log_segment_that_is_not_one_is_refused_or_set_aside_with_the_store() {
         "{names:?}"
     );
 }
+
+#[tokio::test]
+async fn changes_no_stage_waits_on_share_a_commit_and_a_wanted_change_is_not_held_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = State::open(&spec(dir.path(), OnCorrupt::Refuse), None).unwrap();
+    let handler: Arc<str> = "h".into();
+    let owed = || StoredOwed {
+        every: None,
+        events: vec![event("added", "1")],
+    };
+    // Ten changes a millisecond or more apart, none waited on: held back into one commit
+    // (two if the sending outlasts the deferral), where a commit per 5 ms interval made
+    // three or more.
+    let mut last = 0;
+    for i in 0..10 {
+        last = state.queued(&handler, "r", &format!("d/{i}"), Some(owed()));
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    // Committed though nobody asked, within the deferral's bound.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while state.committed_seq() < last {
+        assert!(std::time::Instant::now() < deadline, "never committed");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let commits = state.status().commits;
+    assert!(
+        commits <= 2,
+        "{commits} commits for changes nobody waited on"
+    );
+
+    // A change a stage waits for is committed without waiting out the deferral.
+    let mut fastest = Duration::MAX;
+    for i in 0..5 {
+        let seq = state.queued(&handler, "r", &format!("w/{i}"), Some(owed()));
+        let started = std::time::Instant::now();
+        assert!(state.committed(seq).await);
+        fastest = fastest.min(started.elapsed());
+    }
+    assert!(
+        fastest < super::flow::Flow::MAX_DEFER / 2,
+        "a wanted change took {fastest:?} to commit"
+    );
+    state.close();
+}

@@ -7,6 +7,7 @@
 //! since the last checkpoint are large) the writer starts a new log segment and hands the
 //! changes of the old ones to the checkpoint thread ([`super::checkpoint`]).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, Sender, TryRecvError};
@@ -16,6 +17,7 @@ use std::time::{Duration, Instant, SystemTime};
 use redb::TableDefinition;
 
 use super::checkpoint::{ATTEMPTS_AT_CLOSE, Failing};
+use super::flow::Flow;
 use super::log::{Change, Segment, frame_of};
 use super::records::{RouteRecord, StoredOwed};
 use super::{Op, Shared, tables};
@@ -45,12 +47,15 @@ pub(super) fn run(
     observe: Option<Box<dyn Fn(Duration) + Send>>,
 ) {
     let mut log = Log::start(&shared, next_segment);
+    shared.flow.set_writer();
     let mut batch: Vec<Op> = Vec::new();
     // The sequence number of the last change taken from the channel.
     let mut received = 0u64;
     let mut failing = Failing::default();
     // When the last commit started.
     let mut last_commit: Option<Instant> = None;
+    // When the oldest change of the batch arrived.
+    let mut oldest = Instant::now();
     loop {
         if batch.is_empty() {
             match rx.recv() {
@@ -58,6 +63,7 @@ pub(super) fn run(
                 Err(_) => break,
             }
             received += 1;
+            oldest = Instant::now();
         }
         // Under load, at most one commit per interval: what arrives meanwhile joins it. The
         // writer sleeps through the interval rather than waiting on the channel, so that a
@@ -69,18 +75,19 @@ pub(super) fn run(
         if !wait.is_zero() {
             std::thread::sleep(wait);
         }
-        let mut closed = false;
-        while batch.len() < BATCH {
-            match rx.try_recv() {
-                Ok(op) => {
-                    batch.push(op);
-                    received += 1;
-                }
-                Err(e) => {
-                    closed = e == TryRecvError::Disconnected;
-                    break;
-                }
+        let mut closed = take(&rx, &mut batch, &mut received);
+        // While no stage waits on these changes, more join them, up to MAX_DEFER after
+        // the oldest: through a large list, a commit (and its sync) every 100 ms, not 5.
+        while !closed
+            && batch.len() < BATCH
+            && !shared.closing.load(Ordering::Relaxed)
+            && !batch.iter().any(|op| matches!(op, Op::Flush(_)))
+        {
+            let left = Flow::MAX_DEFER.saturating_sub(oldest.elapsed());
+            if left.is_zero() || !shared.flow.defer(left.min(INTERVAL)) {
+                break;
             }
+            closed = take(&rx, &mut batch, &mut received);
         }
         let started = Instant::now();
         last_commit = Some(started);
@@ -115,6 +122,21 @@ pub(super) fn run(
     log.finish(&shared);
 }
 
+/// Takes what the channel holds into `batch`, up to [`BATCH`] changes; true once every
+/// sender is gone.
+fn take(rx: &Receiver<Op>, batch: &mut Vec<Op>, received: &mut u64) -> bool {
+    while batch.len() < BATCH {
+        match rx.try_recv() {
+            Ok(op) => {
+                batch.push(op);
+                *received += 1;
+            }
+            Err(e) => return e == TryRecvError::Disconnected,
+        }
+    }
+    false
+}
+
 /// The log being written, and the checkpoint thread it hands segments to.
 struct Log {
     /// The segment commits go to; created by the first commit after a checkpoint, so a
@@ -126,6 +148,7 @@ struct Log {
     since: Instant,
     checkpoints: Option<Sender<u64>>,
     checkpointer: Option<JoinHandle<()>>,
+    names: Names,
 }
 
 impl Log {
@@ -159,6 +182,7 @@ impl Log {
             since: Instant::now(),
             checkpoints: checkpointer.is_some().then_some(tx),
             checkpointer,
+            names: Names::default(),
         }
     }
 
@@ -169,7 +193,7 @@ impl Log {
 
     /// Commits `batch` to the log, then to the changes readers lay over the B-tree.
     fn commit(&mut self, shared: &Shared, batch: &[Op]) -> Result<(), String> {
-        let changes = changes(batch);
+        let changes = changes(batch, &mut self.names);
         if changes.is_empty() {
             return Ok(());
         }
@@ -252,14 +276,54 @@ impl Log {
     }
 }
 
+/// Table names by route or handler, each made once: a change names its table by a shared
+/// name, not one formatted for it.
+#[derive(Default)]
+struct Names {
+    route: HashMap<String, Arc<str>>,
+    owed: HashMap<String, Arc<str>>,
+    dead: HashMap<String, Arc<str>>,
+    fixed: HashMap<&'static str, Arc<str>>,
+}
+
+impl Names {
+    fn of(map: &mut HashMap<String, Arc<str>>, name: &str, make: fn(&str) -> String) -> Arc<str> {
+        if let Some(table) = map.get(name) {
+            return table.clone();
+        }
+        let table: Arc<str> = make(name).into();
+        map.insert(name.to_string(), table.clone());
+        table
+    }
+
+    fn route(&mut self, route: &str) -> Arc<str> {
+        Self::of(&mut self.route, route, tables::route)
+    }
+
+    fn owed(&mut self, handler: &str) -> Arc<str> {
+        Self::of(&mut self.owed, handler, tables::owed)
+    }
+
+    fn dead(&mut self, handler: &str) -> Arc<str> {
+        Self::of(&mut self.dead, handler, tables::dead)
+    }
+
+    fn fixed(&mut self, name: &'static str) -> Arc<str> {
+        self.fixed
+            .entry(name)
+            .or_insert_with(|| name.into())
+            .clone()
+    }
+}
+
 /// The changes `batch` makes, in order.
-fn changes(batch: &[Op]) -> Vec<Change> {
-    let set = |table: String, key: &str, value: Vec<u8>| Change::Set {
+fn changes(batch: &[Op], names: &mut Names) -> Vec<Change> {
+    let set = |table: Arc<str>, key: &str, value: Vec<u8>| Change::Set {
         table,
         key: key.to_string(),
         value,
     };
-    let set_or_remove = |table: String, key: &str, value: Option<Vec<u8>>| match value {
+    let set_or_remove = |table: Arc<str>, key: &str, value: Option<Vec<u8>>| match value {
         Some(value) => set(table, key, value),
         None => Change::Remove {
             table,
@@ -272,15 +336,15 @@ fn changes(batch: &[Op]) -> Vec<Change> {
             // A value that is not a JSON object is never delivered by an informer.
             Op::Delivered { route, key, object } => {
                 if let Some(record) = RouteRecord::of_json(object) {
-                    changes.push(set(tables::route(route), key, json(&record)));
+                    changes.push(set(names.route(route), key, json(&record)));
                 }
             }
             Op::Forgot { route, key } => changes.push(Change::Remove {
-                table: tables::route(route),
+                table: names.route(route),
                 key: key.clone(),
             }),
             Op::Queue { handler, key, owed } => changes.push(set_or_remove(
-                tables::owed(handler),
+                names.owed(handler),
                 key,
                 owed.as_ref().map(StoredOwed::to_json),
             )),
@@ -289,31 +353,31 @@ fn changes(batch: &[Op]) -> Vec<Change> {
                 id,
                 letter,
             } => changes.push(set_or_remove(
-                tables::dead(handler),
+                names.dead(handler),
                 id,
                 letter.as_ref().map(json),
             )),
             Op::Paused { handler, paused } => {
-                changes.push(set(tables::PAUSED.to_string(), handler, json(paused)));
+                changes.push(set(names.fixed(tables::PAUSED), handler, json(paused)));
             }
             Op::Finalizer { key, finalizer } => changes.push(set_or_remove(
-                tables::FINALIZERS.to_string(),
+                names.fixed(tables::FINALIZERS),
                 key,
                 finalizer.as_ref().map(json),
             )),
             Op::DropRoute(route) => changes.push(Change::Drop {
-                table: tables::route(route),
+                table: names.route(route),
             }),
             Op::DropHandler(handler) => {
                 for table in [
-                    tables::owed(handler),
-                    tables::in_flight_v1(handler),
-                    tables::dead(handler),
+                    names.owed(handler),
+                    tables::in_flight_v1(handler).into(),
+                    names.dead(handler),
                 ] {
                     changes.push(Change::Drop { table });
                 }
                 changes.push(Change::Remove {
-                    table: tables::PAUSED.to_string(),
+                    table: names.fixed(tables::PAUSED),
                     key: handler.to_string(),
                 });
             }
