@@ -115,30 +115,32 @@ pub(super) fn frame(payload: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(payload.len() + FRAME_HEAD);
     out.extend_from_slice(&[0; FRAME_HEAD]);
     out.extend_from_slice(payload);
-    seal(out)
+    seal(&mut out);
+    out
 }
 
 /// The bytes before a frame's payload: its length and its CRC-32.
 const FRAME_HEAD: usize = 8;
 
-/// `changes` encoded as one frame, built in one buffer of the right size: a commit's
-/// payload is neither grown nor copied into its frame.
-pub(super) fn frame_of(changes: &[Change]) -> Vec<u8> {
+/// `changes` encoded as one frame into `out` (emptied first, its capacity kept): a
+/// commit's payload is neither grown nor copied into its frame, and the writer's buffer is
+/// reused from commit to commit.
+pub(super) fn frame_of(changes: &[Change], out: &mut Vec<u8>) {
     let size: usize = changes.iter().map(Change::encoded_len).sum();
-    let mut out = Vec::with_capacity(FRAME_HEAD + size);
+    out.clear();
+    out.reserve(FRAME_HEAD + size);
     out.extend_from_slice(&[0; FRAME_HEAD]);
     for change in changes {
-        change.encode(&mut out);
+        change.encode(out);
     }
-    seal(out)
+    seal(out);
 }
 
 /// Fills in the head of a frame whose payload follows [`FRAME_HEAD`] zero bytes.
-fn seal(mut out: Vec<u8>) -> Vec<u8> {
+fn seal(out: &mut [u8]) {
     let (head, payload) = out.split_at_mut(FRAME_HEAD);
     head[..4].copy_from_slice(&(payload.len() as u32).to_le_bytes());
     head[4..].copy_from_slice(&crc32fast::hash(payload).to_le_bytes());
-    out
 }
 
 /// The segment being written.
@@ -300,10 +302,14 @@ mod tests {
             },
         ];
         let second = [Change::Drop { table: "u".into() }, set("c", "")];
-        // The writer builds its frames in place; they are the payload framed.
-        assert_eq!(frame_of(&first), frame(&payload(&first)));
+        // The writer builds its frames in place, in a buffer it reuses; they are the
+        // payload framed.
+        let mut built = vec![1, 2, 3];
+        frame_of(&first, &mut built);
+        assert_eq!(built, frame(&payload(&first)));
         segment.append(&frame(&payload(&first))).unwrap();
-        segment.append(&frame_of(&second)).unwrap();
+        frame_of(&second, &mut built);
+        segment.append(&built).unwrap();
         let whole = segment.len();
         // A third commit whose write was cut short, and one whose bytes were damaged.
         let third = frame(&payload(&[set("d", "4")]));

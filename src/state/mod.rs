@@ -169,6 +169,18 @@ enum Op {
     Flush(tokio::sync::oneshot::Sender<()>),
 }
 
+impl Op {
+    /// About how many bytes the change writes: its objects' JSON, and a little for the rest.
+    fn size(&self) -> usize {
+        match self {
+            Op::Queue {
+                owed: Some(owed), ..
+            } => 64 + owed.text_len(),
+            _ => 64,
+        }
+    }
+}
+
 /// The writer's counters.
 #[derive(Default)]
 struct Stats {

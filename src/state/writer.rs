@@ -31,6 +31,12 @@ const BATCH: usize = 8192;
 /// is then paid once for all of them.
 const INTERVAL: Duration = Duration::from_millis(5);
 
+/// Bytes of changes at which the writer stops holding back a commit nobody waits on: a
+/// commit's frame stays about this size, in a buffer reused from commit to commit.
+const DEFER_BYTES: usize = 1 << 20;
+/// The largest frame buffer kept for the next commit.
+const FRAME_KEEP: usize = 2 * DEFER_BYTES;
+
 /// How long changes stay in the log before a checkpoint writes them into the B-tree.
 const CHECKPOINT_EVERY: Duration = Duration::from_secs(1);
 /// Bytes of changes since the last checkpoint at which the next one starts sooner.
@@ -54,12 +60,16 @@ pub(super) fn run(
     let mut failing = Failing::default();
     // When the last commit started.
     let mut last_commit: Option<Instant> = None;
-    // When the oldest change of the batch arrived.
+    // When the oldest change of the batch arrived, and about how many bytes it holds.
     let mut oldest = Instant::now();
+    let mut bytes = 0usize;
     loop {
         if batch.is_empty() {
             match rx.recv() {
-                Ok(op) => batch.push(op),
+                Ok(op) => {
+                    bytes = op.size();
+                    batch.push(op);
+                }
                 Err(_) => break,
             }
             received += 1;
@@ -75,11 +85,12 @@ pub(super) fn run(
         if !wait.is_zero() {
             std::thread::sleep(wait);
         }
-        let mut closed = take(&rx, &mut batch, &mut received);
+        let mut closed = take(&rx, &mut batch, &mut received, &mut bytes);
         // While no stage waits on these changes, more join them, up to MAX_DEFER after
         // the oldest: through a large list, a commit (and its sync) every 100 ms, not 5.
         while !closed
             && batch.len() < BATCH
+            && bytes < DEFER_BYTES
             && !shared.closing.load(Ordering::Relaxed)
             && !batch.iter().any(|op| matches!(op, Op::Flush(_)))
         {
@@ -87,7 +98,7 @@ pub(super) fn run(
             if left.is_zero() || !shared.flow.defer(left.min(INTERVAL)) {
                 break;
             }
-            closed = take(&rx, &mut batch, &mut received);
+            closed = take(&rx, &mut batch, &mut received, &mut bytes);
         }
         let started = Instant::now();
         last_commit = Some(started);
@@ -122,12 +133,13 @@ pub(super) fn run(
     log.finish(&shared);
 }
 
-/// Takes what the channel holds into `batch`, up to [`BATCH`] changes; true once every
-/// sender is gone.
-fn take(rx: &Receiver<Op>, batch: &mut Vec<Op>, received: &mut u64) -> bool {
+/// Takes what the channel holds into `batch`, up to [`BATCH`] changes, adding their size
+/// to `bytes`; true once every sender is gone.
+fn take(rx: &Receiver<Op>, batch: &mut Vec<Op>, received: &mut u64, bytes: &mut usize) -> bool {
     while batch.len() < BATCH {
         match rx.try_recv() {
             Ok(op) => {
+                *bytes += op.size();
                 batch.push(op);
                 *received += 1;
             }
@@ -149,6 +161,8 @@ struct Log {
     checkpoints: Option<Sender<u64>>,
     checkpointer: Option<JoinHandle<()>>,
     names: Names,
+    /// The buffer commits build their frames in.
+    frame: Vec<u8>,
 }
 
 impl Log {
@@ -183,6 +197,7 @@ impl Log {
             checkpoints: checkpointer.is_some().then_some(tx),
             checkpointer,
             names: Names::default(),
+            frame: Vec::new(),
         }
     }
 
@@ -197,7 +212,8 @@ impl Log {
         if changes.is_empty() {
             return Ok(());
         }
-        let frame = frame_of(&changes);
+        frame_of(&changes, &mut self.frame);
+        let frame = &self.frame;
         let segment = match &mut self.segment {
             Some(segment) => segment,
             None => {
@@ -210,8 +226,11 @@ impl Log {
             }
         };
         segment
-            .append(&frame)
+            .append(frame)
             .map_err(|e| format!("{}: {e}", segment.path().display()))?;
+        if self.frame.capacity() > FRAME_KEEP {
+            self.frame = Vec::new();
+        }
         shared.log_bytes.store(segment.len(), Ordering::Relaxed);
         let mut pending = crate::util::write(&shared.pending);
         for change in changes {
