@@ -1,5 +1,7 @@
 //! The writer thread: takes every change the stages send, in order, and commits them in
 //! batches (group commit) to the log ([`super::log`]): one write and one sync per commit.
+//! A commit no stage waits on is held back to gather more ([`super::flow`], "Demand"), so
+//! through a large list one sync covers hundreds of events.
 //! What the store holds after a crash is therefore always the changes up to some point,
 //! never a later change without an earlier one: a route's record of an object is written
 //! after the handler's queue entry for it, so the store never says "delivered" about an
