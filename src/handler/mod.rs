@@ -268,10 +268,7 @@ impl Handler {
             lock(&self.held).push_back((seq, key, tokio::time::Instant::now()));
             drop(pending);
             self.release_committed();
-            if self.queue.is_empty() {
-                // The workers have nothing committed to work on: this is wanted now.
-                self.want_held();
-            }
+            self.want_if_dry();
         } else {
             drop(pending);
             self.queue.add(key);

@@ -60,9 +60,12 @@ impl Handler {
         }
     }
 
-    /// Asks the store to commit the events held for it now, without holding them back for
-    /// a larger commit: called when the work queue has run dry, so a worker would wait.
-    pub(super) fn want_held(&self) {
+    /// When the work queue has run dry, so a worker would wait, asks the store to commit
+    /// the events held for it now instead of holding them back for a larger commit.
+    pub(super) fn want_if_dry(&self) {
+        if !self.queue.is_empty() {
+            return;
+        }
         if let Some(state) = self.state.get()
             && let Some((seq, _, _)) = lock(&self.held).back()
         {

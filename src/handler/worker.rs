@@ -51,10 +51,7 @@ impl Handler {
             } else {
                 None
             };
-            if self.queue.is_empty() {
-                // About to wait for work: what waits for its commit is wanted now.
-                self.want_held();
-            }
+            self.want_if_dry();
             let Some(key) = self.queue.get().await else {
                 return;
             };
