@@ -37,6 +37,12 @@ pub fn object(event: &Event) -> Result<Value, String> {
 /// The event as JSON, as a [`crate::template`] reads it: `{"kind": "added|updated|deleted|sync",
 /// "route", "attempt", "object", "oldObject", "finalStateUnknown"}`.
 pub fn event_json(event: &Event) -> Result<Value, String> {
+    event_json_reading(event, true)
+}
+
+/// [`event_json`], its `oldObject` parsed only when `old` is set (null otherwise): a sink
+/// whose template never reads it ([`crate::template::reads`]) skips a parse per event.
+pub fn event_json_reading(event: &Event, old: bool) -> Result<Value, String> {
     let parse = |what: &str, text: &str| {
         serde_json::from_str::<Value>(text).map_err(|e| format!("the event's {what}: {e}"))
     };
@@ -47,8 +53,8 @@ pub fn event_json(event: &Event) -> Result<Value, String> {
         EventKind::Sync => "sync",
     };
     let old = match &event.old_object {
-        Some(text) => parse("old object", text)?,
-        None => Value::Null,
+        Some(text) if old => parse("old object", text)?,
+        _ => Value::Null,
     };
     Ok(json!({
         "kind": kind,

@@ -49,6 +49,25 @@ enum Piece<'a> {
     Path(String),
 }
 
+/// Whether a placeholder of `template` reads the event's top-level `field` (or below it):
+/// a sink that fills a template which never reads `oldObject` need not parse it.
+pub fn reads(template: &Value, field: &str) -> bool {
+    match template {
+        Value::String(text) => placeholders(text).is_ok_and(|pieces| {
+            pieces.iter().any(|piece| match piece {
+                Piece::Path(path) => {
+                    let first = path[1..].split('/').next().unwrap_or_default();
+                    first.replace("~1", "/").replace("~0", "~") == field
+                }
+                Piece::Text(_) => false,
+            })
+        }),
+        Value::Array(items) => items.iter().any(|item| reads(item, field)),
+        Value::Object(fields) => fields.values().any(|value| reads(value, field)),
+        _ => false,
+    }
+}
+
 /// The pieces of `text`; an error for an unclosed or empty placeholder.
 fn placeholders(text: &str) -> Result<Vec<Piece<'_>>, String> {
     let mut pieces = Vec::new();
@@ -176,5 +195,24 @@ mod tests {
             Err(r#"body.n: "{{ }}": an empty placeholder {{}} names no path"#.into())
         );
         assert!(check(&json!("{{object..name}}"), "body").is_err());
+    }
+
+    #[test]
+    fn reads_says_which_top_level_fields_a_template_reads() {
+        let template = json!({"a": ["x", "{{object.metadata.name}}"], "k": "{{ kind }}!"});
+        assert!(reads(&template, "object"));
+        assert!(reads(&template, "kind"));
+        assert!(!reads(&template, "oldObject"));
+        assert!(reads(
+            &json!({"old": "was {{oldObject.data}}"}),
+            "oldObject"
+        ));
+        assert!(reads(&json!(["{{/oldObject/metadata/name}}"]), "oldObject"));
+        assert!(reads(&json!("{{oldObject}}"), "oldObject"));
+        assert!(!reads(
+            &json!("{{oldObjects.x}} {{object.oldObject}}"),
+            "oldObject"
+        ));
+        assert!(!reads(&json!({"oldObject": "fixed", "n": 1}), "oldObject"));
     }
 }

@@ -168,8 +168,9 @@ impl Elasticsearch {
     fn body(&self, events: &[Event]) -> Result<String, String> {
         let mut body = String::new();
         for event in events {
-            let id = change_key(event.kind, &switchyard_sdk::sink::object(event)?);
+            let kind = event.kind;
             let event = event_json(event)?;
+            let id = change_key(kind, &event["object"]);
             let index = match template::fill(&json!(self.config.index), &event) {
                 Value::String(s) => s,
                 other => other.to_string(),

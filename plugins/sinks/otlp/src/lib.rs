@@ -38,7 +38,7 @@ use serde::Deserialize;
 use serde_json::json;
 use switchyard_sdk::http::Request;
 use switchyard_sdk::sink::{
-    Sent, answer_for_all, change_key, check_header, check_url, event_json, object, send,
+    Sent, answer_for_all, change_key, check_header, check_url, event_json, send,
 };
 use switchyard_sdk::{
     Configured, ConfiguredBatch, Event, ItemOutcome, Level, Outcome, log, template,
@@ -151,8 +151,9 @@ impl ConfiguredBatch for Otlp {
 impl Otlp {
     /// The record for `event`.
     fn record(&self, event: &Event) -> Result<record::Record, String> {
-        let key = change_key(event.kind, &object(event)?);
-        Ok(record::build(&event_json(event)?, &key, &self.extra))
+        let json = event_json(event)?;
+        let key = change_key(event.kind, &json["object"]);
+        Ok(record::build(&json, &key, &self.extra))
     }
 
     /// The request exporting `records` in one `ExportLogsServiceRequest`.

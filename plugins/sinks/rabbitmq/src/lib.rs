@@ -111,8 +111,9 @@ impl Configured for Rabbitmq {
     }
 
     fn handle(&self, event: Event) -> Result<Outcome, String> {
-        let key = change_key(event.kind, &switchyard_sdk::sink::object(&event)?);
+        let kind = event.kind;
         let event = event_json(&event)?;
+        let key = change_key(kind, &event["object"]);
         let body = match &self.body {
             Some(template) => template::fill(template, &event),
             None => event.clone(),

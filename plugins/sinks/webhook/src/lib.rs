@@ -46,7 +46,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::Value;
 use switchyard_sdk::http::Request;
-use switchyard_sdk::sink::{change_key, check_header, event_json};
+use switchyard_sdk::sink::{change_key, check_header, event_json_reading};
 use switchyard_sdk::template;
 use switchyard_sdk::{
     Configured, ConfiguredBatch, Event, ItemOutcome, Level, Outcome, export_batch_handler, log,
@@ -161,19 +161,26 @@ fn retry_later(response: &switchyard_sdk::http::Response) -> Option<Outcome> {
 /// The handler, built from its `config` once per instance.
 struct Webhook {
     config: Config,
+    /// Whether a body needs the event's `oldObject` (no template, or one that reads it).
+    reads_old: bool,
 }
 
 impl Configured for Webhook {
     fn new(config: &str) -> Result<Self, String> {
-        Ok(Self {
-            config: Config::parse(config)?,
-        })
+        let config = Config::parse(config)?;
+        let reads_old = config
+            .body
+            .as_ref()
+            .is_none_or(|body| template::reads(body, "oldObject"));
+        Ok(Self { config, reads_old })
     }
 
     fn handle(&self, event: Event) -> Result<Outcome, String> {
         let config = &self.config;
-        let key = change_key(event.kind, &switchyard_sdk::sink::object(&event)?);
-        let body = self.body(&event)?;
+        let kind = event.kind;
+        let event = event_json_reading(&event, self.reads_old)?;
+        let key = change_key(kind, &event["object"]);
+        let body = self.body(event);
         let mut request = self.request();
         if !config.has_header("idempotency-key") {
             request = request.header("idempotency-key", &key);
@@ -201,13 +208,13 @@ impl Configured for Webhook {
 }
 
 impl Webhook {
-    /// The body for one event: the template filled in, or the whole event.
-    fn body(&self, event: &Event) -> Result<Value, String> {
-        let event = event_json(event)?;
-        Ok(match &self.config.body {
+    /// The body for one event (as `event_json_reading` gives it): the template filled in,
+    /// or the whole event.
+    fn body(&self, event: Value) -> Value {
+        match &self.config.body {
             Some(template) => template::fill(template, &event),
             None => event,
-        })
+        }
     }
 
     /// A request to the configured URL with the configured method and headers.
@@ -224,7 +231,7 @@ impl ConfiguredBatch for Webhook {
     fn handle_batch(&self, events: Vec<Event>) -> Result<Vec<ItemOutcome>, String> {
         let bodies = events
             .iter()
-            .map(|e| self.body(e))
+            .map(|e| event_json_reading(e, self.reads_old).map(|e| self.body(e)))
             .collect::<Result<Vec<_>, _>>()?;
         let (payload, content_type) = match self.config.batch_format {
             BatchFormat::JsonArray => (Value::Array(bodies).to_string(), "application/json"),
@@ -302,6 +309,27 @@ mod tests {
             body,
             json!({"kind": "updated", "route": "test", "attempt": 1, "object": cm("a", "2"),
                    "oldObject": cm("a", "1"), "finalStateUnknown": false})
+        );
+    }
+
+    #[test]
+    fn a_template_reading_the_old_object_gets_it_and_one_without_it_the_same_key() {
+        let config = json!({"url": URL, "body": {"was": "{{oldObject.data.v}}",
+                                                  "is": "{{object.data.v}}"}});
+        let report = host(config).handle::<Webhook>(updated(cm("a", "1"), cm("a", "2")));
+        let body: Value = serde_json::from_slice(&report.requests[0].body).unwrap();
+        assert_eq!(body, json!({"was": "1", "is": "2"}));
+        let config = json!({"url": URL, "body": {"is": "{{object.data.v}}"}});
+        let report = host(config).handle::<Webhook>(updated(cm("a", "1"), cm("a", "2")));
+        let request = &report.requests[0];
+        let body: Value = serde_json::from_slice(&request.body).unwrap();
+        assert_eq!(body, json!({"is": "2"}));
+        assert!(
+            request
+                .headers
+                .contains(&("idempotency-key".into(), "default/a..update".into())),
+            "{:?}",
+            request.headers
         );
     }
 
