@@ -211,8 +211,17 @@ pub const RESIDENT_SLOT_RESET: SlotReset = SlotReset::KeepResident {
 };
 
 /// How many finished instances' memory the pool gives back to the kernel at once (one
-/// `process_madvise` where the kernel has it, and one TLB flush, for the batch).
+/// `process_madvise` where the kernel has it, and one TLB flush, for the batch), when slots
+/// are decommitted.
+///
+/// Slots kept resident are reset in place and have nothing to give back, but wasmtime still
+/// queues an empty range for each memory and table: batched, those became one
+/// `process_madvise` of empty ranges every two or so instances. Flushed one at a time
+/// ([`RESIDENT_DECOMMIT_BATCH`]), an empty range makes no system call.
 pub const DECOMMIT_BATCH: usize = 16;
+
+/// The decommit batch when slots are kept resident: see [`DECOMMIT_BATCH`].
+pub const RESIDENT_DECOMMIT_BATCH: usize = 1;
 
 /// The fewest instances [`pool_instances`] sizes the pool for: room to raise concurrency
 /// on reload in a small config. An instance slot costs address space (reserved, not
@@ -294,6 +303,7 @@ impl PluginHost {
             } = pool.reset
             {
                 pooling
+                    .decommit_batch_size(RESIDENT_DECOMMIT_BATCH)
                     .linear_memory_keep_resident(bytes)
                     .table_keep_resident(bytes)
                     .pagemap_scan(wasmtime::Enabled::Auto);
