@@ -8,9 +8,16 @@
 //!
 //! A frame cut short or whose checksum fails ends its segment: it is a commit whose sync
 //! never returned (nothing waited on it), and it is cut off before the log is written again.
+//!
+//! Small commits overwrite zeros the writer wrote ahead of them while it had nothing to do
+//! ([`Segment::write_ahead`]), so the sync of most commits writes their data and no
+//! metadata: the file keeps its size and its blocks.
+//! On a journaling file system a growing file's sync commits the journal as well (about
+//! twice the latency, `scripts/fsync-floor.py`). A frame head of zeros ends the segment.
 
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::{Read, Write};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -143,6 +150,16 @@ fn seal(out: &mut [u8]) {
     head[4..].copy_from_slice(&crc32fast::hash(payload).to_le_bytes());
 }
 
+/// The fewest zeros written ahead of a segment's last frame.
+const AHEAD_MIN: u64 = 16 << 10;
+/// The most zeros written ahead of a segment's last frame.
+const AHEAD_MAX: u64 = 1 << 20;
+/// Frames at least this long get no zeros written after them: few commits are that large
+/// (a list's, held back to gather changes), and their metadata is little of their cost.
+const AHEAD_FRAME: usize = 64 << 10;
+/// The zeros written ahead are written from.
+static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
+
 /// The segment being written.
 pub(super) struct Segment {
     /// Its number.
@@ -151,6 +168,8 @@ pub(super) struct Segment {
     file: File,
     /// Bytes known written and synced: a failed append is cut back to here.
     len: u64,
+    /// Where the file ends: `len`, then the zeros written ahead.
+    ahead: u64,
 }
 
 impl Segment {
@@ -171,26 +190,55 @@ impl Segment {
             path,
             file,
             len: HEADER.len() as u64,
+            ahead: HEADER.len() as u64,
         })
     }
 
     /// Appends `frame` and syncs it. On failure the segment is cut back to what it held
     /// before, so a later append starts on a frame boundary.
     pub(super) fn append(&mut self, frame: &[u8]) -> std::io::Result<()> {
+        let end = self.len + frame.len() as u64;
         let written = self
             .file
-            .write_all(frame)
+            .write_all_at(frame, self.len)
             .and_then(|()| self.file.sync_data());
         match written {
             Ok(()) => {
-                self.len += frame.len() as u64;
+                self.len = end;
+                self.ahead = self.ahead.max(end);
                 Ok(())
             }
             Err(e) => {
-                let _ = self.file.set_len(self.len);
-                let _ = self.file.seek(SeekFrom::Start(self.len));
+                if self.file.set_len(self.len).is_ok() {
+                    self.ahead = self.len;
+                }
                 Err(e)
             }
+        }
+    }
+
+    /// After a commit of `frame` bytes, while nothing waits on the writer: when the frame
+    /// was small and the zeros after it would not hold two more like it, writes and syncs
+    /// as many as the segment holds, within [`AHEAD_MIN`] and [`AHEAD_MAX`] (a segment
+    /// grows a few times a second under load, not at every commit). Large frames (a
+    /// list's, held back to gather changes) get none after them. A failure leaves the
+    /// segment as it was: the next commit grows it.
+    pub(super) fn write_ahead(&mut self, frame: usize) {
+        let wanted = self.len + 2 * frame as u64 + FRAME_HEAD as u64;
+        if frame >= AHEAD_FRAME || wanted <= self.ahead {
+            return;
+        }
+        let to = self.len + self.len.clamp(AHEAD_MIN, AHEAD_MAX);
+        let mut at = self.ahead;
+        while at < to {
+            let n = (to - at).min(ZEROS.len() as u64);
+            if self.file.write_all_at(&ZEROS[..n as usize], at).is_err() {
+                return;
+            }
+            at += n;
+        }
+        if self.file.sync_data().is_ok() {
+            self.ahead = to;
         }
     }
 
@@ -226,7 +274,8 @@ pub(super) fn segments(dir: &Path) -> std::io::Result<Vec<u64>> {
 pub(super) struct Replayed {
     /// The changes of its whole frames, in order.
     pub(super) changes: Vec<Change>,
-    /// Bytes after the last whole frame (a commit cut short), ignored.
+    /// Bytes after the last whole frame (a commit cut short), ignored; 0 when they are
+    /// all zeros written ahead.
     pub(super) torn: u64,
 }
 
@@ -249,10 +298,17 @@ pub(super) fn replay(path: &Path) -> Result<Replayed, String> {
     }
     let mut at = HEADER.len();
     let mut changes = Vec::new();
-    while let Some(head) = bytes.get(at..at + 8) {
+    while let Some(head) = bytes.get(at..at + FRAME_HEAD) {
         let len = u32::from_le_bytes(head[..4].try_into().expect("4 bytes")) as usize;
         let crc = u32::from_le_bytes(head[4..].try_into().expect("4 bytes"));
-        let Some(payload) = bytes.get(at + 8..at + 8 + len) else {
+        if len == 0 && crc == 0 {
+            // Zeros written ahead: when the rest are zeros too, the segment ends here.
+            if bytes[at..].iter().all(|b| *b == 0) {
+                at = bytes.len();
+            }
+            break;
+        }
+        let Some(payload) = bytes.get(at + FRAME_HEAD..at + FRAME_HEAD + len) else {
             break;
         };
         if crc32fast::hash(payload) != crc {
@@ -262,7 +318,7 @@ pub(super) fn replay(path: &Path) -> Result<Replayed, String> {
             break;
         };
         changes.extend(decoded);
-        at += 8 + len;
+        at += FRAME_HEAD + len;
     }
     Ok(Replayed {
         changes,
@@ -310,26 +366,72 @@ mod tests {
         segment.append(&frame(&payload(&first))).unwrap();
         frame_of(&second, &mut built);
         segment.append(&built).unwrap();
+        segment.write_ahead(built.len());
         let whole = segment.len();
+        // The file holds zeros after the frames, which end the segment.
+        let size = std::fs::metadata(segment.path()).unwrap().len();
+        assert!(size >= whole + AHEAD_MIN, "{size} bytes for {whole}");
+        assert_eq!(replay(segment.path()).unwrap().torn, 0);
         // A third commit whose write was cut short, and one whose bytes were damaged.
         let third = frame(&payload(&[set("d", "4")]));
-        let mut file = OpenOptions::new()
-            .append(true)
-            .open(segment.path())
-            .unwrap();
-        file.write_all(&third[..third.len() - 2]).unwrap();
+        let file = OpenOptions::new().write(true).open(segment.path()).unwrap();
+        file.write_all_at(&third[..third.len() - 2], whole).unwrap();
         let replayed = replay(segment.path()).unwrap();
         assert_eq!(replayed.changes, [&first[..], &second[..]].concat());
-        assert_eq!(replayed.torn, third.len() as u64 - 2);
+        assert_eq!(replayed.torn, size - whole);
 
         file.set_len(whole).unwrap();
         let mut damaged = third.clone();
         *damaged.last_mut().unwrap() ^= 1;
-        file.write_all(&damaged).unwrap();
+        file.write_all_at(&damaged, whole).unwrap();
         let replayed = replay(segment.path()).unwrap();
         assert_eq!(replayed.changes.len(), 4);
         assert_eq!(replayed.torn, damaged.len() as u64);
+
+        // A commit whose first bytes never reached the disk, and whose later bytes did.
+        file.set_len(whole).unwrap();
+        let mut unsynced = vec![0; FRAME_HEAD];
+        unsynced.extend_from_slice(&third);
+        file.write_all_at(&unsynced, whole).unwrap();
+        let replayed = replay(segment.path()).unwrap();
+        assert_eq!(replayed.changes.len(), 4);
+        assert_eq!(replayed.torn, unsynced.len() as u64);
         assert_eq!(segments(dir.path()).unwrap(), [7]);
+    }
+
+    #[test]
+    fn small_commits_overwrite_zeros_written_ahead_and_read_back_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut segment = Segment::create(dir.path(), 1).unwrap();
+        let size = |segment: &Segment| std::fs::metadata(segment.path()).unwrap().len();
+        let mut written = Vec::new();
+        let mut sizes = Vec::new();
+        let mut lens = Vec::new();
+        // Small commits fill the zeros written ahead, then write more; a large one is
+        // appended with none after it, and the next small one writes them again.
+        for (i, value) in [10, 5_000, 20_000, 10, 200_000, 10].into_iter().enumerate() {
+            let change = set(&i.to_string(), &"v".repeat(value));
+            let frame = frame(&payload(std::slice::from_ref(&change)));
+            segment.append(&frame).unwrap();
+            segment.write_ahead(frame.len());
+            written.push(change);
+            sizes.push(size(&segment));
+            lens.push(segment.len());
+        }
+        assert_eq!(
+            sizes[0], sizes[1],
+            "the second commit fits in the zeros: {sizes:?}"
+        );
+        assert!(sizes[2] > sizes[1], "{sizes:?}");
+        assert_eq!(sizes[3], sizes[2], "{sizes:?}");
+        assert_eq!(sizes[4], lens[4], "nothing written ahead of a large frame");
+        assert!(
+            sizes[5] >= lens[5] + AHEAD_MIN && sizes[5] <= lens[5] + AHEAD_MAX,
+            "{sizes:?}"
+        );
+        let replayed = replay(segment.path()).unwrap();
+        assert_eq!(replayed.changes, written);
+        assert_eq!(replayed.torn, 0);
     }
 
     #[test]

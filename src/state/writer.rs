@@ -120,6 +120,10 @@ pub(super) fn run(
                     }
                 }
                 log.maybe_checkpoint(&shared);
+                // Only while no change waits for the next commit: zeros never delay one.
+                if shared.flow.pending.load(Ordering::Relaxed) == 0 {
+                    log.write_ahead();
+                }
             }
             Err(e) => {
                 let wait = failing.failed(&shared, &e, "commit");
@@ -165,6 +169,8 @@ struct Log {
     names: Names,
     /// The buffer commits build their frames in.
     frame: Vec<u8>,
+    /// The size of the last commit's frame.
+    last_frame: usize,
 }
 
 impl Log {
@@ -200,6 +206,7 @@ impl Log {
             checkpointer,
             names: Names::default(),
             frame: Vec::new(),
+            last_frame: 0,
         }
     }
 
@@ -230,6 +237,7 @@ impl Log {
         segment
             .append(frame)
             .map_err(|e| format!("{}: {e}", segment.path().display()))?;
+        self.last_frame = frame.len();
         if self.frame.capacity() > FRAME_KEEP {
             self.frame = Vec::new();
         }
@@ -239,6 +247,15 @@ impl Log {
             pending.current.apply(change);
         }
         Ok(())
+    }
+
+    /// After a commit, with its waiters released and no change sent since: zeros written
+    /// ahead of the segment's last frame for the next commits to overwrite
+    /// ([`Segment::write_ahead`]).
+    fn write_ahead(&mut self) {
+        if let Some(segment) = &mut self.segment {
+            segment.write_ahead(self.last_frame);
+        }
     }
 
     /// Hands the changes since the last checkpoint to the checkpoint thread, once they are
