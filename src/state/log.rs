@@ -156,7 +156,7 @@ const AHEAD_MIN: u64 = 16 << 10;
 const AHEAD_MAX: u64 = 1 << 20;
 /// Frames at least this long get no zeros written after them: few commits are that large
 /// (a list's, held back to gather changes), and their metadata is little of their cost.
-const AHEAD_FRAME: usize = 64 << 10;
+const AHEAD_FRAME: u64 = 64 << 10;
 /// The zeros written ahead are written from.
 static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
 
@@ -170,6 +170,8 @@ pub(super) struct Segment {
     len: u64,
     /// Where the file ends: `len`, then the zeros written ahead.
     ahead: u64,
+    /// The size of the last frame appended.
+    last: u64,
 }
 
 impl Segment {
@@ -191,6 +193,7 @@ impl Segment {
             file,
             len: HEADER.len() as u64,
             ahead: HEADER.len() as u64,
+            last: 0,
         })
     }
 
@@ -206,6 +209,7 @@ impl Segment {
             Ok(()) => {
                 self.len = end;
                 self.ahead = self.ahead.max(end);
+                self.last = frame.len() as u64;
                 Ok(())
             }
             Err(e) => {
@@ -217,15 +221,15 @@ impl Segment {
         }
     }
 
-    /// After a commit of `frame` bytes, while nothing waits on the writer: when the frame
-    /// was small and the zeros after it would not hold two more like it, writes and syncs
-    /// as many as the segment holds, within [`AHEAD_MIN`] and [`AHEAD_MAX`] (a segment
-    /// grows a few times a second under load, not at every commit). Large frames (a
-    /// list's, held back to gather changes) get none after them. A failure leaves the
-    /// segment as it was: the next commit grows it.
-    pub(super) fn write_ahead(&mut self, frame: usize) {
-        let wanted = self.len + 2 * frame as u64 + FRAME_HEAD as u64;
-        if frame >= AHEAD_FRAME || wanted <= self.ahead {
+    /// After a commit, while nothing waits on the writer: when the last frame was small
+    /// and the zeros after it would not hold two more like it, writes and syncs as many as
+    /// the segment holds, within [`AHEAD_MIN`] and [`AHEAD_MAX`] (a segment grows a few
+    /// times a second under load, not at every commit). Large frames (a list's, held back
+    /// to gather changes) get none after them. A failure leaves the segment as it was: the
+    /// next commit grows it.
+    pub(super) fn write_ahead(&mut self) {
+        let wanted = self.len + 2 * self.last + FRAME_HEAD as u64;
+        if self.last >= AHEAD_FRAME || wanted <= self.ahead {
             return;
         }
         let to = self.len + self.len.clamp(AHEAD_MIN, AHEAD_MAX);
@@ -366,7 +370,7 @@ mod tests {
         segment.append(&frame(&payload(&first))).unwrap();
         frame_of(&second, &mut built);
         segment.append(&built).unwrap();
-        segment.write_ahead(built.len());
+        segment.write_ahead();
         let whole = segment.len();
         // The file holds zeros after the frames, which end the segment.
         let size = std::fs::metadata(segment.path()).unwrap().len();
@@ -413,7 +417,7 @@ mod tests {
             let change = set(&i.to_string(), &"v".repeat(value));
             let frame = frame(&payload(std::slice::from_ref(&change)));
             segment.append(&frame).unwrap();
-            segment.write_ahead(frame.len());
+            segment.write_ahead();
             written.push(change);
             sizes.push(size(&segment));
             lens.push(segment.len());

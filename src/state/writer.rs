@@ -169,8 +169,6 @@ struct Log {
     names: Names,
     /// The buffer commits build their frames in.
     frame: Vec<u8>,
-    /// The size of the last commit's frame.
-    last_frame: usize,
 }
 
 impl Log {
@@ -206,7 +204,6 @@ impl Log {
             checkpointer,
             names: Names::default(),
             frame: Vec::new(),
-            last_frame: 0,
         }
     }
 
@@ -237,7 +234,6 @@ impl Log {
         segment
             .append(frame)
             .map_err(|e| format!("{}: {e}", segment.path().display()))?;
-        self.last_frame = frame.len();
         if self.frame.capacity() > FRAME_KEEP {
             self.frame = Vec::new();
         }
@@ -254,7 +250,7 @@ impl Log {
     /// ([`Segment::write_ahead`]).
     fn write_ahead(&mut self) {
         if let Some(segment) = &mut self.segment {
-            segment.write_ahead(self.last_frame);
+            segment.write_ahead();
         }
     }
 
