@@ -420,9 +420,12 @@ async fn a_manifest_or_error_body_without_end_is_cut_off_at_its_cap() {
         )),
         "{out}"
     );
-    // Cut off near the cap, not read on to the end the server allows.
+    // Cut off near the cap, not read on to the end the server allows. The server counts
+    // what it wrote into its sockets: past what the client read, each of the two
+    // connections holds up to a send buffer and an autotuned receive window (loopback's
+    // `tcp_rmem` allows 32 MiB), 17 MiB in all once on a loaded machine.
     assert!(
-        registry.streamed() < STREAM_BUDGET / 4,
+        registry.streamed() < STREAM_BUDGET / 2,
         "{} bytes streamed",
         registry.streamed()
     );
